@@ -1,0 +1,1 @@
+//! Go-compatible JSON writer (placeholder until written).
