@@ -2,10 +2,22 @@
 //! receive as an argument.
 //!
 //! # Layout
+//! - [`event`]: terminal job events: body builder, CloudEvents attributes, the ce-id rule.
 //! - [`json`]: a Go-compatible JSON writer (`encoding/json` `Marshal` / `MarshalIndent` bytes),
 //!   streaming into any `std::io::Write`.
+//! - [`envelope`]: what a signature covers (contract §3), signing and verification.
+//! - [`redaction`]: error redaction before an error text leaves the process.
+//! - [`message`]: inbound job messages, decoded with Go's rules and validated; job id recovery.
 //!
 //! This crate must not depend on any other crate of the workspace, nor on any I/O crate
 //! (`tokio`, `lapin`, `sqlx`, `aws-sdk-*`, `axum`).
 
+pub mod envelope;
+pub mod event;
 pub mod json;
+pub mod message;
+mod node;
+pub mod redaction;
+
+pub use message::{JobMessage, MessageError};
+pub use redaction::{redact, Redacted};

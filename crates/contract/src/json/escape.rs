@@ -1,0 +1,212 @@
+//! String escaping as Go's `encoding/json` does it: HTML-safe, U+2028/U+2029 escaped, and each
+//! invalid UTF-8 byte replaced by `\ufffd`.
+
+use std::io::{self, Write};
+
+/// Byte needs no escaping.
+const RAW: u8 = 0;
+/// Byte is written as `\u00XX` (lowercase hex).
+const HEX: u8 = b'u';
+/// Byte 0xE2 may start U+2028 (E2 80 A8) or U+2029 (E2 80 A9); look at the next two bytes.
+const LINE_SEP: u8 = 1;
+
+/// What to do with each byte of valid UTF-8: `RAW`, `HEX`, `LINE_SEP`, or the letter that follows
+/// the backslash in a short escape (`\"`, `\\`, `\b`, `\f`, `\n`, `\r`, `\t`).
+///
+/// Go writes DEL (0x7f), `/` and every other non-ASCII character raw.
+static ESCAPE: [u8; 256] = {
+    let mut table = [RAW; 256];
+    let mut byte = 0;
+    while byte < 0x20 {
+        table[byte] = HEX;
+        byte += 1;
+    }
+    table[0x08] = b'b';
+    table[0x0c] = b'f';
+    table[b'\n' as usize] = b'n';
+    table[b'\r' as usize] = b'r';
+    table[b'\t' as usize] = b't';
+    table[b'"' as usize] = b'"';
+    table[b'\\' as usize] = b'\\';
+    // Go escapes these so that JSON can be embedded in HTML (`SetEscapeHTML(true)` is the default).
+    table[b'<' as usize] = HEX;
+    table[b'>' as usize] = HEX;
+    table[b'&' as usize] = HEX;
+    table[0xE2] = LINE_SEP;
+    table
+};
+
+const HEX_DIGITS: &[u8; 16] = b"0123456789abcdef";
+
+/// Go's replacement for one byte that does not decode as UTF-8.
+const REPLACEMENT: &[u8] = b"\\ufffd";
+
+/// Writes `s` as a quoted JSON string.
+#[inline]
+pub(crate) fn write_str<W: Write>(out: &mut W, s: &str) -> io::Result<()> {
+    out.write_all(b"\"")?;
+    write_body(out, s)?;
+    out.write_all(b"\"")
+}
+
+/// Writes arbitrary bytes as a quoted JSON string. Go decodes rune by rune and, on a decoding
+/// error, consumes exactly one byte and emits U+FFFD; so every byte outside a valid sequence
+/// becomes one `\ufffd`. `utf8_chunks` groups a broken sequence's bytes (a lead byte and the
+/// continuation bytes that looked right so far) into one `invalid()` slice, but none of those
+/// bytes can start a valid sequence, so one replacement per byte matches Go exactly.
+pub(crate) fn write_bytes<W: Write>(out: &mut W, bytes: &[u8]) -> io::Result<()> {
+    out.write_all(b"\"")?;
+    for chunk in bytes.utf8_chunks() {
+        write_body(out, chunk.valid())?;
+        for _ in chunk.invalid() {
+            out.write_all(REPLACEMENT)?;
+        }
+    }
+    out.write_all(b"\"")
+}
+
+/// Writes the escaped contents of `s` (no quotes), copying unescaped runs in one `write_all`.
+fn write_body<W: Write>(out: &mut W, s: &str) -> io::Result<()> {
+    let bytes = s.as_bytes();
+    let mut run_start = 0;
+    let mut i = 0;
+    while i < bytes.len() {
+        let byte = bytes[i];
+        let action = ESCAPE[usize::from(byte)];
+        if action == RAW {
+            i += 1;
+            continue;
+        }
+        if action == LINE_SEP {
+            // Valid UTF-8 (`s` is a str): E2 80 A8/A9 are U+2028/U+2029; other E2 sequences are
+            // ordinary characters and stay in the run.
+            let escape: &[u8] = match (bytes.get(i + 1), bytes.get(i + 2)) {
+                (Some(0x80), Some(0xA8)) => b"\\u2028",
+                (Some(0x80), Some(0xA9)) => b"\\u2029",
+                _ => {
+                    i += 1;
+                    continue;
+                }
+            };
+            out.write_all(&bytes[run_start..i])?;
+            out.write_all(escape)?;
+            i += 3;
+            run_start = i;
+            continue;
+        }
+        if run_start < i {
+            out.write_all(&bytes[run_start..i])?;
+        }
+        if action == HEX {
+            let hex = [
+                b'\\',
+                b'u',
+                b'0',
+                b'0',
+                HEX_DIGITS[usize::from(byte >> 4)],
+                HEX_DIGITS[usize::from(byte & 0x0f)],
+            ];
+            out.write_all(&hex)?;
+        } else {
+            out.write_all(&[b'\\', action])?;
+        }
+        i += 1;
+        run_start = i;
+    }
+    out.write_all(&bytes[run_start..])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn quoted(s: &str) -> String {
+        let mut out = Vec::new();
+        write_str(&mut out, s).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    fn quoted_bytes(bytes: &[u8]) -> String {
+        let mut out = Vec::new();
+        write_bytes(&mut out, bytes).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn every_control_character_is_escaped_like_go() {
+        for byte in 0u8..0x20 {
+            let expected = match byte {
+                0x08 => "\\b".to_string(),
+                0x09 => "\\t".to_string(),
+                0x0a => "\\n".to_string(),
+                0x0c => "\\f".to_string(),
+                0x0d => "\\r".to_string(),
+                _ => format!("\\u{byte:04x}"),
+            };
+            let input = char::from(byte).to_string();
+            assert_eq!(quoted(&input), format!("\"{expected}\""), "byte {byte:#04x}");
+        }
+    }
+
+    #[test]
+    fn control_escapes_use_lowercase_hex() {
+        assert_eq!(quoted("\u{1b}\u{1f}"), "\"\\u001b\\u001f\"");
+    }
+
+    #[test]
+    fn quote_and_backslash_get_short_escapes() {
+        assert_eq!(quoted("a\"b\\c"), "\"a\\\"b\\\\c\"");
+    }
+
+    #[test]
+    fn html_characters_are_escaped() {
+        assert_eq!(quoted("<a>&"), "\"\\u003ca\\u003e\\u0026\"");
+    }
+
+    #[test]
+    fn del_slash_and_non_ascii_stay_raw() {
+        assert_eq!(quoted("\u{7f}/é日😀"), "\"\u{7f}/é日😀\"");
+    }
+
+    #[test]
+    fn line_and_paragraph_separators_are_escaped() {
+        assert_eq!(quoted("a\u{2028}b\u{2029}c"), "\"a\\u2028b\\u2029c\"");
+    }
+
+    #[test]
+    fn other_characters_sharing_the_e2_lead_byte_stay_raw() {
+        // U+2027, U+202A, U+20AC (euro), U+2100: all start with 0xE2.
+        let s = "\u{2027}\u{202a}\u{20ac}\u{2100}";
+        assert_eq!(quoted(s), format!("\"{s}\""));
+        assert_eq!(quoted("€"), "\"€\"");
+    }
+
+    #[test]
+    fn empty_string_is_two_quotes() {
+        assert_eq!(quoted(""), "\"\"");
+        assert_eq!(quoted_bytes(b""), "\"\"");
+    }
+
+    #[test]
+    fn each_invalid_byte_becomes_one_replacement_escape() {
+        assert_eq!(quoted_bytes(b"ok\xff\xfeend"), "\"ok\\ufffd\\ufffdend\"");
+        // A truncated 3-byte sequence: two bytes, two replacements (Go consumes one at a time).
+        assert_eq!(quoted_bytes(b"\xe2\x80A"), "\"\\ufffd\\ufffdA\"");
+        // An encoded surrogate is invalid: three replacements.
+        assert_eq!(quoted_bytes(b"\xed\xa0\x80"), "\"\\ufffd\\ufffd\\ufffd\"");
+        // Overlong encoding of '/'.
+        assert_eq!(quoted_bytes(b"\xc0\xaf"), "\"\\ufffd\\ufffd\"");
+    }
+
+    #[test]
+    fn valid_bytes_are_escaped_like_strings() {
+        let s = "x<\u{2028}\n日";
+        assert_eq!(quoted_bytes(s.as_bytes()), quoted(s));
+    }
+
+    #[test]
+    fn a_separator_cut_by_invalid_bytes_is_not_escaped() {
+        // E2 80 then an invalid byte: no U+2028 here, only replacements.
+        assert_eq!(quoted_bytes(b"\xe2\x80\xff"), "\"\\ufffd\\ufffd\\ufffd\"");
+    }
+}

@@ -1,0 +1,207 @@
+//! Inbound job messages (contract §4): decoding with Go's rules, validation, job id recovery.
+
+mod error;
+mod filter;
+mod fold;
+mod recover;
+
+use std::collections::BTreeMap;
+
+use serde_json::{Map, Value};
+use uuid::Uuid;
+
+pub use error::MessageError;
+pub use filter::{FilterCondition, FilterValue, Operator};
+pub use recover::recover_job_id;
+
+use filter::wrong_type;
+use crate::node::Node;
+
+/// Tables to extract per connection: `connection → table → fields`.
+pub type MappedFields = BTreeMap<String, BTreeMap<String, Vec<String>>>;
+/// Conditions per connection: `connection → table → field → condition`.
+pub type Filters = BTreeMap<String, BTreeMap<String, BTreeMap<String, FilterCondition>>>;
+
+/// A decoded and validated extraction job.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobMessage {
+    pub job_id: Uuid,
+    pub mapped_fields: MappedFields,
+    pub filters: Filters,
+    /// Carried through untouched to the job's events (`{}` when absent).
+    pub metadata: Map<String, Value>,
+}
+
+impl JobMessage {
+    /// Decodes a message body the way the Go Worker does (member names match case-insensitively,
+    /// unknown members are ignored, a repeated member is applied again), then validates it.
+    pub fn parse(body: &[u8]) -> Result<JobMessage, MessageError> {
+        let root: Node =
+            serde_json::from_slice(body).map_err(|e| MessageError::InvalidJson(e.to_string()))?;
+        let Node::Object(members) = root else {
+            return Err(MessageError::NotAnObject(root.kind()));
+        };
+
+        let mut job_id = None;
+        let mut mapped_fields: Option<MappedFields> = None;
+        let mut filters: Option<Filters> = None;
+        let mut metadata: Option<Map<String, Value>> = None;
+        for (name, value) in members {
+            if fold::matches(&name, "jobId") {
+                // Go leaves a UUID untouched when the member is null.
+                if let Some(id) = decode_job_id(value)? {
+                    job_id = Some(id);
+                }
+            } else if fold::matches(&name, "mappedFields") {
+                // Go decodes a repeated map member into the same map: entries accumulate,
+                // and null resets it.
+                merge(&mut mapped_fields, decode_mapped_fields(value)?);
+            } else if fold::matches(&name, "filters") {
+                merge(&mut filters, decode_filters(value)?);
+            } else if fold::matches(&name, "metadata") {
+                merge(&mut metadata, decode_metadata(value)?);
+            }
+        }
+
+        let job_id = job_id.ok_or(MessageError::MissingJobId)?;
+        if job_id.is_nil() {
+            return Err(MessageError::NilJobId);
+        }
+        let mapped_fields = mapped_fields.unwrap_or_default();
+        validate_mapped_fields(&mapped_fields)?;
+        Ok(JobMessage {
+            job_id,
+            mapped_fields,
+            filters: filters.unwrap_or_default(),
+            metadata: metadata.unwrap_or_default(),
+        })
+    }
+}
+
+fn merge<T>(target: &mut Option<T>, decoded: Option<T>)
+where
+    T: IntoIterator + Extend<<T as IntoIterator>::Item>,
+{
+    match (target.as_mut(), decoded) {
+        (_, None) => *target = None,
+        (Some(existing), Some(more)) => existing.extend(more),
+        (None, Some(more)) => *target = Some(more),
+    }
+}
+
+fn decode_job_id(node: Node) -> Result<Option<Uuid>, MessageError> {
+    match node {
+        Node::Null => Ok(None),
+        Node::String(text) => Uuid::parse_str(&text)
+            .map(Some)
+            .map_err(|_| MessageError::InvalidJobId),
+        other => Err(wrong_type("jobId", "a UUID string", &other)),
+    }
+}
+
+fn decode_metadata(node: Node) -> Result<Option<Map<String, Value>>, MessageError> {
+    match node {
+        Node::Null => Ok(None),
+        Node::Object(members) => Ok(Some(crate::node::into_map(members))),
+        other => Err(wrong_type("metadata", "an object", &other)),
+    }
+}
+
+/// The members of an object node, `None` for null, in document order.
+fn object(node: Node, path: &str) -> Result<Option<Vec<(String, Node)>>, MessageError> {
+    match node {
+        Node::Null => Ok(None),
+        Node::Object(members) => Ok(Some(members)),
+        other => Err(wrong_type(path, "an object", &other)),
+    }
+}
+
+fn decode_mapped_fields(node: Node) -> Result<Option<MappedFields>, MessageError> {
+    let Some(connections) = object(node, "mappedFields")? else {
+        return Ok(None);
+    };
+    let mut mapped = MappedFields::new();
+    for (connection, tables_node) in connections {
+        let path = format!("mappedFields.{connection}");
+        let mut tables = BTreeMap::new();
+        for (table, fields_node) in object(tables_node, &path)?.unwrap_or_default() {
+            let path = format!("{path}.{table}");
+            let fields = match fields_node {
+                Node::Null => Vec::new(),
+                Node::Array(items) => items
+                    .into_iter()
+                    .map(|item| match item {
+                        Node::String(field) => Ok(field),
+                        other => Err(wrong_type(&path, "an array of field names", &other)),
+                    })
+                    .collect::<Result<_, _>>()?,
+                other => return Err(wrong_type(&path, "an array of field names", &other)),
+            };
+            tables.insert(table, fields);
+        }
+        mapped.insert(connection, tables);
+    }
+    Ok(Some(mapped))
+}
+
+fn decode_filters(node: Node) -> Result<Option<Filters>, MessageError> {
+    let Some(connections) = object(node, "filters")? else {
+        return Ok(None);
+    };
+    let mut filters = Filters::new();
+    for (connection, tables_node) in connections {
+        let path = format!("filters.{connection}");
+        let mut tables = BTreeMap::new();
+        for (table, fields_node) in object(tables_node, &path)?.unwrap_or_default() {
+            let path = format!("{path}.{table}");
+            let mut fields = BTreeMap::new();
+            for (field, condition) in object(fields_node, &path)?.unwrap_or_default() {
+                let path = format!("{path}.{field}");
+                fields.insert(field, FilterCondition::from_node(condition, &path)?);
+            }
+            tables.insert(table, fields);
+        }
+        filters.insert(connection, tables);
+    }
+    Ok(Some(filters))
+}
+
+fn validate_mapped_fields(mapped: &MappedFields) -> Result<(), MessageError> {
+    if mapped.is_empty() {
+        return Err(MessageError::MissingMappedFields);
+    }
+    for (connection, tables) in mapped {
+        if connection.is_empty() {
+            return Err(MessageError::EmptyName {
+                path: "mappedFields connection name".into(),
+            });
+        }
+        if tables.is_empty() {
+            return Err(MessageError::ConnectionWithoutTables {
+                connection: connection.clone(),
+            });
+        }
+        for (table, fields) in tables {
+            if table.is_empty() {
+                return Err(MessageError::EmptyName {
+                    path: format!("mappedFields.{connection} table name"),
+                });
+            }
+            if fields.is_empty() {
+                return Err(MessageError::TableWithoutFields {
+                    connection: connection.clone(),
+                    table: table.clone(),
+                });
+            }
+            if fields.iter().any(String::is_empty) {
+                return Err(MessageError::EmptyName {
+                    path: format!("mappedFields.{connection}.{table} field name"),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;

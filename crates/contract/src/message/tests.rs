@@ -1,0 +1,129 @@
+//! Decoding and validation of whole job messages.
+
+use super::*;
+
+const ID: &str = "019391a2-7c1e-7a3b-9f00-0123456789ab";
+
+fn parse(text: &str) -> Result<JobMessage, MessageError> {
+    JobMessage::parse(text.as_bytes())
+}
+
+fn code(text: &str) -> &'static str {
+    parse(text).expect_err("should be rejected").code()
+}
+
+#[test]
+fn the_contract_example_decodes() {
+    let text = format!(
+        r#"{{"jobId":"{ID}","mappedFields":{{"pg":{{"users":["id","name"]}}}},
+        "filters":{{"pg":{{"users":{{"id":{{"gte":[10]}}}}}}}},
+        "metadata":{{"source":"payments","correlationId":"settlement-2026-07-13"}},
+        "createdAt":"2026-07-13T18:04:02.000Z"}}"#
+    );
+    let m = parse(&text).expect("valid");
+    assert_eq!(m.job_id.to_string(), ID);
+    assert_eq!(m.mapped_fields["pg"]["users"], ["id", "name"]);
+    let condition = &m.filters["pg"]["users"]["id"];
+    let clauses: Vec<_> = condition.clauses().collect();
+    assert_eq!(clauses.len(), 1);
+    assert_eq!(clauses[0].0, Operator::Gte);
+    assert_eq!(m.metadata["source"], "payments");
+}
+
+#[test]
+fn member_names_match_case_insensitively_and_the_last_wins() {
+    let other = "6a5b0f8c-2f1e-4a41-9f0e-3d2c1b0a9e88";
+    let text = format!(r#"{{"JOBID":"{ID}","jobid":"{other}","MAPPEDFIELDS":{{"c":{{"t":["f"]}}}}}}"#);
+    let m = parse(&text).expect("valid");
+    assert_eq!(m.job_id.to_string(), other);
+    assert!(m.metadata.is_empty());
+}
+
+#[test]
+fn uuid_forms_go_accepts_are_accepted() {
+    let simple = ID.replace('-', "");
+    for form in [
+        ID.to_uppercase(),
+        simple,
+        format!("{{{ID}}}"),
+        format!("urn:uuid:{ID}"),
+    ] {
+        let text = format!(r#"{{"jobId":"{form}","mappedFields":{{"c":{{"t":["f"]}}}}}}"#);
+        assert_eq!(parse(&text).expect(&form).job_id.to_string(), ID);
+    }
+}
+
+#[test]
+fn repeated_map_members_accumulate_like_go() {
+    let text = format!(
+        r#"{{"jobId":"{ID}","mappedFields":{{"a":{{"t":["f"]}}}},"mappedfields":{{"b":{{"t":["f"]}}}},
+        "metadata":{{"x":1}},"Metadata":{{"y":2}}}}"#
+    );
+    let m = parse(&text).expect("valid");
+    assert_eq!(m.mapped_fields.len(), 2);
+    assert_eq!(m.metadata.len(), 2);
+}
+
+#[test]
+fn unknown_members_are_ignored() {
+    let text = format!(r#"{{"jobId":"{ID}","extra":[1,{{}}],"mappedFields":{{"c":{{"t":["f"]}}}}}}"#);
+    assert!(parse(&text).is_ok());
+}
+
+#[test]
+fn each_invalid_message_has_its_code() {
+    let cases = [
+        ("", "invalid_json"),
+        ("{", "invalid_json"),
+        ("{} trailing", "invalid_json"),
+        ("[1,2]", "not_an_object"),
+        ("null", "not_an_object"),
+        (r#"{"mappedFields":{"c":{"t":["f"]}}}"#, "missing_job_id"),
+        (r#"{"jobId":null,"mappedFields":{"c":{"t":["f"]}}}"#, "missing_job_id"),
+        (r#"{"jobId":42}"#, "wrong_type"),
+        (r#"{"jobId":"nope"}"#, "invalid_job_id"),
+        (
+            r#"{"jobId":"00000000-0000-0000-0000-000000000000","mappedFields":{"c":{"t":["f"]}}}"#,
+            "nil_job_id",
+        ),
+    ];
+    for (text, expected) in cases {
+        assert_eq!(code(text), expected, "for {text:?}");
+    }
+    let with = |rest: &str| format!(r#"{{"jobId":"{ID}"{rest}}}"#);
+    let cases = [
+        (with(""), "missing_mapped_fields"),
+        (with(r#","mappedFields":{}"#), "missing_mapped_fields"),
+        (with(r#","mappedFields":null"#), "missing_mapped_fields"),
+        (with(r#","mappedFields":[]"#), "wrong_type"),
+        (with(r#","mappedFields":{"c":{}}"#), "connection_without_tables"),
+        (with(r#","mappedFields":{"c":null}"#), "connection_without_tables"),
+        (with(r#","mappedFields":{"c":{"t":[]}}"#), "table_without_fields"),
+        (with(r#","mappedFields":{"c":{"t":[1]}}"#), "wrong_type"),
+        (with(r#","mappedFields":{"c":{"t":[""]}}"#), "empty_name"),
+        (with(r#","mappedFields":{"":{"t":["f"]}}"#), "empty_name"),
+        (with(r#","mappedFields":{"c":{"t":["f"]}},"metadata":[]"#), "wrong_type"),
+        (with(r#","mappedFields":{"c":{"t":["f"]}},"filters":1"#), "wrong_type"),
+        (
+            with(r#","mappedFields":{"c":{"t":["f"]}},"filters":{"c":{"t":{"f":{"x":[1]}}}}"#),
+            "unknown_filter_operator",
+        ),
+        (
+            with(r#","mappedFields":{"c":{"t":["f"]}},"filters":{"c":{"t":{"f":{"between":[1]}}}}"#),
+            "invalid_filter",
+        ),
+    ];
+    for (text, expected) in cases {
+        assert_eq!(code(&text), expected, "for {text}");
+    }
+}
+
+#[test]
+fn error_messages_name_the_place_but_not_the_values() {
+    let text = format!(
+        r#"{{"jobId":"{ID}","mappedFields":{{"pg":{{"users":["id"]}}}},"filters":{{"pg":{{"users":{{"id":{{"eq":[{{"secret":"s3cr3t"}}]}}}}}}}}}}"#
+    );
+    let message = parse(&text).expect_err("nested value").to_string();
+    assert!(message.contains("filters.pg.users.id.eq"), "{message}");
+    assert!(!message.contains("s3cr3t"), "{message}");
+}
