@@ -1,0 +1,24 @@
+# The Fetcher Worker's entry points. `make demo` and `make test` are the README's two commands.
+.PHONY: demo test lint bench fmt
+
+CARGO ?= cargo
+
+## Build and show what exists so far: the key derivation a consumer needs.
+demo:
+	bash scripts/demo.sh
+
+## Every test of the workspace, unit, property and integration.
+test:
+	$(CARGO) test --workspace --locked
+
+## Formatting and lints, as CI checks them.
+lint:
+	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
+
+## Benchmarks (never part of the tests); figures go to BENCHMARKS.md.
+bench:
+	$(CARGO) bench -p contract --bench json_writer
+
+fmt:
+	$(CARGO) fmt --all
