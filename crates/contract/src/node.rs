@@ -141,7 +141,10 @@ mod tests {
     #[test]
     fn conversion_to_value_keeps_the_last_duplicate() {
         let value = parse(r#"{"k":1,"k":{"x":[true,null,"s",1.5]}}"#).into_value();
-        assert_eq!(value, serde_json::json!({"k": {"x": [true, null, "s", 1.5]}}));
+        assert_eq!(
+            value,
+            serde_json::json!({"k": {"x": [true, null, "s", 1.5]}})
+        );
     }
 
     #[test]

@@ -81,13 +81,13 @@ pub fn redact(text: &str) -> String {
 /// would also catch times like `12:30:45` and Rust paths like `io::Error`; parsing each candidate
 /// token catches only real addresses.
 fn redact_bare_ipv6(text: &str) -> String {
-    let is_token_char = |c: char| c.is_ascii_hexdigit() || matches!(c, ':' | '.' | '%');
+    let is_token_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, ':' | '.' | '%' | '_');
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
     while let Some(start) = rest.find(is_token_char) {
         out.push_str(&rest[..start]);
         let token_len = rest[start..]
-            .find(|c: char| !is_token_char(c) && !(c.is_ascii_alphanumeric() || c == '_'))
+            .find(|c: char| !is_token_char(c))
             .unwrap_or(rest.len() - start);
         let token = &rest[start..start + token_len];
         let address = token.split('%').next().unwrap_or(token);
@@ -135,10 +135,17 @@ mod tests {
         let v6 = SocketAddr::from(SocketAddrV6::new(Ipv6Addr::LOCALHOST, 5432, 0, 0));
         let scoped = SocketAddrV6::new("fe80::1".parse().expect("v6"), 80, 0, 2);
         for addr in [v4.to_string(), v6.to_string(), scoped.to_string()] {
-            assert_eq!(redact(&format!("connect to {addr} failed")), "connect to [redacted] failed");
+            assert_eq!(
+                redact(&format!("connect to {addr} failed")),
+                "connect to [redacted] failed"
+            );
         }
         for ip in ["::1", "fe80::1%eth0", "2001:db8::8a2e:370:7334"] {
-            assert_eq!(redact(&format!("peer {ip} reset")), "peer [redacted] reset", "{ip}");
+            assert_eq!(
+                redact(&format!("peer {ip} reset")),
+                "peer [redacted] reset",
+                "{ip}"
+            );
         }
     }
 

@@ -7,7 +7,8 @@ use crypto::HmacKey;
 use proptest::prelude::*;
 
 const NOW: i64 = 1_767_225_600;
-const BODY: &[u8] = br#"{"jobId":"019391a2-7c1e-7a3b-9f00-0123456789ab","mappedFields":{"pg":{"users":["id"]}}}"#;
+const BODY: &[u8] =
+    br#"{"jobId":"019391a2-7c1e-7a3b-9f00-0123456789ab","mappedFields":{"pg":{"users":["id"]}}}"#;
 
 fn key() -> HmacKey {
     HmacKey::from_bytes([7; 32])
@@ -33,9 +34,14 @@ fn check(
         version: Some(HeaderValue::Text(signature.version.as_bytes())),
     };
     edit(&mut headers);
-    envelope::verify(&headers, &route(), BODY, &VerifyPolicy::default(), NOW, |p, s| {
-        key().verify_hex(p, s)
-    })
+    envelope::verify(
+        &headers,
+        &route(),
+        BODY,
+        &VerifyPolicy::default(),
+        NOW,
+        |p, s| key().verify_hex(p, s),
+    )
 }
 
 #[test]
@@ -66,7 +72,10 @@ fn missing_headers_are_named() {
         check(NOW, |h| h.signature = None),
         Err(SignatureError::Missing("x-message-signature"))
     );
-    assert_eq!(check(NOW, |h| h.timestamp = None), Err(SignatureError::Missing("t")));
+    assert_eq!(
+        check(NOW, |h| h.timestamp = None),
+        Err(SignatureError::Missing("t"))
+    );
     assert_eq!(
         check(NOW, |h| h.version = None),
         Err(SignatureError::Missing("signature-version"))
@@ -81,15 +90,26 @@ fn headers_of_the_wrong_type_are_refused() {
     ));
     assert!(matches!(
         check(NOW, |h| h.version = Some(HeaderValue::Other("boolean"))),
-        Err(SignatureError::NotAString { found: "boolean", .. })
+        Err(SignatureError::NotAString {
+            found: "boolean",
+            ..
+        })
     ));
 }
 
 #[test]
 fn timestamps_must_be_plain_decimal_seconds() {
-    for bad in ["", "+1767225600", " 1767225600", "1767225600.0", "1e9", "99999999999999999999"] {
+    for bad in [
+        "",
+        "+1767225600",
+        " 1767225600",
+        "1767225600.0",
+        "1e9",
+        "99999999999999999999",
+    ] {
         assert_eq!(
-            check(NOW, |h| h.timestamp = Some(HeaderValue::Text(bad.as_bytes()))),
+            check(NOW, |h| h.timestamp =
+                Some(HeaderValue::Text(bad.as_bytes()))),
             Err(SignatureError::InvalidTimestamp),
             "{bad:?}"
         );
@@ -114,7 +134,8 @@ fn an_uppercase_signature_does_not_verify() {
             .into_boxed_str(),
     );
     assert_eq!(
-        check(NOW, |h| h.signature = Some(HeaderValue::Text(upper.as_bytes()))),
+        check(NOW, |h| h.signature =
+            Some(HeaderValue::Text(upper.as_bytes()))),
         Err(SignatureError::Mismatch)
     );
 }

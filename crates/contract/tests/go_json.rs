@@ -148,9 +148,10 @@ fn arb_f64() -> impl Strategy<Value = f64> {
             0.0,
             -0.0,
             1e21,
-            9.999999999999999e20,
+            // The floats just below the thresholds of Go's layout switch.
+            f64::from_bits(1e21f64.to_bits() - 1),
             1e-6,
-            9.999999999999999e-7,
+            f64::from_bits(1e-6f64.to_bits() - 1),
             1e-7,
             5e-324,
             f64::MAX,
@@ -239,6 +240,194 @@ fn decode_one(bytes: &[u8]) -> Option<(char, usize)> {
         return None; // overlong
     }
     char::from_u32(code).map(|c| (c, len)) // rejects surrogates and code points past U+10FFFF
+}
+
+/// Go's float text computed from first principles, independently of the crate: the exact
+/// decimal expansion of the float (big-number arithmetic), then the fewest significant digits
+/// that parse back to the same float, the closest such candidate, exact ties to even (what
+/// Go's Ryū in `strconv/ftoaryu.go` produces), laid out as `encoding/json` does.
+fn go_float_reference(f: f64) -> String {
+    let sign = if f.is_sign_negative() { "-" } else { "" };
+    if f == 0.0 {
+        return format!("{sign}0");
+    }
+    let (exact, point) = exact_decimal(f.abs());
+    let (digits, point) = (1..=exact.len())
+        .find_map(|n| shortest_candidate(f.abs(), &exact, point, n))
+        .expect("the exact expansion itself round-trips");
+    let digits: String = digits.iter().map(|d| char::from(b'0' + d)).collect();
+    let abs = f.abs();
+    if (1e-6..1e21).contains(&abs) {
+        if point <= 0 {
+            let zeros = "0".repeat(point.unsigned_abs() as usize);
+            return format!("{sign}0.{zeros}{digits}");
+        }
+        let point = point as usize;
+        if point >= digits.len() {
+            format!("{sign}{digits}{}", "0".repeat(point - digits.len()))
+        } else {
+            format!("{sign}{}.{}", &digits[..point], &digits[point..])
+        }
+    } else {
+        let (first, rest) = digits.split_at(1);
+        let dot = if rest.is_empty() { "" } else { "." };
+        let exponent = point - 1;
+        let exp_sign = if exponent < 0 { '-' } else { '+' };
+        format!(
+            "{sign}{first}{dot}{rest}e{exp_sign}{:02}",
+            exponent.unsigned_abs()
+        )
+        .replace("e-0", "e-")
+    }
+}
+
+/// The exact value of a positive finite float as decimal digits `d` and `point`:
+/// value = 0.d × 10^point. A float is m × 2^e; for e < 0 that is m × 5^-e / 10^-e.
+fn exact_decimal(f: f64) -> (Vec<u8>, i32) {
+    let bits = f.to_bits();
+    let biased = (bits >> 52) as i32;
+    let fraction = bits & ((1 << 52) - 1);
+    let (mantissa, exponent) = if biased == 0 {
+        (fraction, -1074)
+    } else {
+        (fraction | 1 << 52, biased - 1075)
+    };
+    // Little-endian base-1e9 limbs.
+    let mut limbs: Vec<u64> = vec![mantissa % 1_000_000_000, mantissa / 1_000_000_000];
+    let multiply = |limbs: &mut Vec<u64>, factor: u64| {
+        let mut carry = 0;
+        for limb in limbs.iter_mut() {
+            let product = *limb * factor + carry;
+            *limb = product % 1_000_000_000;
+            carry = product / 1_000_000_000;
+        }
+        while carry > 0 {
+            limbs.push(carry % 1_000_000_000);
+            carry /= 1_000_000_000;
+        }
+    };
+    let (base, mut count, shift) = if exponent >= 0 {
+        (2, exponent, 0)
+    } else {
+        (5, -exponent, -exponent)
+    };
+    while count > 0 {
+        let step = count.min(12);
+        multiply(&mut limbs, u64::pow(base, step as u32));
+        count -= step;
+    }
+    let mut text = String::new();
+    for limb in limbs.iter().rev() {
+        text.push_str(&format!("{limb:09}"));
+    }
+    let all: Vec<u8> = text.bytes().map(|b| b - b'0').collect();
+    let first = all.iter().position(|&d| d != 0).expect("nonzero");
+    let mut digits = all[first..].to_vec();
+    let point = digits.len() as i32 - shift;
+    while digits.last() == Some(&0) {
+        digits.pop();
+    }
+    (digits, point)
+}
+
+/// The n-digit candidate Go would print for `f`, if any n-digit decimal parses back to `f`:
+/// the truncation T and T + 1 unit bracket the exact value; try the closer one first.
+fn shortest_candidate(f: f64, exact: &[u8], point: i32, n: usize) -> Option<(Vec<u8>, i32)> {
+    let truncated = exact[..n.min(exact.len())].to_vec();
+    if n >= exact.len() {
+        return Some((truncated, point));
+    }
+    let rest = &exact[n..];
+    let up_is_closer = match rest[0].cmp(&5) {
+        std::cmp::Ordering::Greater => true,
+        std::cmp::Ordering::Less => false,
+        std::cmp::Ordering::Equal if rest[1..].iter().any(|&d| d != 0) => true,
+        std::cmp::Ordering::Equal => truncated[n - 1] % 2 == 1, // exact tie: to even
+    };
+    let mut incremented = truncated.clone();
+    let mut up_point = point;
+    let mut i = n;
+    loop {
+        if i == 0 {
+            incremented.insert(0, 1);
+            incremented.pop();
+            up_point += 1;
+            break;
+        }
+        i -= 1;
+        if incremented[i] == 9 {
+            incremented[i] = 0;
+        } else {
+            incremented[i] += 1;
+            break;
+        }
+    }
+    let candidates = if up_is_closer {
+        [(incremented, up_point), (truncated, point)]
+    } else {
+        [(truncated, point), (incremented, up_point)]
+    };
+    candidates.into_iter().find_map(|(mut digits, point)| {
+        let text: String = digits.iter().map(|d| char::from(b'0' + d)).collect();
+        let parsed: f64 = format!("0.{text}e{point}").parse().ok()?;
+        while digits.last() == Some(&0) {
+            digits.pop();
+        }
+        (parsed == f).then_some((digits, point))
+    })
+}
+
+fn ours_f64(f: f64) -> String {
+    let mut writer = JsonWriter::new(Vec::new(), Style::Compact);
+    writer.f64(f).unwrap();
+    text(writer.finish().unwrap())
+}
+
+#[test]
+// The tie literal spells the exact binary value, which is the point of that case.
+#[allow(clippy::excessive_precision)]
+fn the_float_reference_agrees_with_known_go_outputs() {
+    // From the vector file's "floats" case and Go's documented behaviour.
+    for (f, go) in [
+        (1.5, "1.5"),
+        (1e16, "10000000000000000"),
+        (1e21, "1e+21"),
+        (1e-7, "1e-7"),
+        (1e-6, "0.000001"),
+        (123456789.0, "123456789"),
+        (-0.0, "-0"),
+        (0.1, "0.1"),
+        (2.5e-8, "2.5e-8"),
+        (5e-324, "5e-324"),
+        (f64::MAX, "1.7976931348623157e+308"),
+        // An exact tie between two 17-digit candidates: Go's Ryū rounds it to even.
+        (1394865425023536.25, "1394865425023536.2"),
+    ] {
+        assert_eq!(go_float_reference(f), go, "reference for {f:e}");
+        assert_eq!(ours_f64(f), go, "writer for {f:e}");
+    }
+}
+
+#[test]
+fn floats_match_the_exact_reference_across_the_range() {
+    // xorshift64*: deterministic bit patterns covering every exponent, plus values with short
+    // binary fractions (k / 2^s), where exact ties between shortest candidates happen.
+    let mut state = 0x9e37_79b9_7f4a_7c15_u64;
+    let mut next = || {
+        state ^= state >> 12;
+        state ^= state << 25;
+        state ^= state >> 27;
+        state.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    };
+    for _ in 0..20_000 {
+        let bits = f64::from_bits(next());
+        let dyadic = (next() >> 11) as f64 / f64::from(1u32 << (next() % 12));
+        for f in [bits, dyadic, -dyadic] {
+            if f.is_finite() {
+                assert_eq!(ours_f64(f), go_float_reference(f), "{:#x}", f.to_bits());
+            }
+        }
+    }
 }
 
 fn arb_bytes() -> impl Strategy<Value = Vec<u8>> {
@@ -360,6 +549,13 @@ proptest! {
                 prop_assert!(!mantissa.ends_with('.') && !mantissa.ends_with(".0"));
             }
         }
+    }
+
+    #[test]
+    fn floats_match_the_exact_reference(bits in any::<u64>()) {
+        let f = f64::from_bits(bits);
+        prop_assume!(f.is_finite());
+        prop_assert_eq!(ours_f64(f), go_float_reference(f));
     }
 
     #[test]

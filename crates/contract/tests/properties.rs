@@ -55,11 +55,20 @@ proptest! {
 
 #[test]
 fn deeply_nested_and_huge_bodies_are_refused_cleanly() {
-    let deep = format!(r#"{{"jobId":"019391a2-7c1e-7a3b-9f00-0123456789ab","metadata":{}}}"#, "[".repeat(50_000));
-    assert_eq!(JobMessage::parse(deep.as_bytes()).unwrap_err().code(), "invalid_json");
+    let deep = format!(
+        r#"{{"jobId":"019391a2-7c1e-7a3b-9f00-0123456789ab","metadata":{}}}"#,
+        "[".repeat(50_000)
+    );
+    assert_eq!(
+        JobMessage::parse(deep.as_bytes()).unwrap_err().code(),
+        "invalid_json"
+    );
     let wide = format!(
         r#"{{"jobId":"019391a2-7c1e-7a3b-9f00-0123456789ab","metadata":{{"k":"{}"}}}}"#,
         "x".repeat(8 << 20)
     );
-    assert_eq!(JobMessage::parse(wide.as_bytes()).unwrap_err().code(), "missing_mapped_fields");
+    assert_eq!(
+        JobMessage::parse(wide.as_bytes()).unwrap_err().code(),
+        "missing_mapped_fields"
+    );
 }

@@ -104,8 +104,14 @@ fn legacy_body_signature_verifies_only_with_the_flag() {
     let t = case["t"].as_i64().expect("t");
     let t_text = t.to_string();
     let body = s(case, "body").as_bytes();
-    assert_eq!(envelope::legacy_payload(&t_text, body), s(case, "payload").as_bytes());
-    assert_eq!(key.sign_hex(s(case, "payload").as_bytes()), s(case, "signature"));
+    assert_eq!(
+        envelope::legacy_payload(&t_text, body),
+        s(case, "payload").as_bytes()
+    );
+    assert_eq!(
+        key.sign_hex(s(case, "payload").as_bytes()),
+        s(case, "signature")
+    );
 
     let route = Route {
         tenant: "",

@@ -97,7 +97,12 @@ pub struct Signature {
 
 /// Signs a message published at Unix second `now` on `route`; `mac` returns the lowercase hex
 /// HMAC-SHA256 of the payload under the caller's key.
-pub fn sign(now: i64, route: &Route<'_>, body: &[u8], mac: impl FnOnce(&[u8]) -> String) -> Signature {
+pub fn sign(
+    now: i64,
+    route: &Route<'_>,
+    body: &[u8],
+    mac: impl FnOnce(&[u8]) -> String,
+) -> Signature {
     let timestamp = now.to_string();
     let signature = mac(&signing_payload(&timestamp, route, body));
     Signature {

@@ -125,14 +125,18 @@ pub fn verify(
     if mac_matches(&signing_payload(&timestamp, route, body), signature) {
         return Ok(Verified::V1);
     }
-    if policy.allow_legacy_body_signature && mac_matches(&legacy_payload(&timestamp, body), signature)
+    if policy.allow_legacy_body_signature
+        && mac_matches(&legacy_payload(&timestamp, body), signature)
     {
         return Ok(Verified::LegacyBody);
     }
     Err(SignatureError::Mismatch)
 }
 
-fn text<'a>(value: Option<HeaderValue<'a>>, header: &'static str) -> Result<&'a str, SignatureError> {
+fn text<'a>(
+    value: Option<HeaderValue<'a>>,
+    header: &'static str,
+) -> Result<&'a str, SignatureError> {
     match value {
         None => Err(SignatureError::Missing(header)),
         Some(HeaderValue::Text(bytes)) => {

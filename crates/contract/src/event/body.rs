@@ -177,7 +177,10 @@ mod tests {
         assert!(!body.contains("rowCount"), "{body}");
         assert!(!body.contains("executionTimeMs"), "{body}");
         assert!(body.contains(r#""metadata":{}"#), "{body}");
-        assert!(body.ends_with(r#""completedAt":"1970-01-01T00:00:00.000Z"}"#), "{body}");
+        assert!(
+            body.ends_with(r#""completedAt":"1970-01-01T00:00:00.000Z"}"#),
+            "{body}"
+        );
     }
 
     #[test]

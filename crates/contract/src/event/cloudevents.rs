@@ -86,25 +86,36 @@ mod tests {
     #[test]
     fn ce_id_is_deterministic_and_lowercase() {
         let id = ce_id(TerminalStatus::Completed, job());
-        assert_eq!(id, "fetcher.job.completed.6a5b0f8c-2f1e-4a41-9f0e-3d2c1b0a9e88");
+        assert_eq!(
+            id,
+            "fetcher.job.completed.6a5b0f8c-2f1e-4a41-9f0e-3d2c1b0a9e88"
+        );
         assert_eq!(id, ce_id(TerminalStatus::Completed, job()));
         assert_ne!(id, ce_id(TerminalStatus::Failed, job()));
     }
 
     #[test]
     fn job_without_tenant_is_single_tenant() {
-        let time = Utc.with_ymd_and_hms(2026, 7, 13, 18, 4, 11).single().expect("time");
+        let time = Utc
+            .with_ymd_and_hms(2026, 7, 13, 18, 4, 11)
+            .single()
+            .expect("time");
         for tenant in [None, Some("")] {
-            let attrs = CloudEventAttributes::new(TerminalStatus::Failed, job(), "src", tenant, time);
+            let attrs =
+                CloudEventAttributes::new(TerminalStatus::Failed, job(), "src", tenant, time);
             assert_eq!(attrs.tenant, SINGLE_TENANT);
         }
-        let attrs = CloudEventAttributes::new(TerminalStatus::Failed, job(), "src", Some("acme"), time);
+        let attrs =
+            CloudEventAttributes::new(TerminalStatus::Failed, job(), "src", Some("acme"), time);
         assert_eq!(attrs.tenant, "acme");
     }
 
     #[test]
     fn headers_carry_every_attribute_of_the_contract() {
-        let time = Utc.timestamp_millis_opt(1_784_052_251_204).single().expect("time");
+        let time = Utc
+            .timestamp_millis_opt(1_784_052_251_204)
+            .single()
+            .expect("time");
         let attrs = CloudEventAttributes::new(
             TerminalStatus::Completed,
             job(),
@@ -121,7 +132,10 @@ mod tests {
                 .expect(name)
         };
         assert_eq!(get("ce-specversion"), "1.0");
-        assert_eq!(get("ce-id"), "fetcher.job.completed.6a5b0f8c-2f1e-4a41-9f0e-3d2c1b0a9e88");
+        assert_eq!(
+            get("ce-id"),
+            "fetcher.job.completed.6a5b0f8c-2f1e-4a41-9f0e-3d2c1b0a9e88"
+        );
         assert_eq!(get("ce-source"), "//lerian/fetcher");
         assert_eq!(get("ce-type"), "studio.lerian.job.completed");
         assert_eq!(get("ce-time"), "2026-07-14T18:04:11.204Z");

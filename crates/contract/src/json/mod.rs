@@ -13,7 +13,8 @@
 
 mod error;
 mod escape;
-mod number;
+mod float;
+mod integer;
 mod style;
 mod value;
 mod writer;

@@ -1,4 +1,4 @@
-//! Output layout: Go's `json.Marshal` (compact) or `json.MarshalIndent(v, "", "  ")` (indented).
+//! Output layout: Go's `json.Marshal` (compact) or `json.MarshalIndent(v, "", "  ")`.
 
 /// Which of Go's two layouts to produce.
 ///
@@ -26,12 +26,12 @@ static SEPARATOR: [u8; 2 + 2 * STATIC_LEVELS] = {
 };
 
 impl Style {
-    /// What goes between a key and its value.
+    /// What ends a key: its closing quote and what goes between the key and its value.
     #[inline]
-    pub(crate) fn colon(self) -> &'static [u8] {
+    pub(crate) fn key_close(self) -> &'static [u8] {
         match self {
-            Style::Compact => b":",
-            Style::Indented => b": ",
+            Style::Compact => b"\":",
+            Style::Indented => b"\": ",
         }
     }
 

@@ -1,5 +1,4 @@
-//! Writing a whole `serde_json::Value` Go-style (object keys sorted by byte order), and the
-//! one-call `to_vec_*` / `write_*` helpers built on it.
+//! Whole `serde_json::Value`s written Go-style (keys sorted), and the one-call helpers.
 
 use std::io::Write;
 
@@ -186,7 +185,8 @@ mod tests {
         w.value(&json!(null)).unwrap();
         w.end_array().unwrap();
         let text = String::from_utf8(w.finish().unwrap()).unwrap();
-        let expected = "[\n  {\n    \"e\": [],\n    \"k\": [\n      1,\n      {}\n    ]\n  },\n  null\n]";
+        let expected =
+            "[\n  {\n    \"e\": [],\n    \"k\": [\n      1,\n      {}\n    ]\n  },\n  null\n]";
         assert_eq!(text, expected);
     }
 

@@ -1,11 +1,11 @@
-//! Streaming JSON writer: tracks nesting so separators, newlines and indentation come out exactly
-//! as Go's `encoding/json` writes them.
+//! Streaming JSON writer: nesting state, separators and indentation exactly as Go writes them.
 
 use std::io::Write;
 
 use super::error::{JsonError, Result};
 use super::escape;
-use super::number::{self, FloatBuf, IntBuf};
+use super::float::{self, FloatBuf};
+use super::integer::{self, IntBuf};
 use super::style::Style;
 
 /// One open container.
@@ -28,12 +28,14 @@ enum Frame {
 ///
 /// A call that does not fit the document so far (a value where a key is expected, an `end_*`
 /// that does not match, a second top-level value) returns [`JsonError::Misuse`] and writes
-/// nothing. After an [`JsonError::Io`] error the output is incomplete and should be discarded.
+/// nothing. After a [`JsonError::Io`] error the output is incomplete and should be discarded.
 #[derive(Debug)]
 pub struct JsonWriter<W: Write> {
     out: W,
     style: Style,
     stack: Vec<Frame>,
+    /// Nesting of the enclosing document this value is embedded in (0 for a whole document).
+    base_depth: usize,
     /// The top-level value has been started (there is exactly one per document).
     started: bool,
 }
@@ -41,10 +43,19 @@ pub struct JsonWriter<W: Write> {
 impl<W: Write> JsonWriter<W> {
     /// A writer producing one document in `style` into `out`.
     pub fn new(out: W, style: Style) -> Self {
+        Self::nested(out, style, 0)
+    }
+
+    /// A writer for one value that the caller splices into an enclosing document at nesting
+    /// `depth` (1 = a member of the top-level object): indentation starts `depth` levels in, so
+    /// parts of a document can be written separately (e.g. in parallel) and concatenated. The
+    /// caller writes what surrounds the value (its key, separators, the enclosing brackets).
+    pub fn nested(out: W, style: Style, depth: usize) -> Self {
         JsonWriter {
             out,
             style,
             stack: Vec::new(),
+            base_depth: depth,
             started: false,
         }
     }
@@ -59,7 +70,7 @@ impl<W: Write> JsonWriter<W> {
         &self.out
     }
 
-    /// Number of containers currently open.
+    /// Number of containers currently open (not counting a [`nested`](Self::nested) base).
     pub fn depth(&self) -> usize {
         self.stack.len()
     }
@@ -72,7 +83,9 @@ impl<W: Write> JsonWriter<W> {
     /// Checks that the document is complete, flushes the sink and returns it.
     pub fn finish(mut self) -> Result<W> {
         if !self.is_complete() {
-            return Err(JsonError::Misuse("finish called before the value was complete"));
+            return Err(JsonError::Misuse(
+                "finish called before the value was complete",
+            ));
         }
         self.out.flush()?;
         Ok(self.out)
@@ -127,48 +140,54 @@ impl<W: Write> JsonWriter<W> {
     /// Writes an object key; the next call must write its value.
     pub fn key(&mut self, key: &str) -> Result<()> {
         self.before_key()?;
-        escape::write_str(&mut self.out, key)?;
-        Ok(self.out.write_all(self.style.colon())?)
+        Ok(escape::write_str(
+            &mut self.out,
+            key,
+            self.style.key_close(),
+        )?)
     }
 
     /// Writes an object key given as bytes; invalid UTF-8 bytes become `\ufffd` as in Go.
     pub fn key_bytes(&mut self, key: &[u8]) -> Result<()> {
         self.before_key()?;
-        escape::write_bytes(&mut self.out, key)?;
-        Ok(self.out.write_all(self.style.colon())?)
+        Ok(escape::write_bytes(
+            &mut self.out,
+            key,
+            self.style.key_close(),
+        )?)
     }
 
     /// Writes a string value.
     pub fn string(&mut self, value: &str) -> Result<()> {
         self.before_value()?;
-        Ok(escape::write_str(&mut self.out, value)?)
+        Ok(escape::write_str(&mut self.out, value, escape::QUOTE)?)
     }
 
     /// Writes a string value given as bytes; invalid UTF-8 bytes become `\ufffd` as in Go.
     pub fn string_bytes(&mut self, value: &[u8]) -> Result<()> {
         self.before_value()?;
-        Ok(escape::write_bytes(&mut self.out, value)?)
+        Ok(escape::write_bytes(&mut self.out, value, escape::QUOTE)?)
     }
 
     /// Writes a signed integer exactly.
     pub fn i64(&mut self, value: i64) -> Result<()> {
         self.before_value()?;
         let mut buf = IntBuf::default();
-        Ok(self.out.write_all(number::format_i64(value, &mut buf))?)
+        Ok(self.out.write_all(integer::format_i64(value, &mut buf))?)
     }
 
     /// Writes an unsigned integer exactly.
     pub fn u64(&mut self, value: u64) -> Result<()> {
         self.before_value()?;
         let mut buf = IntBuf::default();
-        Ok(self.out.write_all(number::format_u64(value, &mut buf))?)
+        Ok(self.out.write_all(integer::format_u64(value, &mut buf))?)
     }
 
     /// Writes a float as Go does; NaN and infinities are refused, as Go refuses them, and nothing
     /// is written.
     pub fn f64(&mut self, value: f64) -> Result<()> {
         let mut buf = FloatBuf::new();
-        let text = number::format_f64(value, &mut buf).ok_or(JsonError::NonFiniteFloat(value))?;
+        let text = float::format_f64(value, &mut buf).ok_or(JsonError::NonFiniteFloat(value))?;
         self.before_value()?;
         Ok(self.out.write_all(text)?)
     }
@@ -189,7 +208,7 @@ impl<W: Write> JsonWriter<W> {
     /// Checks that a value may be written here, then writes what precedes it.
     #[inline]
     fn before_value(&mut self) -> Result<()> {
-        let depth = self.stack.len();
+        let depth = self.base_depth + self.stack.len();
         match self.stack.last_mut() {
             None if self.started => Err(JsonError::Misuse("a document holds one top-level value")),
             None => {
@@ -205,14 +224,16 @@ impl<W: Write> JsonWriter<W> {
                 *awaiting_value = false;
                 Ok(())
             }
-            Some(Frame::Object { .. }) => Err(JsonError::Misuse("a value where a key was expected")),
+            Some(Frame::Object { .. }) => {
+                Err(JsonError::Misuse("a value where a key was expected"))
+            }
         }
     }
 
     /// Checks that a key may be written here, then writes what precedes it.
     #[inline]
     fn before_key(&mut self) -> Result<()> {
-        let depth = self.stack.len();
+        let depth = self.base_depth + self.stack.len();
         match self.stack.last_mut() {
             Some(Frame::Object {
                 empty,
@@ -223,7 +244,9 @@ impl<W: Write> JsonWriter<W> {
                 *awaiting_value = true;
                 Ok(self.style.write_item_prefix(&mut self.out, first, depth)?)
             }
-            Some(Frame::Object { .. }) => Err(JsonError::Misuse("a key where a value was expected")),
+            Some(Frame::Object { .. }) => {
+                Err(JsonError::Misuse("a key where a value was expected"))
+            }
             _ => Err(JsonError::Misuse("a key outside an object")),
         }
     }
@@ -232,7 +255,8 @@ impl<W: Write> JsonWriter<W> {
     fn close(&mut self, empty: bool, bracket: &'static [u8]) -> Result<()> {
         self.stack.pop();
         if !empty {
-            self.style.write_close_prefix(&mut self.out, self.stack.len())?;
+            let depth = self.base_depth + self.stack.len();
+            self.style.write_close_prefix(&mut self.out, depth)?;
         }
         Ok(self.out.write_all(bracket)?)
     }
@@ -265,7 +289,8 @@ mod tests {
         w.key("c").unwrap();
         w.bool(true).unwrap();
         w.end_object().unwrap();
-        let expected = "{\n  \"a\": [\n    1,\n    {\n      \"b\": null\n    }\n  ],\n  \"c\": true\n}";
+        let expected =
+            "{\n  \"a\": [\n    1,\n    {\n      \"b\": null\n    }\n  ],\n  \"c\": true\n}";
         assert_eq!(text(w), expected);
     }
 
@@ -282,7 +307,10 @@ mod tests {
         w.key("b").unwrap();
         w.bool(false).unwrap();
         w.end_object().unwrap();
-        assert_eq!(text(w), "{\"a\":[18446744073709551615,-0,\"x\"],\"b\":false}");
+        assert_eq!(
+            text(w),
+            "{\"a\":[18446744073709551615,-0,\"x\"],\"b\":false}"
+        );
     }
 
     #[test]
@@ -295,6 +323,30 @@ mod tests {
         w.end_array().unwrap();
         w.end_array().unwrap();
         assert_eq!(text(w), "[\n  {},\n  []\n]");
+    }
+
+    #[test]
+    fn a_nested_writer_splices_into_an_enclosing_document() {
+        let mut whole = indented();
+        whole.begin_object().unwrap();
+        whole.key("a").unwrap();
+        whole.begin_array().unwrap();
+        whole.i64(1).unwrap();
+        whole.begin_object().unwrap();
+        whole.end_object().unwrap();
+        whole.end_array().unwrap();
+        whole.end_object().unwrap();
+
+        let mut part = Vec::from(&b"{\n  \"a\": "[..]);
+        let mut nested = JsonWriter::nested(&mut part, Style::Indented, 1);
+        nested.begin_array().unwrap();
+        nested.i64(1).unwrap();
+        nested.begin_object().unwrap();
+        nested.end_object().unwrap();
+        nested.end_array().unwrap();
+        nested.finish().unwrap();
+        part.extend_from_slice(b"\n}");
+        assert_eq!(text(whole), String::from_utf8(part).unwrap());
     }
 
     #[test]

@@ -88,7 +88,9 @@ pub struct FilterCondition {
 impl FilterCondition {
     /// The operators with their values, in [`Operator::ALL`] order.
     pub fn clauses(&self) -> impl Iterator<Item = (Operator, &[FilterValue])> {
-        self.clauses.iter().map(|(op, values)| (*op, values.as_slice()))
+        self.clauses
+            .iter()
+            .map(|(op, values)| (*op, values.as_slice()))
     }
 
     /// Whether no operator is set (such a condition filters nothing).

@@ -14,8 +14,8 @@ pub use error::MessageError;
 pub use filter::{FilterCondition, FilterValue, Operator};
 pub use recover::recover_job_id;
 
-use filter::wrong_type;
 use crate::node::Node;
+use filter::wrong_type;
 
 /// Tables to extract per connection: `connection → table → fields`.
 pub type MappedFields = BTreeMap<String, BTreeMap<String, Vec<String>>>;

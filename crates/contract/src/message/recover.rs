@@ -60,7 +60,10 @@ mod tests {
     fn header_wins_over_the_body() {
         let other = "6a5b0f8c-2f1e-4a41-9f0e-3d2c1b0a9e88";
         let body = format!(r#"{{"jobId":"{other}""#);
-        assert_eq!(recover_job_id(Some(ID.as_bytes()), body.as_bytes()), Some(id()));
+        assert_eq!(
+            recover_job_id(Some(ID.as_bytes()), body.as_bytes()),
+            Some(id())
+        );
     }
 
     #[test]

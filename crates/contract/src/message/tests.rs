@@ -33,7 +33,8 @@ fn the_contract_example_decodes() {
 #[test]
 fn member_names_match_case_insensitively_and_the_last_wins() {
     let other = "6a5b0f8c-2f1e-4a41-9f0e-3d2c1b0a9e88";
-    let text = format!(r#"{{"JOBID":"{ID}","jobid":"{other}","MAPPEDFIELDS":{{"c":{{"t":["f"]}}}}}}"#);
+    let text =
+        format!(r#"{{"JOBID":"{ID}","jobid":"{other}","MAPPEDFIELDS":{{"c":{{"t":["f"]}}}}}}"#);
     let m = parse(&text).expect("valid");
     assert_eq!(m.job_id.to_string(), other);
     assert!(m.metadata.is_empty());
@@ -66,7 +67,8 @@ fn repeated_map_members_accumulate_like_go() {
 
 #[test]
 fn unknown_members_are_ignored() {
-    let text = format!(r#"{{"jobId":"{ID}","extra":[1,{{}}],"mappedFields":{{"c":{{"t":["f"]}}}}}}"#);
+    let text =
+        format!(r#"{{"jobId":"{ID}","extra":[1,{{}}],"mappedFields":{{"c":{{"t":["f"]}}}}}}"#);
     assert!(parse(&text).is_ok());
 }
 
@@ -79,7 +81,10 @@ fn each_invalid_message_has_its_code() {
         ("[1,2]", "not_an_object"),
         ("null", "not_an_object"),
         (r#"{"mappedFields":{"c":{"t":["f"]}}}"#, "missing_job_id"),
-        (r#"{"jobId":null,"mappedFields":{"c":{"t":["f"]}}}"#, "missing_job_id"),
+        (
+            r#"{"jobId":null,"mappedFields":{"c":{"t":["f"]}}}"#,
+            "missing_job_id",
+        ),
         (r#"{"jobId":42}"#, "wrong_type"),
         (r#"{"jobId":"nope"}"#, "invalid_job_id"),
         (
@@ -96,20 +101,37 @@ fn each_invalid_message_has_its_code() {
         (with(r#","mappedFields":{}"#), "missing_mapped_fields"),
         (with(r#","mappedFields":null"#), "missing_mapped_fields"),
         (with(r#","mappedFields":[]"#), "wrong_type"),
-        (with(r#","mappedFields":{"c":{}}"#), "connection_without_tables"),
-        (with(r#","mappedFields":{"c":null}"#), "connection_without_tables"),
-        (with(r#","mappedFields":{"c":{"t":[]}}"#), "table_without_fields"),
+        (
+            with(r#","mappedFields":{"c":{}}"#),
+            "connection_without_tables",
+        ),
+        (
+            with(r#","mappedFields":{"c":null}"#),
+            "connection_without_tables",
+        ),
+        (
+            with(r#","mappedFields":{"c":{"t":[]}}"#),
+            "table_without_fields",
+        ),
         (with(r#","mappedFields":{"c":{"t":[1]}}"#), "wrong_type"),
         (with(r#","mappedFields":{"c":{"t":[""]}}"#), "empty_name"),
         (with(r#","mappedFields":{"":{"t":["f"]}}"#), "empty_name"),
-        (with(r#","mappedFields":{"c":{"t":["f"]}},"metadata":[]"#), "wrong_type"),
-        (with(r#","mappedFields":{"c":{"t":["f"]}},"filters":1"#), "wrong_type"),
+        (
+            with(r#","mappedFields":{"c":{"t":["f"]}},"metadata":[]"#),
+            "wrong_type",
+        ),
+        (
+            with(r#","mappedFields":{"c":{"t":["f"]}},"filters":1"#),
+            "wrong_type",
+        ),
         (
             with(r#","mappedFields":{"c":{"t":["f"]}},"filters":{"c":{"t":{"f":{"x":[1]}}}}"#),
             "unknown_filter_operator",
         ),
         (
-            with(r#","mappedFields":{"c":{"t":["f"]}},"filters":{"c":{"t":{"f":{"between":[1]}}}}"#),
+            with(
+                r#","mappedFields":{"c":{"t":["f"]}},"filters":{"c":{"t":{"f":{"between":[1]}}}}"#,
+            ),
             "invalid_filter",
         ),
     ];

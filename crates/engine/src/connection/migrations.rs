@@ -1,0 +1,131 @@
+//! The state database's schema: the top-level `migrations/*.sql`, embedded in the binary.
+//!
+//! A deployed Worker has no source tree, so the SQL files are compiled in with `include_str!`
+//! rather than read from a directory at run time (sqlx's `migrate!` macro would do the same, but
+//! needs sqlx's `macros` feature, which this workspace leaves off). They run through sqlx's own
+//! [`Migrator`], which records them in `_sqlx_migrations` exactly as `sqlx migrate run` on the
+//! same directory would (same versions, descriptions and checksums), takes an advisory lock so
+//! concurrent Workers migrate once, and refuses a database whose applied files were edited.
+//!
+//! # Adding a migration
+//!
+//! Add `migrations/NNNN_description.sql` at the repository root (the next number, never editing
+//! an applied file) and append one `embed!` line to `EMBEDDED`. A unit test fails until the
+//! list and the directory agree.
+
+use std::borrow::Cow;
+use std::future::Future;
+use std::pin::Pin;
+
+use sqlx::error::BoxDynError;
+use sqlx::migrate::{MigrateError, Migration, MigrationSource, MigrationType, Migrator};
+use sqlx::PgPool;
+
+/// One embedded migration file.
+struct Embedded {
+    version: i64,
+    /// The file name after `NNNN_`, without `.sql`, `_` read as a space (sqlx's rule).
+    description: &'static str,
+    /// Read by the tests that check this list against the directory.
+    #[cfg_attr(not(test), allow(dead_code))]
+    file: &'static str,
+    sql: &'static str,
+}
+
+/// Embeds `migrations/<file>` with its version and description.
+macro_rules! embed {
+    ($version:literal, $description:literal, $file:literal) => {
+        Embedded {
+            version: $version,
+            description: $description,
+            file: $file,
+            sql: include_str!(concat!("../../../../migrations/", $file)),
+        }
+    };
+}
+
+/// Every migration of the state database, oldest first.
+const EMBEDDED: &[Embedded] = &[embed!(1, "connections", "0001_connections.sql")];
+
+/// The embedded migrations as sqlx runs them.
+pub fn migrations() -> Vec<Migration> {
+    EMBEDDED
+        .iter()
+        .map(|m| {
+            Migration::new(
+                m.version,
+                Cow::Borrowed(m.description),
+                MigrationType::Simple,
+                Cow::Borrowed(m.sql),
+                // sqlx's opt-out marker for statements that cannot run in a transaction.
+                m.sql.starts_with("-- no-transaction"),
+            )
+        })
+        .collect()
+}
+
+/// A [`Migrator`] over the embedded migrations.
+pub async fn migrator() -> Result<Migrator, MigrateError> {
+    Migrator::new(EmbeddedSource).await
+}
+
+/// Brings the state database up to the latest schema; a no-op when it already is. Safe to call
+/// from several Workers at once.
+pub async fn migrate(pool: &PgPool) -> Result<(), MigrateError> {
+    migrator().await?.run(pool).await
+}
+
+#[derive(Debug)]
+struct EmbeddedSource;
+
+impl MigrationSource<'static> for EmbeddedSource {
+    fn resolve(
+        self,
+    ) -> Pin<Box<dyn Future<Output = Result<Vec<Migration>, BoxDynError>> + Send + 'static>> {
+        Box::pin(async { Ok(migrations()) })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_list_matches_the_migrations_directory() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../migrations");
+        let mut files: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name().into_string().unwrap())
+            .filter(|name| name.ends_with(".sql"))
+            .collect();
+        files.sort();
+        let embedded: Vec<&str> = EMBEDDED.iter().map(|m| m.file).collect();
+        assert_eq!(
+            embedded, files,
+            "every file of migrations/ is embedded, in order"
+        );
+    }
+
+    #[test]
+    fn versions_and_descriptions_follow_the_file_names() {
+        let mut previous = 0;
+        for m in EMBEDDED {
+            let (version, rest) = m.file.split_once('_').unwrap();
+            assert_eq!(version.parse::<i64>().unwrap(), m.version, "{}", m.file);
+            assert_eq!(
+                rest.trim_end_matches(".sql").replace('_', " "),
+                m.description
+            );
+            assert!(m.version > previous, "versions increase: {}", m.file);
+            previous = m.version;
+        }
+    }
+
+    #[tokio::test]
+    async fn the_migrator_holds_every_migration() {
+        let migrator = migrator().await.unwrap();
+        let versions: Vec<i64> = migrator.iter().map(|m| m.version).collect();
+        let expected: Vec<i64> = EMBEDDED.iter().map(|m| m.version).collect();
+        assert_eq!(versions, expected);
+    }
+}

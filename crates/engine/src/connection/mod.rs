@@ -1,0 +1,121 @@
+//! Connections: what a job's connection name stands for, and where that comes from.
+//!
+//! A job names its datasources by connection name (contract §6). [`Resolver::resolve`] looks the
+//! name up in the environment-defined datasources first, then in the `connections` table of the
+//! Worker's PostgreSQL state database ([`ConnectionStore`]); a name found in neither fails with
+//! [`EngineError::UnknownConnection`](crate::EngineError::UnknownConnection).
+//!
+//! # Environment-defined datasources
+//!
+//! Each datasource is a group of variables `DATASOURCE_<NAME>_<SUFFIX>` ([`from_env_vars`]):
+//!
+//! | suffix | meaning |
+//! |---|---|
+//! | `CONFIG_NAME` | the connection name jobs use; default `<NAME>` lower-cased |
+//! | `TYPE` | `POSTGRESQL`, `MYSQL`, `MONGODB`, `SQL_SERVER` or `ORACLE` (required) |
+//! | `HOST` | host name or address (required) |
+//! | `PORT` | 1–65535; default per type (5432, 3306, 27017, 1433, 1521) |
+//! | `DATABASE` | database name (required) |
+//! | `USER` | user name (required) |
+//! | `PASSWORD` | password; empty or unset means none |
+//! | `SSLMODE` | see [`SslMode`]; default `prefer` |
+//! | `OPTIONS` | driver options, format below |
+//!
+//! `<NAME>` may contain underscores (`DATASOURCE_MY_DB_HOST` belongs to `MY_DB`): a variable is
+//! split at the longest known suffix.
+//!
+//! # Options
+//!
+//! The `OPTIONS` variable and the `options` column hold `key=value` pairs separated by `&` or
+//! whitespace, as in a URL query or a libpq connection string without quoting:
+//! `sslrootcert=/etc/ssl/ca.pem&statement_timeout=30s`. Keys are case-sensitive, a key may appear
+//! once, values are taken literally (no percent-decoding, no quoting) and cannot contain `&` or
+//! whitespace. What a key means depends on the type:
+//!
+//! - PostgreSQL: `sslrootcert`, `sslcert`, `sslkey` (file paths) and `application_name` set the
+//!   driver's options of those names; every other key is a server run-time parameter sent at
+//!   connect (`statement_timeout=30s`, `search_path=sales`, like libpq's `options=-c key=value`).
+//! - MySQL: `ssl-ca` (alias `sslrootcert`), `ssl-cert` (`sslcert`), `ssl-key` (`sslkey`) are file
+//!   paths and `collation` a `utf8mb4` collation; any other key is an error. The character set
+//!   stays `utf8mb4` and the session time zone UTC, on which the value mapping relies.
+//! - Other types: kept as given, for the connectors this engine does not have.
+//!
+//! # Secrets
+//!
+//! [`Password`] zeroes its text on drop and prints as `Password(<redacted>)`, so the derived
+//! `Debug` of [`ConnectionConfig`] carries no password. Error texts name connections and
+//! variables, never a password, host, user or option value.
+
+mod env;
+mod kind;
+mod migrations;
+mod options;
+mod password;
+mod resolver;
+mod ssl_mode;
+mod store;
+
+use std::collections::BTreeMap;
+
+pub use env::{from_env_vars, from_process_env};
+pub use kind::DatasourceKind;
+pub use migrations::{migrate, migrations, migrator};
+pub use options::parse_options;
+pub use password::Password;
+pub use resolver::Resolver;
+pub use ssl_mode::SslMode;
+pub use store::{ConnectionStore, NewConnection};
+
+use crate::error::{EngineError, Result};
+
+/// Everything needed to open one datasource, resolved from the environment or the store.
+#[derive(Debug, Clone)]
+pub struct ConnectionConfig {
+    /// The connection name jobs use.
+    pub name: String,
+    pub kind: DatasourceKind,
+    pub host: String,
+    /// The port, with the type's default already applied.
+    pub port: u16,
+    pub database: String,
+    pub user: String,
+    /// Empty when the datasource takes no password.
+    pub password: Password,
+    pub ssl_mode: SslMode,
+    /// Driver options; see the module docs for what each key means per type.
+    pub options: BTreeMap<String, String>,
+}
+
+impl ConnectionConfig {
+    /// Fails with `datasource type X is not supported` for the types this engine has no
+    /// connector for (MongoDB, SQL Server, Oracle). Those still resolve, so the job fails with
+    /// that clear message rather than "connection not found".
+    pub fn ensure_supported(&self) -> Result<()> {
+        if self.kind.is_supported() {
+            Ok(())
+        } else {
+            Err(self.invalid(format!("datasource type {} is not supported", self.kind)))
+        }
+    }
+
+    /// Checks what can be checked without a server: a supported type's options map to driver
+    /// options. Called by the environment loader and the store, so a bad option fails early.
+    pub fn validate(&self) -> Result<()> {
+        if self.host.is_empty() {
+            return Err(self.invalid("host is empty".to_owned()));
+        }
+        match self.kind {
+            DatasourceKind::Postgres => self.pg_options().map(drop),
+            DatasourceKind::MySql => self.mysql_options().map(drop),
+            _ => Ok(()),
+        }
+    }
+
+    /// An [`EngineError::InvalidConnection`] about this connection.
+    pub(crate) fn invalid(&self, reason: String) -> EngineError {
+        EngineError::InvalidConnection {
+            connection: self.name.clone(),
+            reason,
+        }
+    }
+}

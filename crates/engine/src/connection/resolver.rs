@@ -1,0 +1,82 @@
+//! Connection names to connections: the environment first, then the state database.
+
+use std::collections::BTreeMap;
+
+use super::{ConnectionConfig, ConnectionStore};
+use crate::error::{EngineError, Result};
+
+/// Resolves a job's connection names. Environment-defined datasources win over stored ones with
+/// the same name, so an operator can pin or override a connection without touching the table.
+#[derive(Debug, Clone, Default)]
+pub struct Resolver {
+    env: BTreeMap<String, ConnectionConfig>,
+    store: Option<ConnectionStore>,
+}
+
+impl Resolver {
+    /// `env` is what [`from_env_vars`](super::from_env_vars) read; `store` is `None` when the
+    /// Worker has only environment-defined datasources.
+    pub fn new(env: BTreeMap<String, ConnectionConfig>, store: Option<ConnectionStore>) -> Self {
+        Resolver { env, store }
+    }
+
+    /// The connection called `name` (exact, case-sensitive match).
+    ///
+    /// Fails with [`EngineError::UnknownConnection`] (`connection not found for database:
+    /// <name>`) when neither source has it, and with the store's errors when the table cannot
+    /// be read or the stored row is unusable (see [`ConnectionStore::find`]).
+    pub async fn resolve(&self, name: &str) -> Result<ConnectionConfig> {
+        if let Some(config) = self.env.get(name) {
+            return Ok(config.clone());
+        }
+        if let Some(store) = &self.store {
+            if let Some(config) = store.find(name).await? {
+                return Ok(config);
+            }
+        }
+        Err(EngineError::UnknownConnection(name.to_owned()))
+    }
+
+    /// The names of the environment-defined datasources (stored ones are looked up on demand).
+    pub fn env_names(&self) -> impl Iterator<Item = &str> {
+        self.env.keys().map(String::as_str)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::connection::from_env_vars;
+
+    fn env() -> BTreeMap<String, ConnectionConfig> {
+        from_env_vars(
+            [
+                ("DATASOURCE_LEDGER_TYPE", "MYSQL"),
+                ("DATASOURCE_LEDGER_HOST", "h"),
+                ("DATASOURCE_LEDGER_DATABASE", "d"),
+                ("DATASOURCE_LEDGER_USER", "u"),
+            ]
+            .map(|(k, v)| (k.to_owned(), v.to_owned())),
+        )
+        .unwrap()
+    }
+
+    #[tokio::test]
+    async fn environment_names_resolve_without_a_store() {
+        let resolver = Resolver::new(env(), None);
+        let config = resolver.resolve("ledger").await.unwrap();
+        assert_eq!(config.port, 3306);
+        assert_eq!(resolver.env_names().collect::<Vec<_>>(), ["ledger"]);
+    }
+
+    #[tokio::test]
+    async fn unknown_names_fail_with_the_upstream_text() {
+        let resolver = Resolver::new(env(), None);
+        let error = resolver.resolve("Ledger").await.unwrap_err();
+        assert!(matches!(error, EngineError::UnknownConnection(_)));
+        assert_eq!(
+            error.to_string(),
+            "connection not found for database: Ledger"
+        );
+    }
+}

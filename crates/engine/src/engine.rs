@@ -1,0 +1,192 @@
+//! The extraction itself: resolve, plan, then query every datasource in parallel, fail-fast.
+
+use std::sync::Arc;
+
+use contract::message::{FilterCondition, Filters, MappedFields};
+use std::collections::BTreeMap;
+use tokio::task::JoinSet;
+
+use crate::catalog::TableName;
+use crate::config::EngineConfig;
+use crate::connection::Resolver;
+use crate::error::{EngineError, Result};
+use crate::plan::{self, Naming};
+use crate::pools::{Pool, Pools};
+use crate::result::{self, Budget, ConnectionResult, Extraction, Part};
+use crate::{mysql, postgres};
+
+/// Extracts jobs' data. Cheap to share: clone it, or keep one in an `Arc`.
+#[derive(Clone)]
+pub struct Engine {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    config: EngineConfig,
+    resolver: Resolver,
+    pools: Pools,
+}
+
+/// What one datasource task needs, owned, so it can run on its own task.
+struct DatasourceJob {
+    connection: String,
+    tables: BTreeMap<String, Vec<String>>,
+    filters: Option<BTreeMap<String, BTreeMap<String, FilterCondition>>>,
+    first: bool,
+    budget: Arc<Budget>,
+}
+
+impl Engine {
+    pub fn new(config: EngineConfig, resolver: Resolver) -> Engine {
+        let pools = Pools::new(&config);
+        Engine {
+            inner: Arc::new(Inner {
+                config,
+                resolver,
+                pools,
+            }),
+        }
+    }
+
+    pub fn config(&self) -> &EngineConfig {
+        &self.inner.config
+    }
+
+    /// Extracts a job's tables into the result JSON. The first failing datasource ends the
+    /// extraction: the others are cancelled and no partial result is returned.
+    pub async fn extract(&self, mapped: &MappedFields, filters: &Filters) -> Result<Extraction> {
+        let limits = self.inner.config.limits;
+        if mapped.len() > limits.max_datasources {
+            return Err(EngineError::LimitExceeded {
+                what: "datasources",
+                limit: limits.max_datasources,
+            });
+        }
+        for connection in filters.keys() {
+            if !mapped.contains_key(connection) {
+                return Err(EngineError::Filter {
+                    detail: format!("on {connection}: the connection is not in mappedFields"),
+                });
+            }
+        }
+        let timeout = self.inner.config.timeout;
+        match tokio::time::timeout(timeout, self.run(mapped, filters)).await {
+            Ok(result) => result,
+            Err(_) => Err(EngineError::Timeout(timeout)),
+        }
+    }
+
+    async fn run(&self, mapped: &MappedFields, filters: &Filters) -> Result<Extraction> {
+        let budget = Arc::new(Budget::new(self.inner.config.max_result_bytes));
+        let mut pending = mapped
+            .iter()
+            .enumerate()
+            .map(|(index, (connection, tables))| {
+                (
+                    index,
+                    DatasourceJob {
+                        connection: connection.clone(),
+                        tables: tables.clone(),
+                        filters: filters.get(connection).cloned(),
+                        first: index == 0,
+                        budget: budget.clone(),
+                    },
+                )
+            })
+            .collect::<Vec<_>>()
+            .into_iter();
+        let mut parts: Vec<Option<Part>> = (0..mapped.len()).map(|_| None).collect();
+        // Dropping the set (on error, timeout or cancellation) aborts every running datasource.
+        let mut running = JoinSet::new();
+        let parallel = self.inner.config.max_parallel_datasources.max(1);
+        loop {
+            while running.len() < parallel {
+                let Some((index, job)) = pending.next() else {
+                    break;
+                };
+                let inner = self.inner.clone();
+                running.spawn(async move { (index, inner.extract_datasource(job).await) });
+            }
+            match running.join_next().await {
+                None => break,
+                Some(Ok((index, Ok(part)))) => parts[index] = Some(part),
+                Some(Ok((_, Err(error)))) => return Err(error),
+                Some(Err(join_error)) => {
+                    return Err(EngineError::Result(format!(
+                        "a datasource task ended abnormally: {join_error}"
+                    )))
+                }
+            }
+        }
+        result::join(parts.into_iter().flatten().collect(), &budget)
+    }
+}
+
+impl Inner {
+    async fn extract_datasource(&self, job: DatasourceJob) -> Result<Part> {
+        let name = job.connection.as_str();
+        let config = self.resolver.resolve(name).await?;
+        let limits = &self.config.limits;
+        match self.pools.get(&config)? {
+            Pool::Postgres(pool) => {
+                let mut conn = pool
+                    .acquire()
+                    .await
+                    .map_err(|e| EngineError::connect(name, &e))?;
+                let naming = postgres::naming(&config.database);
+                let tables = table_names(name, &job, &naming)?;
+                let catalog = postgres::load_catalog(&mut conn, name, &tables).await?;
+                let plans = plan::plan_datasource(
+                    name,
+                    &job.tables,
+                    job.filters.as_ref(),
+                    &catalog,
+                    &naming,
+                    limits,
+                )?;
+                let mut out = ConnectionResult::new(name, job.first, job.budget)?;
+                for plan in &plans {
+                    postgres::stream_table(&mut conn, name, plan, &mut out).await?;
+                }
+                out.finish()
+            }
+            Pool::MySql(pool) => {
+                let mut conn = pool
+                    .acquire()
+                    .await
+                    .map_err(|e| EngineError::connect(name, &e))?;
+                let naming = mysql::naming(&config.database);
+                let tables = table_names(name, &job, &naming)?;
+                let catalog = mysql::load_catalog(&mut conn, name, &config.database, &tables).await?;
+                let plans = plan::plan_datasource(
+                    name,
+                    &job.tables,
+                    job.filters.as_ref(),
+                    &catalog,
+                    &naming,
+                    limits,
+                )?;
+                let mut out = ConnectionResult::new(name, job.first, job.budget)?;
+                for plan in &plans {
+                    mysql::stream_table(&mut conn, name, plan, &mut out).await?;
+                }
+                out.finish()
+            }
+        }
+    }
+}
+
+fn table_names(connection: &str, job: &DatasourceJob, naming: &Naming) -> Result<Vec<TableName>> {
+    job.tables
+        .keys()
+        .map(|key| {
+            plan::parse_table_key(key, naming).map_err(|e| match e {
+                EngineError::Schema { detail, .. } => EngineError::Schema {
+                    connection: connection.to_owned(),
+                    detail,
+                },
+                other => other,
+            })
+        })
+        .collect()
+}

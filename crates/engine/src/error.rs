@@ -1,0 +1,64 @@
+//! Why an extraction failed, in words safe to store and publish.
+
+use std::time::Duration;
+
+/// An extraction failure. Display texts name connections, tables and fields, never hosts,
+/// users or passwords; driver texts pass through [`contract::redact`] before they get here.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error("connection not found for database: {0}")]
+    UnknownConnection(String),
+    #[error("connection {connection}: {reason}")]
+    InvalidConnection { connection: String, reason: String },
+    #[error("connection {connection}: stored password uses key version {found}, this Worker has version {expected}")]
+    KeyVersionMismatch {
+        connection: String,
+        found: String,
+        expected: String,
+    },
+    #[error("connection {connection}: stored password cannot be decrypted with this Worker's key")]
+    PasswordUnreadable { connection: String },
+    #[error("failed to connect to datasource {connection}: {detail}")]
+    Connect { connection: String, detail: String },
+    #[error("datasource {connection} failed schema validation: {detail}")]
+    Schema { connection: String, detail: String },
+    #[error("job exceeds the limit of {limit} {what}")]
+    LimitExceeded { what: &'static str, limit: usize },
+    #[error("filter {detail}")]
+    Filter { detail: String },
+    #[error("query on datasource {connection} failed: {detail}")]
+    Query { connection: String, detail: String },
+    #[error("result exceeds ENGINE_MAX_RESULT_BYTES ({limit} bytes)")]
+    ResultTooLarge { limit: u64 },
+    #[error("extraction timed out after {0:?}")]
+    Timeout(Duration),
+    #[error("connection store unavailable: {0}")]
+    Store(String),
+    #[error("failed to write the result: {0}")]
+    Result(String),
+}
+
+impl EngineError {
+    /// Whether running the same job again later may succeed without anyone changing anything
+    /// (an unreachable connection store). A datasource that is down fails the job: the caller
+    /// asked for data as of now, and fail-fast is the contract.
+    pub fn is_retriable(&self) -> bool {
+        matches!(self, EngineError::Store(_))
+    }
+
+    pub(crate) fn connect(connection: &str, error: &sqlx::Error) -> EngineError {
+        EngineError::Connect {
+            connection: connection.to_owned(),
+            detail: contract::redact(&error.to_string()),
+        }
+    }
+
+    pub(crate) fn query(connection: &str, error: &sqlx::Error) -> EngineError {
+        EngineError::Query {
+            connection: connection.to_owned(),
+            detail: contract::redact(&error.to_string()),
+        }
+    }
+}
+
+pub type Result<T, E = EngineError> = std::result::Result<T, E>;

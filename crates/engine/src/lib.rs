@@ -1,0 +1,29 @@
+//! The extraction engine: turns a job's `mappedFields` and `filters` into rows from real
+//! databases, written as the Go-compatible result JSON (contract §6).
+//!
+//! # Layout
+//! - [`connection`]: connection names resolved from `DATASOURCE_<NAME>_*` variables and the
+//!   state database's `connections` table; the embedded state-database migrations.
+//! - [`catalog`]: tables and columns a datasource holds, and how each column's values map.
+//! - [`plan`]: validation of tables, fields, filters and limits against a catalog (pure).
+//! - [`error`]: [`EngineError`], with redaction-safe texts.
+//!
+//! The engine knows datasources only: it must not depend on `lapin`, `aws-sdk-*`, `axum` or the
+//! `outbox` crate (a test checks the dependency tree).
+
+pub mod catalog;
+pub mod config;
+pub mod connection;
+mod engine;
+pub mod error;
+mod mysql;
+pub mod plan;
+mod pools;
+mod postgres;
+pub mod result;
+pub mod sql;
+
+pub use config::EngineConfig;
+pub use engine::Engine;
+pub use error::{EngineError, Result};
+pub use result::Extraction;

@@ -1,0 +1,170 @@
+//! Discovery of the requested tables' columns from `information_schema`.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use sqlx::mysql::{MySqlArguments, MySqlRow};
+use sqlx::{Arguments, Decode, MySql, MySqlConnection, Row};
+
+use crate::catalog::{Catalog, Column, TableName, ValueKind};
+use crate::error::{EngineError, Result};
+use crate::sql::Dialect;
+
+/// Columns of the requested schemas and table names (base tables and views), in declaration
+/// order. `VERSION()` rides along so MariaDB is recognised without another round trip.
+/// Equality lists keep `information_schema`'s lookup optimisation; exact (case-sensitive)
+/// pairs are matched afterwards.
+const COLUMNS: &str = "SELECT TABLE_SCHEMA, TABLE_NAME, COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, \
+     VERSION() FROM information_schema.COLUMNS";
+
+/// MariaDB's `JSON` is `LONGTEXT` with a `CHECK (json_valid(col))`; MySQL 8's
+/// `CHECK_CONSTRAINTS` has no `TABLE_NAME` column, so this runs on MariaDB only.
+const JSON_CHECKS: &str = "SELECT CONSTRAINT_SCHEMA, TABLE_NAME, CHECK_CLAUSE \
+     FROM information_schema.CHECK_CONSTRAINTS";
+
+/// One row of [`COLUMNS`], decoded.
+struct Found {
+    schema: String,
+    table: String,
+    column: String,
+    data_type: String,
+    column_type: String,
+    mariadb: bool,
+}
+
+/// The catalog of the requested tables that exist. `database` is the connection's database:
+/// a name without a schema lives there. Absent tables are simply not in the catalog.
+pub(crate) async fn load_catalog(
+    conn: &mut MySqlConnection,
+    connection: &str,
+    database: &str,
+    tables: &[TableName],
+) -> Result<Catalog> {
+    // Exact (schema, table) pairs asked for, each with the name the plan looks it up by.
+    let wanted: BTreeMap<(&str, &str), &TableName> = tables
+        .iter()
+        .map(|t| ((t.schema.as_deref().unwrap_or(database), t.table.as_str()), t))
+        .collect();
+    if wanted.is_empty() {
+        return Ok(Catalog::default());
+    }
+    let schemas: BTreeSet<&str> = wanted.keys().map(|(s, _)| *s).collect();
+    let names: BTreeSet<&str> = wanted.keys().map(|(_, t)| *t).collect();
+    let filter = format!(
+        " WHERE TABLE_SCHEMA IN ({}) AND TABLE_NAME IN ({})",
+        placeholders(schemas.len()),
+        placeholders(names.len())
+    );
+    let sql = format!("{COLUMNS}{filter} ORDER BY TABLE_SCHEMA, TABLE_NAME, ORDINAL_POSITION");
+    let args = text_args(schemas.iter().chain(names.iter()).copied())?;
+    let rows = sqlx::query_with(&sql, args.clone())
+        .fetch_all(&mut *conn)
+        .await
+        .map_err(|e| EngineError::query(connection, &e))?;
+
+    let mut found = Vec::with_capacity(rows.len());
+    for row in &rows {
+        let found_row = Found {
+            schema: text(row, 0),
+            table: text(row, 1),
+            column: text(row, 2),
+            data_type: text(row, 3).to_ascii_lowercase(),
+            column_type: text(row, 4),
+            mariadb: text(row, 5).to_ascii_lowercase().contains("mariadb"),
+        };
+        if wanted.contains_key(&(found_row.schema.as_str(), found_row.table.as_str())) {
+            found.push(found_row);
+        }
+    }
+
+    let maybe_json = found.iter().any(|f| f.mariadb && f.data_type == "longtext");
+    let json_checks = if maybe_json {
+        let sql = format!(
+            "{JSON_CHECKS} WHERE CONSTRAINT_SCHEMA IN ({}) AND TABLE_NAME IN ({})",
+            placeholders(schemas.len()),
+            placeholders(names.len())
+        );
+        let rows = sqlx::query_with(&sql, args)
+            .fetch_all(&mut *conn)
+            .await
+            .map_err(|e| EngineError::query(connection, &e))?;
+        rows.iter()
+            .map(|row| ((text(row, 0), text(row, 1)), text(row, 2)))
+            .collect()
+    } else {
+        Vec::new()
+    };
+
+    let mut catalog = Catalog::default();
+    for f in found {
+        let Some(name) = wanted.get(&(f.schema.as_str(), f.table.as_str())) else {
+            continue;
+        };
+        let is_json = f.data_type == "json"
+            || (f.data_type == "longtext"
+                && json_checks.iter().any(|((schema, table), clause)| {
+                    *schema == f.schema && *table == f.table && checks_json(clause, &f.column)
+                }));
+        let kind = if is_json {
+            ValueKind::Json
+        } else {
+            super::kind_of(&f.column_type)
+        };
+        catalog.tables.entry((*name).clone()).or_default().push(Column {
+            name: f.column,
+            db_type: f.column_type,
+            kind,
+        });
+    }
+    Ok(catalog)
+}
+
+/// Whether a check clause validates `column` as JSON: `json_valid(`col`)`, as MariaDB writes
+/// the constraint its `JSON` alias adds.
+fn checks_json(clause: &str, column: &str) -> bool {
+    let call = format!("json_valid({})", Dialect::MySql.quote(column));
+    clause.to_ascii_lowercase().contains(&call.to_ascii_lowercase())
+}
+
+fn placeholders(n: usize) -> String {
+    vec!["?"; n].join(", ")
+}
+
+fn text_args<'q>(values: impl Iterator<Item = &'q str>) -> Result<MySqlArguments> {
+    let mut args = MySqlArguments::default();
+    for value in values {
+        args.add(value)
+            .map_err(|e| EngineError::Result(e.to_string()))?;
+    }
+    Ok(args)
+}
+
+/// A column of an `information_schema` row as text. Decoded from the raw bytes, because
+/// depending on the server and version these columns arrive as `VARCHAR`, `VARBINARY` or
+/// `BLOB`, which a typed `String` decode would refuse. NULL reads as empty.
+fn text(row: &MySqlRow, index: usize) -> String {
+    row.try_get_raw(index)
+        .ok()
+        .and_then(|value| <&[u8] as Decode<MySql>>::decode(value).ok())
+        .map(|bytes| String::from_utf8_lossy(bytes).into_owned())
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_checks_name_the_column_quoted() {
+        assert!(checks_json("json_valid(`doc`)", "doc"));
+        assert!(checks_json("JSON_VALID(`doc`)", "doc"));
+        assert!(checks_json("json_valid(`a``b`)", "a`b"));
+        assert!(!checks_json("json_valid(`doc2`)", "doc"));
+        assert!(!checks_json("`doc` > 0", "doc"));
+    }
+
+    #[test]
+    fn placeholders_are_comma_separated() {
+        assert_eq!(placeholders(1), "?");
+        assert_eq!(placeholders(3), "?, ?, ?");
+    }
+}

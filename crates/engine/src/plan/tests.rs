@@ -1,0 +1,146 @@
+//! Plan validation against a given catalog.
+
+use super::*;
+use crate::catalog::ValueKind;
+
+fn naming() -> Naming {
+    Naming {
+        default_schema: "public".into(),
+        catalog: Some("shop".into()),
+    }
+}
+
+fn column(name: &str) -> Column {
+    Column {
+        name: name.into(),
+        db_type: "integer".into(),
+        kind: ValueKind::Int,
+    }
+}
+
+fn catalog() -> Catalog {
+    let mut catalog = Catalog::default();
+    let users = TableName {
+        schema: None,
+        table: "users".into(),
+    };
+    let orders = TableName {
+        schema: Some("sales".into()),
+        table: "orders".into(),
+    };
+    catalog
+        .tables
+        .insert(users, vec![column("id"), column("name"), column("age")]);
+    catalog.tables.insert(orders, vec![column("id"), column("total")]);
+    catalog
+}
+
+fn tables(pairs: &[(&str, &[&str])]) -> BTreeMap<String, Vec<String>> {
+    pairs
+        .iter()
+        .map(|(t, fields)| (t.to_string(), fields.iter().map(|f| f.to_string()).collect()))
+        .collect()
+}
+
+fn plan(pairs: &[(&str, &[&str])]) -> Result<Vec<TablePlan>> {
+    plan_datasource("pg", &tables(pairs), None, &catalog(), &naming(), &Limits::default())
+}
+
+#[test]
+fn table_keys_are_normalized_and_sorted() {
+    let plans = plan(&[
+        ("shop.sales.orders", &["total"]),
+        ("public.users", &["name", "id", "name"]),
+    ])
+    .expect("valid");
+    let keys: Vec<&str> = plans.iter().map(|p| p.key.as_str()).collect();
+    assert_eq!(keys, ["sales.orders", "users"]);
+    let fields: Vec<&str> = plans[1].columns.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(fields, ["id", "name"], "sorted, without duplicates");
+}
+
+#[test]
+fn unknown_tables_and_fields_fail_schema_validation() {
+    let e = plan(&[("nope", &["id"])]).unwrap_err().to_string();
+    assert_eq!(e, "datasource pg failed schema validation: table \"nope\" does not exist");
+    let e = plan(&[("users", &["id", "secret"])]).unwrap_err().to_string();
+    assert!(e.contains("field \"secret\" does not exist in table \"users\""), "{e}");
+    let e = plan(&[("other.shop.users", &["id"])]).unwrap_err().to_string();
+    assert!(e.contains("names another database"), "{e}");
+    let e = plan(&[("a.b.c.d", &["id"])]).unwrap_err().to_string();
+    assert!(e.contains("too many name parts"), "{e}");
+}
+
+#[test]
+fn the_same_table_twice_is_refused() {
+    let e = plan(&[("users", &["id"]), ("public.users", &["name"])]).unwrap_err();
+    assert!(e.to_string().contains("are the same table"), "{e}");
+}
+
+#[test]
+fn hostile_identifiers_are_just_unknown_names() {
+    for table in ["users; DROP TABLE users", "users\"--", "users`", "users/*"] {
+        let e = plan(&[(table, &["id"])]).unwrap_err();
+        assert!(matches!(e, EngineError::Schema { .. }), "{table}: {e}");
+    }
+    let e = plan(&[("users", &["id\" FROM users; --"])]).unwrap_err();
+    assert!(matches!(e, EngineError::Schema { .. }));
+}
+
+#[test]
+fn limits_are_enforced_not_clamped() {
+    let limits = Limits {
+        max_datasources: 10,
+        max_tables_per_datasource: 1,
+        max_fields_per_table: 2,
+    };
+    let two_tables = tables(&[("users", &["id"]), ("sales.orders", &["id"])]);
+    let e = plan_datasource("pg", &two_tables, None, &catalog(), &naming(), &limits).unwrap_err();
+    assert_eq!(e.to_string(), "job exceeds the limit of 1 tables per datasource");
+    let three_fields = tables(&[("users", &["id", "name", "age"])]);
+    let e = plan_datasource("pg", &three_fields, None, &catalog(), &naming(), &limits).unwrap_err();
+    assert_eq!(e.to_string(), "job exceeds the limit of 2 fields per table");
+}
+
+#[test]
+fn filters_attach_to_their_table_and_may_use_unselected_fields() {
+    let condition = FilterCondition::from_clauses([
+        (Operator::Gte, vec![FilterValue::String("18".into())]),
+        (Operator::Lt, vec![FilterValue::String("65".into())]),
+    ])
+    .expect("valid");
+    let filters: BTreeMap<String, BTreeMap<String, FilterCondition>> =
+        [("public.users".to_string(), [("age".to_string(), condition)].into())].into();
+    let plans = plan_datasource(
+        "pg",
+        &tables(&[("users", &["id"])]),
+        Some(&filters),
+        &catalog(),
+        &naming(),
+        &Limits::default(),
+    )
+    .expect("valid");
+    let ops: Vec<Operator> = plans[0].predicates.iter().map(|p| p.op).collect();
+    assert_eq!(ops, [Operator::Gte, Operator::Lt]);
+    assert_eq!(plans[0].predicates[0].column.name, "age");
+}
+
+#[test]
+fn filters_on_unmapped_tables_or_unknown_fields_fail() {
+    let condition =
+        FilterCondition::from_clauses([(Operator::Eq, vec![FilterValue::Bool(true)])]).expect("ok");
+    let on = |table: &str, field: &str| {
+        let filters: BTreeMap<String, BTreeMap<String, FilterCondition>> =
+            [(table.to_string(), [(field.to_string(), condition.clone())].into())].into();
+        plan_datasource(
+            "pg",
+            &tables(&[("users", &["id"])]),
+            Some(&filters),
+            &catalog(),
+            &naming(),
+            &Limits::default(),
+        )
+    };
+    assert!(matches!(on("sales.orders", "id"), Err(EngineError::Filter { .. })));
+    assert!(matches!(on("users", "nope"), Err(EngineError::Schema { .. })));
+}

@@ -1,0 +1,71 @@
+//! PostgreSQL datasources: schema discovery, the select expression of each column kind, and
+//! rows streamed from the cursor into the result.
+
+mod schema;
+mod stream;
+
+pub(crate) use schema::load_catalog;
+pub(crate) use stream::stream_table;
+
+use crate::catalog::{Column, ElementKind, ValueKind};
+use crate::plan::Naming;
+
+/// Session settings every extraction connection runs with, so text renderings are stable:
+/// ISO dates, ISO 8601 intervals, UTC, and full float precision.
+pub(crate) const SESSION_SETTINGS: [(&str, &str); 4] = [
+    ("DateStyle", "ISO, YMD"),
+    ("IntervalStyle", "iso_8601"),
+    ("TimeZone", "UTC"),
+    ("extra_float_digits", "3"),
+];
+
+/// PostgreSQL's naming: `public` is the default schema, the catalog is the database.
+pub(crate) fn naming(database: &str) -> Naming {
+    Naming {
+        default_schema: "public".to_owned(),
+        catalog: Some(database.to_owned()),
+    }
+}
+
+/// The select-list expression that makes a column arrive in the form its kind decodes.
+pub(crate) fn select_expr(column: &Column, quoted: &str) -> String {
+    match column.kind {
+        ValueKind::Int => format!("{quoted}::int8"),
+        ValueKind::Float => format!("{quoted}::float8"),
+        ValueKind::Text | ValueKind::Json => format!("{quoted}::text"),
+        ValueKind::Array(ElementKind::Int) => format!("{quoted}::int8[]"),
+        ValueKind::Array(ElementKind::Float) => format!("{quoted}::float8[]"),
+        ValueKind::Array(ElementKind::Bool) => format!("{quoted}::bool[]"),
+        ValueKind::Array(ElementKind::Text) => format!("{quoted}::text[]"),
+        ValueKind::UInt
+        | ValueKind::Bool
+        | ValueKind::Bytes
+        | ValueKind::Uuid
+        | ValueKind::Date
+        | ValueKind::Timestamp
+        | ValueKind::TimestampTz
+        | ValueKind::Set => quoted.to_owned(),
+    }
+}
+
+/// The kind of a column from its (domain-resolved) type name and category.
+pub(crate) fn kind_of(type_name: &str, category: &str, element: Option<(&str, &str)>) -> ValueKind {
+    match type_name {
+        "int2" | "int4" | "int8" | "oid" | "xid" | "cid" => ValueKind::Int,
+        "float4" | "float8" => ValueKind::Float,
+        "bool" => ValueKind::Bool,
+        "bytea" => ValueKind::Bytes,
+        "uuid" => ValueKind::Uuid,
+        "date" => ValueKind::Date,
+        "timestamp" => ValueKind::Timestamp,
+        "timestamptz" => ValueKind::TimestampTz,
+        "json" | "jsonb" => ValueKind::Json,
+        _ if category == "A" => ValueKind::Array(match element {
+            Some(("int2" | "int4" | "int8" | "oid", _)) => ElementKind::Int,
+            Some(("float4" | "float8", _)) => ElementKind::Float,
+            Some(("bool", _)) => ElementKind::Bool,
+            _ => ElementKind::Text,
+        }),
+        _ => ValueKind::Text,
+    }
+}

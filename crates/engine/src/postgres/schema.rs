@@ -1,0 +1,71 @@
+//! Discovery of the requested tables' columns from `pg_catalog`.
+
+use std::collections::BTreeMap;
+
+use sqlx::{PgConnection, Row};
+
+use crate::catalog::{Catalog, Column, TableName};
+use crate::error::{EngineError, Result};
+
+/// Columns of every requested table that exists (tables, views, materialized views, partitioned
+/// and foreign tables). Absent tables are simply not in the catalog. Domains map as their base
+/// type; the declared type name is kept for casts.
+const COLUMNS: &str = r#"
+SELECT n.nspname AS schema_name, c.relname AS table_name, a.attname AS column_name,
+       format_type(a.atttypid, NULL) AS db_type,
+       bt.typname::text AS type_name, bt.typcategory::text AS category,
+       et.typname::text AS element_name, et.typcategory::text AS element_category
+FROM pg_catalog.pg_attribute a
+JOIN pg_catalog.pg_class c ON c.oid = a.attrelid
+JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+JOIN pg_catalog.pg_type t ON t.oid = a.atttypid
+JOIN pg_catalog.pg_type bt ON bt.oid = CASE WHEN t.typtype = 'd' THEN t.typbasetype ELSE t.oid END
+LEFT JOIN pg_catalog.pg_type et ON et.oid = bt.typelem AND bt.typcategory = 'A'
+WHERE c.relkind IN ('r', 'v', 'm', 'p', 'f') AND a.attnum > 0 AND NOT a.attisdropped
+  AND (n.nspname, c.relname) IN (SELECT * FROM unnest($1::text[], $2::text[]))
+ORDER BY n.nspname, c.relname, a.attnum
+"#;
+
+pub(crate) async fn load_catalog(
+    conn: &mut PgConnection,
+    connection: &str,
+    tables: &[TableName],
+) -> Result<Catalog> {
+    let schemas: Vec<&str> = tables
+        .iter()
+        .map(|t| t.schema.as_deref().unwrap_or("public"))
+        .collect();
+    let names: Vec<&str> = tables.iter().map(|t| t.table.as_str()).collect();
+    let rows = sqlx::query(COLUMNS)
+        .bind(&schemas)
+        .bind(&names)
+        .fetch_all(conn)
+        .await
+        .map_err(|e| EngineError::query(connection, &e))?;
+
+    let mut found: BTreeMap<TableName, Vec<Column>> = BTreeMap::new();
+    for row in rows {
+        let get = |name: &str| -> Result<Option<String>> {
+            row.try_get::<Option<String>, _>(name)
+                .map_err(|e| EngineError::query(connection, &e))
+        };
+        let schema = get("schema_name")?.unwrap_or_default();
+        let type_name = get("type_name")?.unwrap_or_default();
+        let category = get("category")?.unwrap_or_default();
+        let element_name = get("element_name")?;
+        let element_category = get("element_category")?;
+        let element = element_name
+            .as_deref()
+            .map(|n| (n, element_category.as_deref().unwrap_or("")));
+        let name = TableName {
+            schema: (schema != "public").then_some(schema),
+            table: get("table_name")?.unwrap_or_default(),
+        };
+        found.entry(name).or_default().push(Column {
+            name: get("column_name")?.unwrap_or_default(),
+            db_type: get("db_type")?.unwrap_or_default(),
+            kind: super::kind_of(&type_name, &category, element),
+        });
+    }
+    Ok(Catalog { tables: found })
+}

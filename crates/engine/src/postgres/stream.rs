@@ -1,0 +1,148 @@
+//! Rows of one table from a PostgreSQL cursor into the result, decoded from the binary wire
+//! format without an intermediate value per cell.
+
+use futures_util::TryStreamExt;
+use sqlx::postgres::{PgArguments, PgValueRef};
+use sqlx::{Arguments, Decode, PgConnection, Postgres, Row, ValueRef};
+use uuid::Uuid;
+
+use crate::catalog::{Column, ElementKind, ValueKind};
+use crate::error::{EngineError, Result};
+use crate::plan::TablePlan;
+use crate::result::{self, ConnectionResult};
+use crate::sql::{Dialect, Param};
+
+/// Microseconds from the Unix epoch to PostgreSQL's epoch, 2000-01-01.
+const PG_EPOCH_MICROS: i64 = 946_684_800_000_000;
+const PG_EPOCH_DAYS: i32 = 10_957;
+
+pub(crate) async fn stream_table(
+    conn: &mut PgConnection,
+    connection: &str,
+    plan: &TablePlan,
+    out: &mut ConnectionResult,
+) -> Result<()> {
+    let query = Dialect::Postgres.select(plan, super::select_expr);
+    let mut args = PgArguments::default();
+    for param in &query.params {
+        let bound = match param {
+            Param::Text(text) => args.add(text.as_str()),
+            // The PostgreSQL builder binds text only; other forms are a bug, not input.
+            other => {
+                return Err(EngineError::Result(format!("unexpected parameter {other:?}")));
+            }
+        };
+        bound.map_err(|e| EngineError::Result(e.to_string()))?;
+    }
+    out.start_table(&plan.key)?;
+    let mut rows = sqlx::query_with(&query.sql, args).fetch(conn);
+    while let Some(row) = rows
+        .try_next()
+        .await
+        .map_err(|e| EngineError::query(connection, &e))?
+    {
+        let w = out.begin_row()?;
+        for (i, column) in plan.columns.iter().enumerate() {
+            w.key(&column.name).map_err(json)?;
+            let value = row
+                .try_get_raw(i)
+                .map_err(|e| EngineError::query(connection, &e))?;
+            write_value(w, column, value).map_err(|detail| EngineError::Query {
+                connection: connection.to_owned(),
+                detail: format!("column {:?}: {detail}", column.name),
+            })?;
+        }
+        out.end_row()?;
+    }
+    Ok(())
+}
+
+type W = contract::json::JsonWriter<Vec<u8>>;
+use contract::json::JsonError;
+
+fn write_value(w: &mut W, column: &Column, value: PgValueRef<'_>) -> Result<(), String> {
+    if value.is_null() {
+        return w.null().map_err(|e| e.to_string());
+    }
+    let bytes = value.as_bytes().map_err(|e| e.to_string())?;
+    let written = match column.kind {
+        ValueKind::Int => w.i64(i64::from_be_bytes(fixed(bytes)?)),
+        ValueKind::UInt => w.u64(u64::from_be_bytes(fixed(bytes)?)),
+        ValueKind::Float => result::write_float(w, f64::from_be_bytes(fixed(bytes)?)),
+        ValueKind::Bool => w.bool(bytes.first().is_some_and(|b| *b != 0)),
+        ValueKind::Text | ValueKind::Set => w.string_bytes(bytes),
+        ValueKind::Bytes => result::write_base64(w, bytes),
+        ValueKind::Uuid => w.string(Uuid::from_bytes(fixed(bytes)?).hyphenated().encode_lower(
+            &mut Uuid::encode_buffer(),
+        )),
+        ValueKind::Json => result::write_json_text(w, bytes),
+        ValueKind::Date => {
+            let days = i32::from_be_bytes(fixed(bytes)?);
+            match days {
+                i32::MAX => w.string("infinity"),
+                i32::MIN => w.string("-infinity"),
+                _ => match chrono::NaiveDate::from_num_days_from_ce_opt(
+                    days.saturating_add(PG_EPOCH_DAYS).saturating_add(719_163),
+                ) {
+                    Some(date) => result::write_date(w, date),
+                    None => return Err("date out of range".into()),
+                },
+            }
+        }
+        ValueKind::Timestamp | ValueKind::TimestampTz => {
+            let micros = i64::from_be_bytes(fixed(bytes)?);
+            match micros {
+                i64::MAX => w.string("infinity"),
+                i64::MIN => w.string("-infinity"),
+                _ => match result::from_micros(PG_EPOCH_MICROS, micros) {
+                    Some(at) => result::write_timestamp(w, at),
+                    None => return Err("timestamp out of range".into()),
+                },
+            }
+        }
+        ValueKind::Array(element) => return write_array(w, element, value),
+    };
+    written.map_err(|e| e.to_string())
+}
+
+fn write_array(w: &mut W, element: ElementKind, value: PgValueRef<'_>) -> Result<(), String> {
+    fn decode<'r, T>(value: PgValueRef<'r>) -> Result<Vec<Option<T>>, String>
+    where
+        Vec<Option<T>>: Decode<'r, Postgres>,
+    {
+        <Vec<Option<T>> as Decode<Postgres>>::decode(value).map_err(|_| {
+            "array value could not be decoded (only one-dimensional arrays are supported)".into()
+        })
+    }
+    fn items<T>(
+        w: &mut W,
+        items: Vec<Option<T>>,
+        mut write: impl FnMut(&mut W, T) -> Result<(), JsonError>,
+    ) -> Result<(), JsonError> {
+        w.begin_array()?;
+        for item in items {
+            match item {
+                Some(value) => write(w, value)?,
+                None => w.null()?,
+            }
+        }
+        w.end_array()
+    }
+    let written = match element {
+        ElementKind::Int => items(w, decode::<i64>(value)?, |w, i| w.i64(i)),
+        ElementKind::Float => items(w, decode::<f64>(value)?, result::write_float),
+        ElementKind::Bool => items(w, decode::<bool>(value)?, |w, b| w.bool(b)),
+        ElementKind::Text => items(w, decode::<String>(value)?, |w, s| w.string(&s)),
+    };
+    written.map_err(|e| e.to_string())
+}
+
+fn fixed<const N: usize>(bytes: &[u8]) -> Result<[u8; N], String> {
+    bytes
+        .try_into()
+        .map_err(|_| format!("expected {N} bytes, got {}", bytes.len()))
+}
+
+fn json(e: JsonError) -> EngineError {
+    EngineError::Result(e.to_string())
+}

@@ -1,0 +1,138 @@
+//! Shared integration-test helpers: a fresh database per test on the real local PostgreSQL.
+//!
+//! The server is `TEST_DATABASE_URL`, default `postgres://postgres@127.0.0.1:5432/postgres`
+//! (what `scripts/services.sh postgres` provides). A server that cannot be reached fails the
+//! test with a message saying so: tests never skip a missing dependency.
+
+// Each test binary includes this module and uses a part of it.
+#![allow(dead_code)]
+
+use std::str::FromStr;
+use std::time::{Duration, Instant};
+
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::{ConnectOptions, Connection, PgConnection, PgPool};
+use uuid::Uuid;
+
+/// The server used when `TEST_DATABASE_URL` is unset.
+pub const DEFAULT_DATABASE_URL: &str = "postgres://postgres@127.0.0.1:5432/postgres";
+
+/// How long to keep trying a server that refuses connections (it may be starting).
+const CONNECT_PATIENCE: Duration = Duration::from_secs(5);
+
+/// The administrative URL: `TEST_DATABASE_URL`, or [`DEFAULT_DATABASE_URL`].
+pub fn admin_url() -> String {
+    std::env::var("TEST_DATABASE_URL").unwrap_or_else(|_| DEFAULT_DATABASE_URL.to_owned())
+}
+
+/// A database created for one test, named `fetcher_test_<uuid>`. Call [`TestDb::drop`] at the
+/// end of the test: dropping a database needs an `.await`, so it cannot happen in `Drop`.
+pub struct TestDb {
+    /// The database's name.
+    pub name: String,
+    /// A URL of the database, for code under test that takes one.
+    pub url: String,
+    /// The connect options of the database.
+    pub options: PgConnectOptions,
+    /// A pool on the database (at most 5 connections).
+    pub pool: PgPool,
+    admin: PgConnectOptions,
+}
+
+impl TestDb {
+    /// Creates an empty database on the test server.
+    pub async fn create() -> TestDb {
+        let url = admin_url();
+        let admin = PgConnectOptions::from_str(&url)
+            .unwrap_or_else(|e| panic!("TEST_DATABASE_URL is not a PostgreSQL URL: {e}"))
+            .disable_statement_logging();
+        let name = format!("fetcher_test_{}", Uuid::new_v4().simple());
+        let mut conn = connect_admin(&admin).await;
+        sqlx::raw_sql(&format!("CREATE DATABASE \"{name}\""))
+            .execute(&mut conn)
+            .await
+            .unwrap_or_else(|e| panic!("cannot create test database {name}: {e}"));
+        // A test that fails before closing does not matter: the connection is dropped.
+        let _ = conn.close().await;
+
+        let options = admin.clone().database(&name);
+        let pool = PgPoolOptions::new()
+            .max_connections(5)
+            .acquire_timeout(Duration::from_secs(10))
+            .connect_with(options.clone())
+            .await
+            .unwrap_or_else(|e| panic!("cannot connect to test database {name}: {e}"));
+        TestDb {
+            url: with_database(&url, &name),
+            name,
+            options,
+            pool,
+            admin,
+        }
+    }
+
+    /// Creates a database and brings it to the Worker's schema (every embedded migration).
+    pub async fn migrated() -> TestDb {
+        let db = TestDb::create().await;
+        engine::connection::migrate(&db.pool)
+            .await
+            .unwrap_or_else(|e| panic!("migrating {} failed: {e}", db.name));
+        db
+    }
+
+    /// Closes the pool and drops the database, ending any connection still open on it.
+    pub async fn drop(self) {
+        self.pool.close().await;
+        let mut conn = connect_admin(&self.admin).await;
+        let name = &self.name;
+        sqlx::raw_sql(&format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"))
+            .execute(&mut conn)
+            .await
+            .unwrap_or_else(|e| panic!("cannot drop test database {name}: {e}"));
+        let _ = conn.close().await;
+    }
+}
+
+/// Connects to the administrative database, retrying for a few seconds, or fails the test with
+/// a message that says what to start.
+async fn connect_admin(admin: &PgConnectOptions) -> PgConnection {
+    let started = Instant::now();
+    loop {
+        match PgConnection::connect_with(admin).await {
+            Ok(conn) => return conn,
+            Err(_) if started.elapsed() < CONNECT_PATIENCE => {
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+            Err(error) => panic!(
+                "PostgreSQL for the integration tests is not reachable at {}:{} ({error}). \
+                 Start it with `scripts/services.sh postgres`, or set TEST_DATABASE_URL.",
+                admin.get_host(),
+                admin.get_port(),
+            ),
+        }
+    }
+}
+
+/// `url` with its path replaced by `/<database>`, keeping user, host, port and query.
+fn with_database(url: &str, database: &str) -> String {
+    let authority_start = url.find("://").map_or(0, |i| i + 3);
+    let rest = &url[authority_start..];
+    let authority_end = authority_start + rest.find(['/', '?']).unwrap_or(rest.len());
+    let query = url[authority_end..]
+        .find('?')
+        .map_or("", |i| &url[authority_end + i..]);
+    format!("{}/{database}{query}", &url[..authority_end])
+}
+
+#[test]
+fn with_database_replaces_only_the_path() {
+    assert_eq!(
+        with_database("postgres://u@h:1/postgres?sslmode=disable", "x"),
+        "postgres://u@h:1/x?sslmode=disable"
+    );
+    assert_eq!(with_database("postgres://u@h:1", "x"), "postgres://u@h:1/x");
+    assert_eq!(
+        with_database("postgres://u@h?sslmode=disable", "x"),
+        "postgres://u@h/x?sslmode=disable"
+    );
+}

@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# Makes sure the servers the tests and the demo talk to are installed and running; idempotent.
+# Usage: scripts/services.sh [postgres] [mariadb] [rabbitmq] [s3]   (no argument: all of them)
+#
+# Each server is checked by connecting to its port; one that is down is started, one that is
+# missing is installed from Debian's packages (s3s-fs from crates.io). A server that cannot be
+# brought up fails the script loudly: tests never run against a missing dependency.
+set -euo pipefail
+
+S3_PORT=${S3_PORT:-9000}
+S3_DATA=${S3_DATA:-/var/lib/fetcher-s3}
+S3_ACCESS_KEY=${S3_ACCESS_KEY:-fetcher}
+S3_SECRET_KEY=${S3_SECRET_KEY:-fetcher-secret}
+
+log() { printf 'services: %s\n' "$*" >&2; }
+
+listening() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+wait_port() {
+  local name=$1 port=$2 tries=${3:-120}
+  for _ in $(seq "$tries"); do
+    listening "$port" && return 0
+    sleep 0.5
+  done
+  log "$name did not come up on 127.0.0.1:$port"
+  return 1
+}
+
+apt_install() {
+  log "installing $*"
+  if [ -z "${APT_UPDATED:-}" ]; then apt-get update -qq >&2; APT_UPDATED=1; fi
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >&2
+}
+
+ensure_postgres() {
+  listening 5432 && return 0
+  ls /etc/postgresql/*/main >/dev/null 2>&1 || apt_install postgresql
+  log "starting PostgreSQL"
+  pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql | head -n1)" main start || true
+  wait_port PostgreSQL 5432
+}
+
+ensure_mariadb() {
+  listening 3306 && return 0
+  [ -x /usr/sbin/mariadbd ] || apt_install mariadb-server
+  log "starting MariaDB"
+  mkdir -p /run/mysqld && chown mysql:mysql /run/mysqld 2>/dev/null || true
+  start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd
+  wait_port MariaDB 3306
+}
+
+ensure_rabbitmq() {
+  listening 5672 && return 0
+  command -v rabbitmq-server >/dev/null || apt_install rabbitmq-server
+  log "starting RabbitMQ"
+  rabbitmq-server -detached || true
+  rabbitmqctl await_startup >/dev/null 2>&1 || true
+  rabbitmqctl start_app >/dev/null 2>&1 || true
+  wait_port RabbitMQ 5672
+}
+
+ensure_s3() {
+  listening "$S3_PORT" && return 0
+  if ! command -v s3s-fs >/dev/null; then
+    log "installing s3s-fs 0.14.1 (a few minutes, once)"
+    cargo install s3s-fs@0.14.1 --locked --features binary --quiet
+  fi
+  mkdir -p "$S3_DATA"
+  log "starting s3s-fs on 127.0.0.1:$S3_PORT"
+  nohup s3s-fs --host 127.0.0.1 --port "$S3_PORT" --access-key "$S3_ACCESS_KEY" \
+    --secret-key "$S3_SECRET_KEY" "$S3_DATA" >/tmp/fetcher-s3s-fs.log 2>&1 &
+  wait_port s3s-fs "$S3_PORT"
+}
+
+services=("$@")
+[ ${#services[@]} -gt 0 ] || services=(postgres mariadb rabbitmq s3)
+for service in "${services[@]}"; do
+  "ensure_$service"
+done
