@@ -135,7 +135,10 @@ async fn names_match_exactly_and_unknown_names_are_not_found() {
     let resolver = Resolver::new(BTreeMap::new(), Some(store));
     let error = resolver.resolve("missing").await.unwrap_err();
     assert!(matches!(error, EngineError::UnknownConnection(ref n) if n == "missing"));
-    assert_eq!(error.to_string(), "connection not found for database: missing");
+    assert_eq!(
+        error.to_string(),
+        "connection not found for database: missing"
+    );
 
     db.drop().await;
 }

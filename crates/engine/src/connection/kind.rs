@@ -107,10 +107,7 @@ mod tests {
             .into_iter()
             .filter(|k| k.is_supported())
             .collect();
-        assert_eq!(
-            supported,
-            [DatasourceKind::Postgres, DatasourceKind::MySql]
-        );
+        assert_eq!(supported, [DatasourceKind::Postgres, DatasourceKind::MySql]);
     }
 
     #[test]

@@ -29,7 +29,9 @@ pub fn parse_options(text: &str) -> Result<BTreeMap<String, String>, InvalidOpti
             )));
         };
         if key.is_empty() {
-            return Err(InvalidOptions(format!("option {position} has an empty key")));
+            return Err(InvalidOptions(format!(
+                "option {position} has an empty key"
+            )));
         }
         if options.insert(key.to_owned(), value.to_owned()).is_some() {
             return Err(InvalidOptions(format!("option {key:?} is given twice")));
@@ -40,9 +42,7 @@ pub fn parse_options(text: &str) -> Result<BTreeMap<String, String>, InvalidOpti
 
 /// The text [`parse_options`] reads back into the same map, or an error when a key or value
 /// cannot be written in that format.
-pub(crate) fn format_options(
-    options: &BTreeMap<String, String>,
-) -> Result<String, InvalidOptions> {
+pub(crate) fn format_options(options: &BTreeMap<String, String>) -> Result<String, InvalidOptions> {
     let mut text = String::new();
     for (key, value) in options {
         let breaks = |s: &str| s.contains(|c: char| c == '&' || c.is_ascii_whitespace());
@@ -96,9 +96,9 @@ impl ConnectionConfig {
                     options
                 }
                 _ => {
-                    return Err(self.invalid(format!(
-                        "option {key:?} is not a PostgreSQL parameter name"
-                    )))
+                    return Err(
+                        self.invalid(format!("option {key:?} is not a PostgreSQL parameter name"))
+                    )
                 }
             };
         }
@@ -226,7 +226,10 @@ mod tests {
         assert_eq!(options.get_application_name(), Some("fetcher"));
         let parameters = options.get_options().unwrap();
         assert!(parameters.contains("-c search_path=sales"), "{parameters}");
-        assert!(parameters.contains("-c statement_timeout=30s"), "{parameters}");
+        assert!(
+            parameters.contains("-c statement_timeout=30s"),
+            "{parameters}"
+        );
     }
 
     #[test]
@@ -263,7 +266,9 @@ mod tests {
         let error = config(DatasourceKind::MySql, "timezone=SYSTEM")
             .mysql_options()
             .unwrap_err();
-        assert!(error.to_string().contains("\"timezone\" is not supported for MySQL"));
+        assert!(error
+            .to_string()
+            .contains("\"timezone\" is not supported for MySQL"));
     }
 
     #[test]
@@ -275,7 +280,9 @@ mod tests {
 
     #[test]
     fn unsupported_kinds_fail_with_a_clear_message() {
-        let error = config(DatasourceKind::MongoDb, "").ensure_supported().unwrap_err();
+        let error = config(DatasourceKind::MongoDb, "")
+            .ensure_supported()
+            .unwrap_err();
         assert_eq!(
             error.to_string(),
             "connection ledger: datasource type MONGODB is not supported"

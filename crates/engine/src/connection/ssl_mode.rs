@@ -163,6 +163,9 @@ mod tests {
             SslMode::VerifyFull.to_mysql(),
             MySqlSslMode::VerifyIdentity
         ));
-        assert!(matches!(SslMode::Disable.to_mysql(), MySqlSslMode::Disabled));
+        assert!(matches!(
+            SslMode::Disable.to_mysql(),
+            MySqlSslMode::Disabled
+        ));
     }
 }

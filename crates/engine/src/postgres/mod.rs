@@ -13,7 +13,7 @@ use crate::plan::Naming;
 /// Session settings every extraction connection runs with, so text renderings are stable:
 /// ISO dates, ISO 8601 intervals, UTC, and full float precision.
 pub(crate) const SESSION_SETTINGS: [(&str, &str); 4] = [
-    ("DateStyle", "ISO, YMD"),
+    ("DateStyle", "ISO"),
     ("IntervalStyle", "iso_8601"),
     ("TimeZone", "UTC"),
     ("extra_float_digits", "3"),
@@ -31,13 +31,13 @@ pub(crate) fn naming(database: &str) -> Naming {
 pub(crate) fn select_expr(column: &Column, quoted: &str) -> String {
     match column.kind {
         ValueKind::Int => format!("{quoted}::int8"),
-        ValueKind::Float => format!("{quoted}::float8"),
         ValueKind::Text | ValueKind::Json => format!("{quoted}::text"),
         ValueKind::Array(ElementKind::Int) => format!("{quoted}::int8[]"),
         ValueKind::Array(ElementKind::Float) => format!("{quoted}::float8[]"),
         ValueKind::Array(ElementKind::Bool) => format!("{quoted}::bool[]"),
         ValueKind::Array(ElementKind::Text) => format!("{quoted}::text[]"),
         ValueKind::UInt
+        | ValueKind::Float
         | ValueKind::Bool
         | ValueKind::Bytes
         | ValueKind::Uuid

@@ -68,6 +68,11 @@ fn write_value(w: &mut W, column: &Column, value: PgValueRef<'_>) -> Result<(), 
     let written = match column.kind {
         ValueKind::Int => w.i64(i64::from_be_bytes(fixed(bytes)?)),
         ValueKind::UInt => w.u64(u64::from_be_bytes(fixed(bytes)?)),
+        // `real` arrives as 4 bytes and is written with its own shortest digits (0.1, not the
+        // 0.10000000149011612 a widening to double would show).
+        ValueKind::Float if bytes.len() == 4 => {
+            result::write_float(w, result::widen_f32(f32::from_be_bytes(fixed(bytes)?)))
+        }
         ValueKind::Float => result::write_float(w, f64::from_be_bytes(fixed(bytes)?)),
         ValueKind::Bool => w.bool(bytes.first().is_some_and(|b| *b != 0)),
         ValueKind::Text | ValueKind::Set => w.string_bytes(bytes),

@@ -14,7 +14,7 @@ use contract::json::{JsonError, JsonWriter, Style};
 
 pub use budget::Budget;
 pub(crate) use values::{
-    from_micros, write_base64, write_date, write_float, write_json_text, write_timestamp,
+    from_micros, widen_f32, write_base64, write_date, write_float, write_json_text, write_timestamp,
 };
 
 use crate::error::{EngineError, Result};

@@ -22,6 +22,16 @@ pub(crate) fn write_float(w: &mut W, value: f64) -> Result<(), JsonError> {
     }
 }
 
+/// A single-precision float as the double with the same shortest decimal digits, so it is
+/// written as it was stored (`0.1`) rather than as its exact binary value (`0.10000000149011612`).
+pub(crate) fn widen_f32(value: f32) -> f64 {
+    if !value.is_finite() {
+        return f64::from(value);
+    }
+    // `Display` of an f32 gives its shortest round-trip digits, which parse as an f64 exactly.
+    value.to_string().parse().unwrap_or(f64::from(value))
+}
+
 /// Binary data as standard base64 with padding (what Go writes for `[]byte`).
 pub(crate) fn write_base64(w: &mut W, bytes: &[u8]) -> Result<(), JsonError> {
     w.string(&base64::engine::general_purpose::STANDARD.encode(bytes))

@@ -7,6 +7,8 @@
 // Each test binary includes this module and uses a part of it.
 #![allow(dead_code)]
 
+pub mod harness;
+
 use std::str::FromStr;
 use std::time::{Duration, Instant};
 
@@ -136,3 +138,5 @@ fn with_database_replaces_only_the_path() {
         "postgres://u@h/x?sslmode=disable"
     );
 }
+
+pub mod mysql;

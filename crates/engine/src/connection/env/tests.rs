@@ -1,0 +1,245 @@
+//! Unit tests of the `DATASOURCE_<NAME>_*` loader.
+
+use super::*;
+
+const SECRET: &str = "pa ss-w0rd-sentinel";
+
+fn vars(list: &[(&str, &str)]) -> Vec<(String, String)> {
+    list.iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect()
+}
+
+fn ledger() -> Vec<(String, String)> {
+    vars(&[
+        ("DATASOURCE_LEDGER_TYPE", "POSTGRESQL"),
+        ("DATASOURCE_LEDGER_HOST", "db.internal"),
+        ("DATASOURCE_LEDGER_DATABASE", "ledger"),
+        ("DATASOURCE_LEDGER_USER", "reader"),
+        ("DATASOURCE_LEDGER_PASSWORD", SECRET),
+    ])
+}
+
+fn with(mut base: Vec<(String, String)>, extra: &[(&str, &str)]) -> Vec<(String, String)> {
+    base.extend(vars(extra));
+    base
+}
+
+fn error_of(list: Vec<(String, String)>) -> String {
+    let error = from_env_vars(list).unwrap_err();
+    let text = error.to_string();
+    assert!(!text.contains(SECRET), "{text}");
+    assert!(!format!("{error:?}").contains(SECRET));
+    text
+}
+
+#[test]
+fn a_complete_group_becomes_a_connection_with_defaults() {
+    let configs = from_env_vars(ledger()).unwrap();
+    let config = &configs["ledger"];
+    assert_eq!(config.name, "ledger");
+    assert_eq!(config.kind, DatasourceKind::Postgres);
+    assert_eq!(config.host, "db.internal");
+    assert_eq!(config.port, 5432);
+    assert_eq!(config.database, "ledger");
+    assert_eq!(config.user, "reader");
+    assert_eq!(config.password.expose(), SECRET);
+    assert_eq!(config.ssl_mode, SslMode::Prefer);
+    assert!(config.options.is_empty());
+}
+
+#[test]
+fn unrelated_variables_are_ignored() {
+    let list = with(
+        ledger(),
+        &[
+            ("PATH", "/bin"),
+            ("DATASOURCE_LEDGER_TIMEOUT", "5"),
+            ("DATASOURCES", "x"),
+        ],
+    );
+    assert_eq!(from_env_vars(list).unwrap().len(), 1);
+    assert!(from_env_vars(vars(&[("HOME", "/root")]))
+        .unwrap()
+        .is_empty());
+}
+
+#[test]
+fn names_may_contain_underscores() {
+    let list = vars(&[
+        ("DATASOURCE_MY_USER_DB_TYPE", "mysql"),
+        ("DATASOURCE_MY_USER_DB_HOST", "h"),
+        ("DATASOURCE_MY_USER_DB_DATABASE", "d"),
+        ("DATASOURCE_MY_USER_DB_USER", "u"),
+        ("DATASOURCE_MY_USER_DB_PORT", "3307"),
+    ]);
+    let configs = from_env_vars(list).unwrap();
+    let config = &configs["my_user_db"];
+    assert_eq!(config.kind, DatasourceKind::MySql);
+    assert_eq!(config.port, 3307);
+    assert_eq!(config.user, "u");
+    assert!(config.password.is_empty());
+}
+
+#[test]
+fn config_name_overrides_the_lowercased_name() {
+    let list = with(
+        ledger(),
+        &[("DATASOURCE_LEDGER_CONFIG_NAME", "Ledger-Main")],
+    );
+    let configs = from_env_vars(list).unwrap();
+    assert_eq!(configs.keys().collect::<Vec<_>>(), ["Ledger-Main"]);
+    assert_eq!(configs["Ledger-Main"].name, "Ledger-Main");
+}
+
+#[test]
+fn a_group_called_config_is_not_mistaken_for_a_config_name() {
+    let list = vars(&[
+        ("DATASOURCE_CONFIG_TYPE", "POSTGRESQL"),
+        ("DATASOURCE_CONFIG_HOST", "h"),
+        ("DATASOURCE_CONFIG_DATABASE", "d"),
+        ("DATASOURCE_CONFIG_USER", "u"),
+        ("DATASOURCE_CONFIG_CONFIG_NAME", "cfg"),
+    ]);
+    let configs = from_env_vars(list).unwrap();
+    assert_eq!(configs.keys().collect::<Vec<_>>(), ["cfg"]);
+}
+
+#[test]
+fn a_missing_type_names_the_variable() {
+    let list: Vec<_> = ledger()
+        .into_iter()
+        .filter(|(k, _)| !k.ends_with("_TYPE"))
+        .collect();
+    assert_eq!(
+        error_of(list),
+        "connection ledger: DATASOURCE_LEDGER_TYPE is not set"
+    );
+}
+
+#[test]
+fn an_unknown_type_names_the_variable_and_the_value() {
+    let list = with(ledger(), &[("DATASOURCE_LEDGER_TYPE", "cassandra")]);
+    let text = error_of(list);
+    assert!(
+        text.starts_with("connection ledger: DATASOURCE_LEDGER_TYPE: \"cassandra\" is not"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_missing_host_names_the_variable() {
+    let list = with(ledger(), &[("DATASOURCE_LEDGER_HOST", "  ")]);
+    assert_eq!(
+        error_of(list),
+        "connection ledger: DATASOURCE_LEDGER_HOST is not set"
+    );
+}
+
+#[test]
+fn a_bad_port_names_the_variable() {
+    for port in ["0", "65536", "-1", "54x", "5432.0"] {
+        let list = with(ledger(), &[("DATASOURCE_LEDGER_PORT", port)]);
+        assert_eq!(
+            error_of(list),
+            "connection ledger: DATASOURCE_LEDGER_PORT is not a port number (1-65535)",
+            "{port}"
+        );
+    }
+}
+
+#[test]
+fn an_empty_port_takes_the_default() {
+    let list = with(ledger(), &[("DATASOURCE_LEDGER_PORT", "")]);
+    assert_eq!(from_env_vars(list).unwrap()["ledger"].port, 5432);
+}
+
+#[test]
+fn ssl_modes_parse_in_both_spellings() {
+    for (text, mode) in [
+        ("verify-full", SslMode::VerifyFull),
+        ("VERIFY_IDENTITY", SslMode::VerifyFull),
+        ("disable", SslMode::Disable),
+        ("REQUIRED", SslMode::Require),
+    ] {
+        let list = with(ledger(), &[("DATASOURCE_LEDGER_SSLMODE", text)]);
+        assert_eq!(from_env_vars(list).unwrap()["ledger"].ssl_mode, mode);
+    }
+    let list = with(ledger(), &[("DATASOURCE_LEDGER_SSLMODE", "sometimes")]);
+    assert!(error_of(list).contains("DATASOURCE_LEDGER_SSLMODE"));
+}
+
+#[test]
+fn options_are_parsed_and_checked_against_the_driver() {
+    let list = with(
+        ledger(),
+        &[(
+            "DATASOURCE_LEDGER_OPTIONS",
+            "sslrootcert=/ca.pem statement_timeout=5s",
+        )],
+    );
+    let configs = from_env_vars(list).unwrap();
+    assert_eq!(configs["ledger"].options["statement_timeout"], "5s");
+
+    let list = with(ledger(), &[("DATASOURCE_LEDGER_OPTIONS", "nopair")]);
+    assert_eq!(
+        error_of(list),
+        "connection ledger: DATASOURCE_LEDGER_OPTIONS: option 1 is not a key=value pair"
+    );
+    let list = with(ledger(), &[("DATASOURCE_LEDGER_OPTIONS", "bad-key=1")]);
+    assert!(error_of(list).contains("DATASOURCE_LEDGER_OPTIONS: option \"bad-key\""));
+}
+
+#[test]
+fn two_groups_with_one_connection_name_are_an_error() {
+    let list = with(
+        ledger(),
+        &[
+            ("DATASOURCE_OTHER_CONFIG_NAME", "ledger"),
+            ("DATASOURCE_OTHER_TYPE", "MYSQL"),
+            ("DATASOURCE_OTHER_HOST", "h"),
+            ("DATASOURCE_OTHER_DATABASE", "d"),
+            ("DATASOURCE_OTHER_USER", "u"),
+        ],
+    );
+    assert_eq!(
+        error_of(list),
+        "connection ledger: defined twice, by DATASOURCE_LEDGER_* and DATASOURCE_OTHER_*"
+    );
+}
+
+#[test]
+fn a_variable_without_a_name_is_an_error() {
+    let text = error_of(vars(&[("DATASOURCE_HOST", "h")]));
+    assert!(
+        text.contains("DATASOURCE_HOST names no datasource"),
+        "{text}"
+    );
+}
+
+#[test]
+fn unsupported_types_still_resolve() {
+    let list = with(ledger(), &[("DATASOURCE_LEDGER_TYPE", "ORACLE")]);
+    let config = &from_env_vars(list).unwrap()["ledger"];
+    assert_eq!(config.kind, DatasourceKind::Oracle);
+    assert_eq!(config.port, 1521);
+    assert!(config.ensure_supported().is_err());
+}
+
+#[test]
+fn the_password_is_kept_verbatim_and_never_printed() {
+    let configs = from_env_vars(ledger()).unwrap();
+    assert_eq!(configs["ledger"].password.expose(), SECRET);
+    let debug = format!("{configs:?}");
+    assert!(!debug.contains(SECRET), "{debug}");
+    // Every error path with the password set: the text never carries it.
+    for (key, value) in [
+        ("DATASOURCE_LEDGER_TYPE", "x"),
+        ("DATASOURCE_LEDGER_PORT", SECRET),
+        ("DATASOURCE_LEDGER_OPTIONS", SECRET),
+        ("DATASOURCE_LEDGER_DATABASE", ""),
+        ("DATASOURCE_LEDGER_USER", ""),
+    ] {
+        error_of(with(ledger(), &[(key, value)]));
+    }
+}

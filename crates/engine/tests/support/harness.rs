@@ -1,0 +1,37 @@
+//! An `Engine` whose datasources are test databases, defined as the environment would.
+
+use engine::connection::{from_env_vars, Resolver};
+use engine::{Engine, EngineConfig};
+
+use super::TestDb;
+
+/// An engine with each `(connection name, database)` as a PostgreSQL datasource.
+pub fn engine_for(datasources: &[(&str, &TestDb)], config: EngineConfig) -> Engine {
+    let mut vars = Vec::new();
+    for (i, (name, db)) in datasources.iter().enumerate() {
+        let prefix = format!("DATASOURCE_PG{i}_");
+        let host = db.options.get_host().to_owned();
+        let port = db.options.get_port().to_string();
+        let user = db.options.get_username().to_owned();
+        for (suffix, value) in [
+            ("CONFIG_NAME", name.to_string()),
+            ("TYPE", "POSTGRESQL".into()),
+            ("HOST", host),
+            ("PORT", port),
+            ("DATABASE", db.name.clone()),
+            ("USER", user),
+            ("SSLMODE", "disable".into()),
+        ] {
+            vars.push((format!("{prefix}{suffix}"), value));
+        }
+    }
+    let env = from_env_vars(vars).expect("valid test datasources");
+    Engine::new(config, Resolver::new(env, None))
+}
+
+/// The mappedFields and filters of a job body written as JSON.
+pub fn job(body: serde_json::Value) -> contract::JobMessage {
+    let mut body = body;
+    body["jobId"] = serde_json::Value::String(uuid::Uuid::new_v4().to_string());
+    contract::JobMessage::parse(body.to_string().as_bytes()).expect("valid job message")
+}
