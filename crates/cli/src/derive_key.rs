@@ -15,7 +15,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let master = master_key(args.key)?;
     // The error names APP_ENC_KEY and what is wrong with it, never the value.
     let keys = crypto::KeySet::from_base64(&master).context("Failed to derive the keys")?;
-    println!("External HMAC Key (hex): {}", keys.external_hmac().reveal_hex());
+    println!(
+        "External HMAC Key (hex): {}",
+        keys.external_hmac().reveal_hex()
+    );
     Ok(())
 }
 

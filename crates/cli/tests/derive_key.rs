@@ -32,7 +32,9 @@ fn run(env_key: Option<&str>, stdin: &str, args: &[&str]) -> Output {
 }
 
 fn expected_line(master: &serde_json::Value) -> String {
-    let hex = master["keys"]["fetcher-external-hmac-v1"].as_str().expect("hex");
+    let hex = master["keys"]["fetcher-external-hmac-v1"]
+        .as_str()
+        .expect("hex");
     format!("External HMAC Key (hex): {hex}\n")
 }
 
@@ -59,7 +61,10 @@ fn the_environment_wins_over_standard_input_and_the_flag() {
     let first = v["masters"][0]["APP_ENC_KEY"].as_str().expect("key");
     let second = v["masters"][1]["APP_ENC_KEY"].as_str().expect("key");
     let output = run(Some(first), &format!("{second}\n"), &["--key", second]);
-    assert_eq!(String::from_utf8_lossy(&output.stdout), expected_line(&v["masters"][0]));
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout),
+        expected_line(&v["masters"][0])
+    );
 }
 
 #[test]

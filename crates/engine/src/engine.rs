@@ -6,6 +6,7 @@ use contract::message::{FilterCondition, Filters, MappedFields};
 use std::collections::BTreeMap;
 use tokio::task::JoinSet;
 
+use crate::cancel::Session;
 use crate::catalog::TableName;
 use crate::config::EngineConfig;
 use crate::connection::Resolver;
@@ -129,48 +130,66 @@ impl Inner {
         let limits = &self.config.limits;
         match self.pools.get(&config)? {
             Pool::Postgres(pool) => {
-                let mut conn = pool
+                let conn = pool
                     .acquire()
+                    .await
+                    .map_err(|e| EngineError::connect(name, &e))?;
+                let mut session = Session::postgres(conn, pool)
                     .await
                     .map_err(|e| EngineError::connect(name, &e))?;
                 let naming = postgres::naming(&config.database);
-                let tables = table_names(name, &job, &naming)?;
-                let catalog = postgres::load_catalog(&mut conn, name, &tables).await?;
-                let plans = plan::plan_datasource(
-                    name,
-                    &job.tables,
-                    job.filters.as_ref(),
-                    &catalog,
-                    &naming,
-                    limits,
-                )?;
-                let mut out = ConnectionResult::new(name, job.first, job.budget)?;
-                for plan in &plans {
-                    postgres::stream_table(&mut conn, name, plan, &mut out).await?;
+                let streamed = async {
+                    let tables = table_names(name, &job, &naming)?;
+                    let catalog = postgres::load_catalog(session.conn(), name, &tables).await?;
+                    let plans = plan::plan_datasource(
+                        name,
+                        &job.tables,
+                        job.filters.as_ref(),
+                        &catalog,
+                        &naming,
+                        limits,
+                    )?;
+                    let mut out = ConnectionResult::new(name, job.first, job.budget.clone())?;
+                    for plan in &plans {
+                        postgres::stream_table(session.conn(), name, plan, &mut out).await?;
+                    }
+                    out.finish()
                 }
-                out.finish()
+                .await;
+                session.finish();
+                streamed
             }
             Pool::MySql(pool) => {
-                let mut conn = pool
+                let conn = pool
                     .acquire()
                     .await
                     .map_err(|e| EngineError::connect(name, &e))?;
+                let mut session = Session::mysql(conn, pool)
+                    .await
+                    .map_err(|e| EngineError::connect(name, &e))?;
                 let naming = mysql::naming(&config.database);
-                let tables = table_names(name, &job, &naming)?;
-                let catalog = mysql::load_catalog(&mut conn, name, &config.database, &tables).await?;
-                let plans = plan::plan_datasource(
-                    name,
-                    &job.tables,
-                    job.filters.as_ref(),
-                    &catalog,
-                    &naming,
-                    limits,
-                )?;
-                let mut out = ConnectionResult::new(name, job.first, job.budget)?;
-                for plan in &plans {
-                    mysql::stream_table(&mut conn, name, plan, &mut out).await?;
+                let streamed = async {
+                    let tables = table_names(name, &job, &naming)?;
+                    let catalog =
+                        mysql::load_catalog(session.conn(), name, &config.database, &tables)
+                            .await?;
+                    let plans = plan::plan_datasource(
+                        name,
+                        &job.tables,
+                        job.filters.as_ref(),
+                        &catalog,
+                        &naming,
+                        limits,
+                    )?;
+                    let mut out = ConnectionResult::new(name, job.first, job.budget.clone())?;
+                    for plan in &plans {
+                        mysql::stream_table(session.conn(), name, plan, &mut out).await?;
+                    }
+                    out.finish()
                 }
-                out.finish()
+                .await;
+                session.finish();
+                streamed
             }
         }
     }

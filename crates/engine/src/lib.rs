@@ -11,6 +11,7 @@
 //! The engine knows datasources only: it must not depend on `lapin`, `aws-sdk-*`, `axum` or the
 //! `outbox` crate (a test checks the dependency tree).
 
+mod cancel;
 pub mod catalog;
 pub mod config;
 pub mod connection;

@@ -113,7 +113,8 @@ pub fn plan_datasource(
     let mut plans: BTreeMap<String, TablePlan> = BTreeMap::new();
     let mut requested_as: BTreeMap<String, &str> = BTreeMap::new();
     for (requested, fields) in tables {
-        let name = parse_table_key(requested, naming).map_err(|e| with_connection(e, connection))?;
+        let name =
+            parse_table_key(requested, naming).map_err(|e| with_connection(e, connection))?;
         let key = table_key(&name);
         if let Some(previous) = requested_as.insert(key.clone(), requested) {
             return Err(schema_error(format!(
@@ -136,7 +137,9 @@ pub fn plan_datasource(
             .into_iter()
             .map(|field| {
                 find_column(available, field).cloned().ok_or_else(|| {
-                    schema_error(format!("field {field:?} does not exist in table {requested:?}"))
+                    schema_error(format!(
+                        "field {field:?} does not exist in table {requested:?}"
+                    ))
                 })
             })
             .collect::<Result<Vec<_>>>()?;
@@ -152,10 +155,13 @@ pub fn plan_datasource(
     }
 
     for (requested, fields) in filters.into_iter().flatten() {
-        let name = parse_table_key(requested, naming).map_err(|e| with_connection(e, connection))?;
-        let plan = plans.get_mut(&table_key(&name)).ok_or_else(|| EngineError::Filter {
-            detail: format!("on {connection}.{requested}: the table is not in mappedFields"),
-        })?;
+        let name =
+            parse_table_key(requested, naming).map_err(|e| with_connection(e, connection))?;
+        let plan = plans
+            .get_mut(&table_key(&name))
+            .ok_or_else(|| EngineError::Filter {
+                detail: format!("on {connection}.{requested}: the table is not in mappedFields"),
+            })?;
         let available = catalog.columns(&name).unwrap_or_default();
         for (field, condition) in fields {
             let column = find_column(available, field).ok_or_else(|| {

@@ -62,7 +62,8 @@ impl Pools {
             }
         }
         let pool = self.create(config)?;
-        if let Some((_, old)) = entries.insert(config.name.clone(), (config.clone(), pool.clone())) {
+        if let Some((_, old)) = entries.insert(config.name.clone(), (config.clone(), pool.clone()))
+        {
             old.close_in_background();
         }
         Ok(pool)
@@ -85,8 +86,7 @@ impl Pools {
             _ => {
                 let mut options = config.pg_options()?;
                 let statement_timeout = self.statement_timeout_ms.to_string();
-                let mut settings: Vec<(&str, &str)> =
-                    crate::postgres::SESSION_SETTINGS.to_vec();
+                let mut settings: Vec<(&str, &str)> = crate::postgres::SESSION_SETTINGS.to_vec();
                 settings.push(("statement_timeout", &statement_timeout));
                 options = options.options(settings);
                 Pool::Postgres(

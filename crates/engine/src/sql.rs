@@ -75,7 +75,11 @@ impl Dialect {
             .iter()
             .map(|p| builder.condition(p))
             .collect();
-        let mut sql = format!("SELECT {} FROM {}", columns.join(", "), self.table(&plan.name));
+        let mut sql = format!(
+            "SELECT {} FROM {}",
+            columns.join(", "),
+            self.table(&plan.name)
+        );
         if !conditions.is_empty() {
             sql.push_str(" WHERE ");
             sql.push_str(&conditions.join(" AND "));
@@ -124,8 +128,12 @@ impl Builder {
         let col = self.dialect.quote(&p.column.name);
         let first = &p.values[..p.values.len().min(1)];
         match p.op {
-            Operator::Eq if p.values.len() == 1 => format!("{col} = {}", self.bind(&p.column, &p.values[0])),
-            Operator::Eq | Operator::In => format!("{col} IN ({})", self.list(&p.column, &p.values)),
+            Operator::Eq if p.values.len() == 1 => {
+                format!("{col} = {}", self.bind(&p.column, &p.values[0]))
+            }
+            Operator::Eq | Operator::In => {
+                format!("{col} IN ({})", self.list(&p.column, &p.values))
+            }
             Operator::Nin => format!("{col} NOT IN ({})", self.list(&p.column, &p.values)),
             Operator::Ne => {
                 let parts: Vec<String> = p
@@ -166,7 +174,10 @@ impl Builder {
 /// For a date-like column and a `YYYY-MM-DD` upper bound, the next day: `between` then covers
 /// the whole end day (`< next day`), not just its first instant.
 fn whole_day_end(column: &Column, upper: &FilterValue) -> Option<String> {
-    if !matches!(column.kind, ValueKind::Date | ValueKind::Timestamp | ValueKind::TimestampTz) {
+    if !matches!(
+        column.kind,
+        ValueKind::Date | ValueKind::Timestamp | ValueKind::TimestampTz
+    ) {
         return None;
     }
     let FilterValue::String(text) = upper else {

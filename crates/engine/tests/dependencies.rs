@@ -6,7 +6,16 @@ use std::process::Command;
 #[test]
 fn the_engine_depends_on_no_broker_storage_or_http_crate() {
     let output = Command::new(env!("CARGO"))
-        .args(["tree", "-p", "engine", "-e", "normal", "--prefix", "none", "--offline"])
+        .args([
+            "tree",
+            "-p",
+            "engine",
+            "-e",
+            "normal",
+            "--prefix",
+            "none",
+            "--offline",
+        ])
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .output()
         .expect("run cargo tree");
@@ -21,7 +30,14 @@ fn the_engine_depends_on_no_broker_storage_or_http_crate() {
         .filter_map(|line| line.split_whitespace().next())
         .collect();
     assert!(crates.contains(&"sqlx"), "the tree looks wrong:\n{tree}");
-    for denied in ["lapin", "aws-sdk-s3", "aws-config", "axum", "outbox", "publisher"] {
+    for denied in [
+        "lapin",
+        "aws-sdk-s3",
+        "aws-config",
+        "axum",
+        "outbox",
+        "publisher",
+    ] {
         assert!(
             !crates.contains(&denied),
             "engine depends on {denied}:\n{tree}"

@@ -46,7 +46,10 @@ INSERT INTO everything (id, f4, f8, day, ts, tstz) VALUES
 #[tokio::test]
 async fn every_column_type_maps_to_its_documented_json() {
     let db = TestDb::create().await;
-    sqlx::raw_sql(FIXTURE).execute(&db.pool).await.expect("fixture");
+    sqlx::raw_sql(FIXTURE)
+        .execute(&db.pool)
+        .await
+        .expect("fixture");
     let columns = [
         "addr", "big_dec", "bits", "ch", "clock", "clock_tz", "day", "dec", "decs", "doc", "docb",
         "dom", "f4", "f8", "feeling", "flag", "flags", "floats", "i2", "i4", "i8", "id", "ints",

@@ -3,7 +3,7 @@
 //! A job names its datasources by connection name (contract §6). [`Resolver::resolve`] looks the
 //! name up in the environment-defined datasources first, then in the `connections` table of the
 //! Worker's PostgreSQL state database ([`ConnectionStore`]); a name found in neither fails with
-//! [`EngineError::UnknownConnection`](crate::EngineError::UnknownConnection).
+//! [`EngineError::UnknownConnection`].
 //!
 //! # Environment-defined datasources
 //!

@@ -164,7 +164,14 @@ mod tests {
         assert_eq!(select_expr(&column("time(6)"), q), "CAST(`c` AS CHAR)");
         assert_eq!(select_expr(&column("uuid"), q), "CAST(`c` AS CHAR)");
         assert_eq!(select_expr(&column("multipolygon"), q), "ST_AsText(`c`)");
-        for plain in ["int(11)", "decimal(10,2)", "varchar(5)", "enum('x')", "set('x')", "blob"] {
+        for plain in [
+            "int(11)",
+            "decimal(10,2)",
+            "varchar(5)",
+            "enum('x')",
+            "set('x')",
+            "blob",
+        ] {
             assert_eq!(select_expr(&column(plain), q), q, "{plain}");
         }
         let json = Column {

@@ -42,7 +42,12 @@ pub(crate) async fn load_catalog(
     // Exact (schema, table) pairs asked for, each with the name the plan looks it up by.
     let wanted: BTreeMap<(&str, &str), &TableName> = tables
         .iter()
-        .map(|t| ((t.schema.as_deref().unwrap_or(database), t.table.as_str()), t))
+        .map(|t| {
+            (
+                (t.schema.as_deref().unwrap_or(database), t.table.as_str()),
+                t,
+            )
+        })
         .collect();
     if wanted.is_empty() {
         return Ok(Catalog::default());
@@ -109,11 +114,15 @@ pub(crate) async fn load_catalog(
         } else {
             super::kind_of(&f.column_type)
         };
-        catalog.tables.entry((*name).clone()).or_default().push(Column {
-            name: f.column,
-            db_type: f.column_type,
-            kind,
-        });
+        catalog
+            .tables
+            .entry((*name).clone())
+            .or_default()
+            .push(Column {
+                name: f.column,
+                db_type: f.column_type,
+                kind,
+            });
     }
     Ok(catalog)
 }
@@ -122,7 +131,9 @@ pub(crate) async fn load_catalog(
 /// the constraint its `JSON` alias adds.
 fn checks_json(clause: &str, column: &str) -> bool {
     let call = format!("json_valid({})", Dialect::MySql.quote(column));
-    clause.to_ascii_lowercase().contains(&call.to_ascii_lowercase())
+    clause
+        .to_ascii_lowercase()
+        .contains(&call.to_ascii_lowercase())
 }
 
 fn placeholders(n: usize) -> String {

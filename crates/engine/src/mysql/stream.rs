@@ -291,7 +291,10 @@ mod tests {
     fn integers_read_every_width() {
         assert_eq!(signed(&[0xff]).unwrap(), -1);
         assert_eq!(signed(&(-300i16).to_le_bytes()).unwrap(), -300);
-        assert_eq!(signed(&i32::MIN.to_le_bytes()).unwrap(), i64::from(i32::MIN));
+        assert_eq!(
+            signed(&i32::MIN.to_le_bytes()).unwrap(),
+            i64::from(i32::MIN)
+        );
         assert_eq!(signed(&i64::MIN.to_le_bytes()).unwrap(), i64::MIN);
         assert_eq!(unsigned(&[0xff]).unwrap(), 255);
         assert_eq!(unsigned(&u64::MAX.to_le_bytes()).unwrap(), u64::MAX);
@@ -312,7 +315,10 @@ mod tests {
         assert_eq!(date(&[4, 0xe8, 0x07, 2, 29]), r#""2024-02-29""#);
         assert_eq!(date(&[4, 0xe8, 0x07, 0, 0]), r#""2024-00-00""#);
         assert_eq!(datetime(&[0]), r#""0000-00-00T00:00:00Z""#);
-        assert_eq!(datetime(&[4, 0xe8, 0x07, 1, 2]), r#""2024-01-02T00:00:00Z""#);
+        assert_eq!(
+            datetime(&[4, 0xe8, 0x07, 1, 2]),
+            r#""2024-01-02T00:00:00Z""#
+        );
         assert_eq!(
             datetime(&[7, 0xe8, 0x07, 1, 2, 3, 4, 5]),
             r#""2024-01-02T03:04:05Z""#

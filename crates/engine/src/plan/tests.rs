@@ -31,19 +31,33 @@ fn catalog() -> Catalog {
     catalog
         .tables
         .insert(users, vec![column("id"), column("name"), column("age")]);
-    catalog.tables.insert(orders, vec![column("id"), column("total")]);
+    catalog
+        .tables
+        .insert(orders, vec![column("id"), column("total")]);
     catalog
 }
 
 fn tables(pairs: &[(&str, &[&str])]) -> BTreeMap<String, Vec<String>> {
     pairs
         .iter()
-        .map(|(t, fields)| (t.to_string(), fields.iter().map(|f| f.to_string()).collect()))
+        .map(|(t, fields)| {
+            (
+                t.to_string(),
+                fields.iter().map(|f| f.to_string()).collect(),
+            )
+        })
         .collect()
 }
 
 fn plan(pairs: &[(&str, &[&str])]) -> Result<Vec<TablePlan>> {
-    plan_datasource("pg", &tables(pairs), None, &catalog(), &naming(), &Limits::default())
+    plan_datasource(
+        "pg",
+        &tables(pairs),
+        None,
+        &catalog(),
+        &naming(),
+        &Limits::default(),
+    )
 }
 
 #[test]
@@ -62,10 +76,20 @@ fn table_keys_are_normalized_and_sorted() {
 #[test]
 fn unknown_tables_and_fields_fail_schema_validation() {
     let e = plan(&[("nope", &["id"])]).unwrap_err().to_string();
-    assert_eq!(e, "datasource pg failed schema validation: table \"nope\" does not exist");
-    let e = plan(&[("users", &["id", "secret"])]).unwrap_err().to_string();
-    assert!(e.contains("field \"secret\" does not exist in table \"users\""), "{e}");
-    let e = plan(&[("other.shop.users", &["id"])]).unwrap_err().to_string();
+    assert_eq!(
+        e,
+        "datasource pg failed schema validation: table \"nope\" does not exist"
+    );
+    let e = plan(&[("users", &["id", "secret"])])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("field \"secret\" does not exist in table \"users\""),
+        "{e}"
+    );
+    let e = plan(&[("other.shop.users", &["id"])])
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("names another database"), "{e}");
     let e = plan(&[("a.b.c.d", &["id"])]).unwrap_err().to_string();
     assert!(e.contains("too many name parts"), "{e}");
@@ -96,7 +120,10 @@ fn limits_are_enforced_not_clamped() {
     };
     let two_tables = tables(&[("users", &["id"]), ("sales.orders", &["id"])]);
     let e = plan_datasource("pg", &two_tables, None, &catalog(), &naming(), &limits).unwrap_err();
-    assert_eq!(e.to_string(), "job exceeds the limit of 1 tables per datasource");
+    assert_eq!(
+        e.to_string(),
+        "job exceeds the limit of 1 tables per datasource"
+    );
     let three_fields = tables(&[("users", &["id", "name", "age"])]);
     let e = plan_datasource("pg", &three_fields, None, &catalog(), &naming(), &limits).unwrap_err();
     assert_eq!(e.to_string(), "job exceeds the limit of 2 fields per table");
@@ -109,8 +136,11 @@ fn filters_attach_to_their_table_and_may_use_unselected_fields() {
         (Operator::Lt, vec![FilterValue::String("65".into())]),
     ])
     .expect("valid");
-    let filters: BTreeMap<String, BTreeMap<String, FilterCondition>> =
-        [("public.users".to_string(), [("age".to_string(), condition)].into())].into();
+    let filters: BTreeMap<String, BTreeMap<String, FilterCondition>> = [(
+        "public.users".to_string(),
+        [("age".to_string(), condition)].into(),
+    )]
+    .into();
     let plans = plan_datasource(
         "pg",
         &tables(&[("users", &["id"])]),
@@ -130,8 +160,11 @@ fn filters_on_unmapped_tables_or_unknown_fields_fail() {
     let condition =
         FilterCondition::from_clauses([(Operator::Eq, vec![FilterValue::Bool(true)])]).expect("ok");
     let on = |table: &str, field: &str| {
-        let filters: BTreeMap<String, BTreeMap<String, FilterCondition>> =
-            [(table.to_string(), [(field.to_string(), condition.clone())].into())].into();
+        let filters: BTreeMap<String, BTreeMap<String, FilterCondition>> = [(
+            table.to_string(),
+            [(field.to_string(), condition.clone())].into(),
+        )]
+        .into();
         plan_datasource(
             "pg",
             &tables(&[("users", &["id"])]),
@@ -141,6 +174,12 @@ fn filters_on_unmapped_tables_or_unknown_fields_fail() {
             &Limits::default(),
         )
     };
-    assert!(matches!(on("sales.orders", "id"), Err(EngineError::Filter { .. })));
-    assert!(matches!(on("users", "nope"), Err(EngineError::Schema { .. })));
+    assert!(matches!(
+        on("sales.orders", "id"),
+        Err(EngineError::Filter { .. })
+    ));
+    assert!(matches!(
+        on("users", "nope"),
+        Err(EngineError::Schema { .. })
+    ));
 }

@@ -29,7 +29,9 @@ pub(crate) async fn stream_table(
             Param::Text(text) => args.add(text.as_str()),
             // The PostgreSQL builder binds text only; other forms are a bug, not input.
             other => {
-                return Err(EngineError::Result(format!("unexpected parameter {other:?}")));
+                return Err(EngineError::Result(format!(
+                    "unexpected parameter {other:?}"
+                )));
             }
         };
         bound.map_err(|e| EngineError::Result(e.to_string()))?;
@@ -77,9 +79,11 @@ fn write_value(w: &mut W, column: &Column, value: PgValueRef<'_>) -> Result<(), 
         ValueKind::Bool => w.bool(bytes.first().is_some_and(|b| *b != 0)),
         ValueKind::Text | ValueKind::Set => w.string_bytes(bytes),
         ValueKind::Bytes => result::write_base64(w, bytes),
-        ValueKind::Uuid => w.string(Uuid::from_bytes(fixed(bytes)?).hyphenated().encode_lower(
-            &mut Uuid::encode_buffer(),
-        )),
+        ValueKind::Uuid => w.string(
+            Uuid::from_bytes(fixed(bytes)?)
+                .hyphenated()
+                .encode_lower(&mut Uuid::encode_buffer()),
+        ),
         ValueKind::Json => result::write_json_text(w, bytes),
         ValueKind::Date => {
             let days = i32::from_be_bytes(fixed(bytes)?);

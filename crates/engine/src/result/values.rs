@@ -61,7 +61,10 @@ pub(crate) fn write_timestamp(w: &mut W, at: NaiveDateTime) -> Result<(), JsonEr
     let time = at.time();
     buf[len] = b'T';
     len += 1;
-    for (i, part) in [time.hour(), time.minute(), time.second()].into_iter().enumerate() {
+    for (i, part) in [time.hour(), time.minute(), time.second()]
+        .into_iter()
+        .enumerate()
+    {
         if i > 0 {
             buf[len] = b':';
             len += 1;

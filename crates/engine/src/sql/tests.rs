@@ -42,7 +42,10 @@ fn plain(_: &Column, quoted: &str) -> String {
 fn identifiers_are_quoted_with_doubled_quotes() {
     assert_eq!(Dialect::Postgres.quote(r#"a"b"#), r#""a""b""#);
     assert_eq!(Dialect::MySql.quote("a`b"), "`a``b`");
-    assert_eq!(Dialect::Postgres.quote("x; DROP TABLE y --"), r#""x; DROP TABLE y --""#);
+    assert_eq!(
+        Dialect::Postgres.quote("x; DROP TABLE y --"),
+        r#""x; DROP TABLE y --""#
+    );
 }
 
 #[test]
@@ -79,19 +82,30 @@ fn every_operator_becomes_bound_parameters_in_postgres() {
     assert_eq!(q.sql, expected);
     assert_eq!(q.params.len(), 15);
     assert_eq!(q.params[14], Param::Text("a%'; --".into()));
-    assert_eq!(q.params[5], Param::Text("5".into()), "gt uses the first value only");
+    assert_eq!(
+        q.params[5],
+        Param::Text("5".into()),
+        "gt uses the first value only"
+    );
 }
 
 #[test]
 fn mysql_binds_native_values_with_question_marks() {
     let id = column("id", ValueKind::Int, "int");
     let mut p = plan(vec![
-        predicate(id.clone(), Operator::In, vec![n(1), FilterValue::Bool(true)]),
+        predicate(
+            id.clone(),
+            Operator::In,
+            vec![n(1), FilterValue::Bool(true)],
+        ),
         predicate(id, Operator::Like, vec![s("x%")]),
     ]);
     p.name.schema = Some("other db".into());
     let q = Dialect::MySql.select(&p, plain);
-    assert_eq!(q.sql, "SELECT `id` FROM `other db`.`users` WHERE `id` IN (?, ?) AND `id` LIKE ?");
+    assert_eq!(
+        q.sql,
+        "SELECT `id` FROM `other db`.`users` WHERE `id` IN (?, ?) AND `id` LIKE ?"
+    );
     assert_eq!(
         q.params,
         [Param::Int(1), Param::Bool(true), Param::Text("x%".into())]
@@ -100,7 +114,11 @@ fn mysql_binds_native_values_with_question_marks() {
 
 #[test]
 fn between_dates_on_a_timestamp_includes_the_whole_end_day() {
-    let at = column("created_at", ValueKind::TimestampTz, "timestamp with time zone");
+    let at = column(
+        "created_at",
+        ValueKind::TimestampTz,
+        "timestamp with time zone",
+    );
     let q = Dialect::Postgres.select(
         &plan(vec![predicate(
             at,
@@ -117,7 +135,11 @@ fn between_dates_on_a_timestamp_includes_the_whole_end_day() {
 
 #[test]
 fn between_with_full_timestamps_keeps_the_bound_inclusive() {
-    let at = column("created_at", ValueKind::Timestamp, "timestamp without time zone");
+    let at = column(
+        "created_at",
+        ValueKind::Timestamp,
+        "timestamp without time zone",
+    );
     let q = Dialect::Postgres.select(
         &plan(vec![predicate(
             at,

@@ -28,7 +28,8 @@ pub fn admin_url() -> String {
 }
 
 /// A database created for one test, named `fetcher_test_<uuid>`. Call [`TestDb::drop`] at the
-/// end of the test: dropping a database needs an `.await`, so it cannot happen in `Drop`.
+/// end of the test. A test that panics first never gets there: then `Drop` removes the database
+/// on a thread of its own, so failed runs leave nothing behind either.
 pub struct TestDb {
     /// The database's name.
     pub name: String,
@@ -39,6 +40,7 @@ pub struct TestDb {
     /// A pool on the database (at most 5 connections).
     pub pool: PgPool,
     admin: PgConnectOptions,
+    dropped: bool,
 }
 
 impl TestDb {
@@ -49,13 +51,12 @@ impl TestDb {
             .unwrap_or_else(|e| panic!("TEST_DATABASE_URL is not a PostgreSQL URL: {e}"))
             .disable_statement_logging();
         let name = format!("fetcher_test_{}", Uuid::new_v4().simple());
-        let mut conn = connect_admin(&admin).await;
+        let server = connect_admin(&admin).await;
         sqlx::raw_sql(&format!("CREATE DATABASE \"{name}\""))
-            .execute(&mut conn)
+            .execute(&server)
             .await
             .unwrap_or_else(|e| panic!("cannot create test database {name}: {e}"));
-        // A test that fails before closing does not matter: the connection is dropped.
-        let _ = conn.close().await;
+        server.close().await;
 
         let options = admin.clone().database(&name);
         let pool = PgPoolOptions::new()
@@ -70,6 +71,7 @@ impl TestDb {
             options,
             pool,
             admin,
+            dropped: false,
         }
     }
 
@@ -83,25 +85,65 @@ impl TestDb {
     }
 
     /// Closes the pool and drops the database, ending any connection still open on it.
-    pub async fn drop(self) {
+    pub async fn drop(mut self) {
         self.pool.close().await;
-        let mut conn = connect_admin(&self.admin).await;
+        let server = connect_admin(&self.admin).await;
         let name = &self.name;
-        sqlx::raw_sql(&format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"))
-            .execute(&mut conn)
+        sqlx::raw_sql(&drop_statement(name))
+            .execute(&server)
             .await
             .unwrap_or_else(|e| panic!("cannot drop test database {name}: {e}"));
-        let _ = conn.close().await;
+        server.close().await;
+        self.dropped = true;
     }
 }
 
-/// Connects to the administrative database, retrying for a few seconds, or fails the test with
-/// a message that says what to start.
-async fn connect_admin(admin: &PgConnectOptions) -> PgConnection {
+impl Drop for TestDb {
+    fn drop(&mut self) {
+        if self.dropped {
+            return;
+        }
+        // The test panicked before `drop(...).await`. This may run inside the test's runtime,
+        // which cannot be blocked on, so the cleanup gets a thread and a runtime of its own.
+        // Best effort: a failure here must not turn one panic into an abort.
+        let admin = self.admin.clone();
+        let statement = drop_statement(&self.name);
+        let cleanup = std::thread::spawn(move || {
+            let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            else {
+                return;
+            };
+            runtime.block_on(async {
+                if let Ok(mut conn) = PgConnection::connect_with(&admin).await {
+                    let _ = sqlx::raw_sql(&statement).execute(&mut conn).await;
+                    let _ = conn.close().await;
+                }
+            });
+        });
+        let _ = cleanup.join();
+    }
+}
+
+/// Drops a test database even while connections (a pool of the test's) are still open on it.
+fn drop_statement(name: &str) -> String {
+    format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)")
+}
+
+/// One connection to the administrative database, retrying for a few seconds, or a failed test
+/// with a message that says what to start. A one-connection pool rather than a `PgConnection`:
+/// `&mut PgConnection` executors make a future not `Send`-general enough for `tokio::spawn`,
+/// and a test may well create or drop its database inside a spawned task.
+async fn connect_admin(admin: &PgConnectOptions) -> PgPool {
     let started = Instant::now();
     loop {
-        match PgConnection::connect_with(admin).await {
-            Ok(conn) => return conn,
+        let attempt = PgPoolOptions::new()
+            .max_connections(1)
+            .connect_with(admin.clone())
+            .await;
+        match attempt {
+            Ok(server) => return server,
             Err(_) if started.elapsed() < CONNECT_PATIENCE => {
                 tokio::time::sleep(Duration::from_millis(250)).await;
             }

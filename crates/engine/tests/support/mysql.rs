@@ -26,7 +26,8 @@ pub fn mysql_url() -> String {
 }
 
 /// A database created for one test, named `fetcher_test_<uuid>`. Call [`MyDb::drop`] at the end
-/// of the test: dropping a database needs an `.await`, so it cannot happen in `Drop`.
+/// of the test. A test that panics first never gets there: then `Drop` removes the database on
+/// a thread of its own, so failed runs leave nothing behind either.
 pub struct MyDb {
     /// The database's name.
     pub name: String,
@@ -34,6 +35,7 @@ pub struct MyDb {
     pub pool: MySqlPool,
     admin: MySqlConnectOptions,
     server: Server,
+    dropped: bool,
 }
 
 /// Where the server is and who logs in, as the engine's `DATASOURCE_*` variables want them.
@@ -72,6 +74,7 @@ impl MyDb {
             pool,
             admin,
             server,
+            dropped: false,
         }
     }
 
@@ -121,16 +124,49 @@ impl MyDb {
     }
 
     /// Closes the pool and drops the database.
-    pub async fn drop(self) {
+    pub async fn drop(mut self) {
         self.pool.close().await;
         let mut conn = connect_admin(&self.admin).await;
         let name = &self.name;
-        sqlx::raw_sql(&format!("DROP DATABASE IF EXISTS `{name}`"))
+        sqlx::raw_sql(&drop_statement(name))
             .execute(&mut conn)
             .await
             .unwrap_or_else(|e| panic!("cannot drop test database {name}: {e}"));
         let _ = conn.close().await;
+        self.dropped = true;
     }
+}
+
+impl Drop for MyDb {
+    fn drop(&mut self) {
+        if self.dropped {
+            return;
+        }
+        // The test panicked before `drop(...).await`. This may run inside the test's runtime,
+        // which cannot be blocked on, so the cleanup gets a thread and a runtime of its own.
+        // Best effort: a failure here must not turn one panic into an abort.
+        let admin = self.admin.clone();
+        let statement = drop_statement(&self.name);
+        let cleanup = std::thread::spawn(move || {
+            let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            else {
+                return;
+            };
+            runtime.block_on(async {
+                if let Ok(mut conn) = MySqlConnection::connect_with(&admin).await {
+                    let _ = sqlx::raw_sql(&statement).execute(&mut conn).await;
+                    let _ = conn.close().await;
+                }
+            });
+        });
+        let _ = cleanup.join();
+    }
+}
+
+fn drop_statement(name: &str) -> String {
+    format!("DROP DATABASE IF EXISTS `{name}`")
 }
 
 impl Server {
