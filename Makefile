@@ -7,8 +7,9 @@ CARGO ?= cargo
 demo:
 	bash scripts/demo.sh
 
-## Every test of the workspace, unit, property and integration.
+## Every test of the workspace, unit, property and integration; starts the servers they need.
 test:
+	bash scripts/services.sh postgres mariadb
 	$(CARGO) test --workspace --locked
 
 ## Formatting and lints, as CI checks them.
@@ -18,7 +19,9 @@ lint:
 
 ## Benchmarks (never part of the tests); figures go to BENCHMARKS.md.
 bench:
+	bash scripts/services.sh postgres
 	$(CARGO) bench -p contract --bench json_writer
+	$(CARGO) bench -p engine --bench extract_vs_copy
 
 fmt:
 	$(CARGO) fmt --all

@@ -358,6 +358,26 @@ async fn dates_times_and_zero_dates_keep_their_layout_in_utc() {
 }"#;
     let fields = ["id", "d", "dt", "dt6", "ts", "tm", "tm6"];
     assert_table(&db, "times", &fields, expected).await;
+
+    // The server's own zone may well be UTC, which would hide a session left in `SYSTEM`: a
+    // view over a function reading the session's zone shows what the engine's session uses.
+    db.exec(
+        "CREATE FUNCTION session_zone() RETURNS VARCHAR(64) DETERMINISTIC
+           RETURN @@session.time_zone;
+         CREATE VIEW zone AS SELECT 1 AS id, session_zone() AS zone;",
+    )
+    .await;
+    let expected = r#"{
+  "my": {
+    "zone": [
+      {
+        "id": 1,
+        "zone": "+00:00"
+      }
+    ]
+  }
+}"#;
+    assert_table(&db, "zone", &["id", "zone"], expected).await;
     db.drop().await;
 }
 
