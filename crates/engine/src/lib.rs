@@ -3,7 +3,7 @@
 //!
 //! # Layout
 //! - [`connection`]: connection names resolved from `DATASOURCE_<NAME>_*` variables and the
-//!   state database's `connections` table; the embedded state-database migrations.
+//!   state database's `connections` table.
 //! - [`catalog`]: tables and columns a datasource holds, and how each column's values map.
 //! - [`plan`]: validation of tables, fields, filters and limits against a catalog (pure).
 //! - [`error`]: [`EngineError`], with redaction-safe texts.

@@ -323,17 +323,14 @@ async fn the_environment_wins_over_the_store() {
 #[tokio::test]
 async fn migrations_run_once_and_are_recorded() {
     let db = TestDb::migrated().await;
-    engine::connection::migrate(&db.pool).await.unwrap();
+    schema::migrate(&db.pool).await.unwrap();
 
     let versions: Vec<i64> =
         sqlx::query_scalar("SELECT version FROM _sqlx_migrations WHERE success ORDER BY version")
             .fetch_all(&db.pool)
             .await
             .unwrap();
-    let expected: Vec<i64> = engine::connection::migrations()
-        .iter()
-        .map(|m| m.version)
-        .collect();
+    let expected: Vec<i64> = schema::migrations().iter().map(|m| m.version).collect();
     assert_eq!(versions, expected);
 
     // The partial unique index and the type check are in place.

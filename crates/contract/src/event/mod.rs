@@ -2,8 +2,10 @@
 
 mod body;
 mod cloudevents;
+mod outbound;
 mod status;
 
 pub use body::{event_body, Outcome, StoredResult};
 pub use cloudevents::{ce_id, event_tenant, CloudEventAttributes, SINGLE_TENANT};
+pub use outbound::OutboundEvent;
 pub use status::{NotTerminal, TerminalStatus};

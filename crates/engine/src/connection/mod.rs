@@ -48,7 +48,6 @@
 
 mod env;
 mod kind;
-mod migrations;
 mod options;
 mod password;
 mod resolver;
@@ -59,7 +58,6 @@ use std::collections::BTreeMap;
 
 pub use env::{from_env_vars, from_process_env};
 pub use kind::DatasourceKind;
-pub use migrations::{migrate, migrations, migrator};
 pub use options::parse_options;
 pub use password::Password;
 pub use resolver::Resolver;

@@ -78,7 +78,7 @@ impl TestDb {
     /// Creates a database and brings it to the Worker's schema (every embedded migration).
     pub async fn migrated() -> TestDb {
         let db = TestDb::create().await;
-        engine::connection::migrate(&db.pool)
+        schema::migrate(&db.pool)
             .await
             .unwrap_or_else(|e| panic!("migrating {} failed: {e}", db.name));
         db

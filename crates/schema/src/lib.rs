@@ -1,5 +1,8 @@
 //! The state database's schema: the top-level `migrations/*.sql`, embedded in the binary.
 //!
+//! Every crate that touches the state database (the engine's `connections` table, the outbox's
+//! jobs and events) and the Worker at start use this one migrator. It depends on `sqlx` only.
+//!
 //! A deployed Worker has no source tree, so the SQL files are compiled in with `include_str!`
 //! rather than read from a directory at run time (sqlx's `migrate!` macro would do the same, but
 //! needs sqlx's `macros` feature, which this workspace leaves off). They run through sqlx's own
@@ -39,7 +42,7 @@ macro_rules! embed {
             version: $version,
             description: $description,
             file: $file,
-            sql: include_str!(concat!("../../../../migrations/", $file)),
+            sql: include_str!(concat!("../../../migrations/", $file)),
         }
     };
 }
