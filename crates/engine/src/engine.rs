@@ -10,6 +10,7 @@ use crate::cancel::Session;
 use crate::catalog::TableName;
 use crate::config::EngineConfig;
 use crate::connection::Resolver;
+use crate::datasource::Datasource;
 use crate::error::{EngineError, Result};
 use crate::plan::{self, Naming};
 use crate::pools::{Pool, Pools};
@@ -127,71 +128,62 @@ impl Inner {
     async fn extract_datasource(&self, job: DatasourceJob) -> Result<Part> {
         let name = job.connection.as_str();
         let config = self.resolver.resolve(name).await?;
-        let limits = &self.config.limits;
         match self.pools.get(&config)? {
             Pool::Postgres(pool) => {
                 let conn = pool
                     .acquire()
                     .await
                     .map_err(|e| EngineError::connect(name, &e))?;
-                let mut session = Session::postgres(conn, pool)
+                let session = Session::postgres(conn, pool)
                     .await
                     .map_err(|e| EngineError::connect(name, &e))?;
-                let naming = postgres::naming(&config.database);
-                let streamed = async {
-                    let tables = table_names(name, &job, &naming)?;
-                    let catalog = postgres::load_catalog(session.conn(), name, &tables).await?;
-                    let plans = plan::plan_datasource(
-                        name,
-                        &job.tables,
-                        job.filters.as_ref(),
-                        &catalog,
-                        &naming,
-                        limits,
-                    )?;
-                    let mut out = ConnectionResult::new(name, job.first, job.budget.clone())?;
-                    for plan in &plans {
-                        postgres::stream_table(session.conn(), name, plan, &mut out).await?;
-                    }
-                    out.finish()
-                }
-                .await;
-                session.finish();
-                streamed
+                self.extract_from::<postgres::Source>(session, &job, &config.database)
+                    .await
             }
             Pool::MySql(pool) => {
                 let conn = pool
                     .acquire()
                     .await
                     .map_err(|e| EngineError::connect(name, &e))?;
-                let mut session = Session::mysql(conn, pool)
+                let session = Session::mysql(conn, pool)
                     .await
                     .map_err(|e| EngineError::connect(name, &e))?;
-                let naming = mysql::naming(&config.database);
-                let streamed = async {
-                    let tables = table_names(name, &job, &naming)?;
-                    let catalog =
-                        mysql::load_catalog(session.conn(), name, &config.database, &tables)
-                            .await?;
-                    let plans = plan::plan_datasource(
-                        name,
-                        &job.tables,
-                        job.filters.as_ref(),
-                        &catalog,
-                        &naming,
-                        limits,
-                    )?;
-                    let mut out = ConnectionResult::new(name, job.first, job.budget.clone())?;
-                    for plan in &plans {
-                        mysql::stream_table(session.conn(), name, plan, &mut out).await?;
-                    }
-                    out.finish()
-                }
-                .await;
-                session.finish();
-                streamed
+                self.extract_from::<mysql::Source>(session, &job, &config.database)
+                    .await
             }
         }
+    }
+
+    /// Discovers, plans and streams one datasource's tables through its session. However it
+    /// ends, the session ends too: only an abort (a drop mid-way) cancels on the server.
+    async fn extract_from<S: Datasource>(
+        &self,
+        mut session: Session<S::Db>,
+        job: &DatasourceJob,
+        database: &str,
+    ) -> Result<Part> {
+        let name = job.connection.as_str();
+        let naming = S::naming(database);
+        let streamed = async {
+            let tables = table_names(name, job, &naming)?;
+            let catalog = S::load_catalog(session.conn(), name, database, &tables).await?;
+            let plans = plan::plan_datasource(
+                name,
+                &job.tables,
+                job.filters.as_ref(),
+                &catalog,
+                &naming,
+                &self.config.limits,
+            )?;
+            let mut out = ConnectionResult::new(name, job.first, job.budget.clone())?;
+            for plan in &plans {
+                S::stream_table(session.conn(), name, plan, &mut out).await?;
+            }
+            out.finish()
+        }
+        .await;
+        session.finish();
+        streamed
     }
 }
 

@@ -15,6 +15,7 @@ mod cancel;
 pub mod catalog;
 pub mod config;
 pub mod connection;
+mod datasource;
 mod engine;
 pub mod error;
 mod mysql;

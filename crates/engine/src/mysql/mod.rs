@@ -115,6 +115,35 @@ pub(crate) fn select_expr(column: &Column, quoted: &str) -> String {
     }
 }
 
+/// MySQL and MariaDB as the engine sees them.
+pub(crate) struct Source;
+
+impl crate::datasource::Datasource for Source {
+    type Db = sqlx::MySql;
+
+    fn naming(database: &str) -> Naming {
+        naming(database)
+    }
+
+    fn load_catalog<'c>(
+        conn: &'c mut sqlx::MySqlConnection,
+        connection: &'c str,
+        database: &'c str,
+        tables: &'c [crate::catalog::TableName],
+    ) -> impl std::future::Future<Output = crate::Result<crate::catalog::Catalog>> + Send + 'c {
+        load_catalog(conn, connection, database, tables)
+    }
+
+    fn stream_table<'c>(
+        conn: &'c mut sqlx::MySqlConnection,
+        connection: &'c str,
+        plan: &'c crate::plan::TablePlan,
+        out: &'c mut crate::result::ConnectionResult,
+    ) -> impl std::future::Future<Output = crate::Result<()>> + Send + 'c {
+        stream_table(conn, connection, plan, out)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -7,9 +7,10 @@ use chrono::{NaiveDate, NaiveDateTime, NaiveTime};
 use contract::json::{JsonError, JsonWriter};
 use futures_util::TryStreamExt;
 use sqlx::mysql::{MySqlArguments, MySqlValueRef};
-use sqlx::{Arguments, Decode, MySql, MySqlConnection, Row};
+use sqlx::{Arguments, Decode, MySql, MySqlConnection};
 
 use crate::catalog::{Column, ValueKind};
+use crate::datasource::write_row;
 use crate::error::{EngineError, Result};
 use crate::plan::TablePlan;
 use crate::result::{self, ConnectionResult};
@@ -42,18 +43,7 @@ pub(crate) async fn stream_table(
         .await
         .map_err(|e| EngineError::query(connection, &e))?
     {
-        let w = out.begin_row()?;
-        for (i, column) in plan.columns.iter().enumerate() {
-            w.key(&column.name).map_err(json)?;
-            let value = row
-                .try_get_raw(i)
-                .map_err(|e| EngineError::query(connection, &e))?;
-            write_value(w, column, value).map_err(|detail| EngineError::Query {
-                connection: connection.to_owned(),
-                detail: format!("column {:?}: {detail}", column.name),
-            })?;
-        }
-        out.end_row()?;
+        write_row(&row, connection, plan, out, write_value)?;
     }
     Ok(())
 }
@@ -260,10 +250,6 @@ fn fixed<const N: usize>(bytes: &[u8]) -> Result<[u8; N], String> {
     bytes
         .try_into()
         .map_err(|_| format!("expected {N} bytes, got {}", bytes.len()))
-}
-
-fn json(e: JsonError) -> EngineError {
-    EngineError::Result(e.to_string())
 }
 
 #[cfg(test)]

@@ -69,3 +69,32 @@ pub(crate) fn kind_of(type_name: &str, category: &str, element: Option<(&str, &s
         _ => ValueKind::Text,
     }
 }
+
+/// PostgreSQL as the engine sees it.
+pub(crate) struct Source;
+
+impl crate::datasource::Datasource for Source {
+    type Db = sqlx::Postgres;
+
+    fn naming(database: &str) -> Naming {
+        naming(database)
+    }
+
+    fn load_catalog<'c>(
+        conn: &'c mut sqlx::PgConnection,
+        connection: &'c str,
+        _database: &'c str,
+        tables: &'c [crate::catalog::TableName],
+    ) -> impl std::future::Future<Output = crate::Result<crate::catalog::Catalog>> + Send + 'c {
+        load_catalog(conn, connection, tables)
+    }
+
+    fn stream_table<'c>(
+        conn: &'c mut sqlx::PgConnection,
+        connection: &'c str,
+        plan: &'c crate::plan::TablePlan,
+        out: &'c mut crate::result::ConnectionResult,
+    ) -> impl std::future::Future<Output = crate::Result<()>> + Send + 'c {
+        stream_table(conn, connection, plan, out)
+    }
+}
