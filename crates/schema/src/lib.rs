@@ -48,7 +48,10 @@ macro_rules! embed {
 }
 
 /// Every migration of the state database, oldest first.
-const EMBEDDED: &[Embedded] = &[embed!(1, "connections", "0001_connections.sql")];
+const EMBEDDED: &[Embedded] = &[
+    embed!(1, "connections", "0001_connections.sql"),
+    embed!(2, "jobs and outbox", "0002_jobs_and_outbox.sql"),
+];
 
 /// The embedded migrations as sqlx runs them.
 pub fn migrations() -> Vec<Migration> {

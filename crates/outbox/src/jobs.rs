@@ -1,0 +1,269 @@
+//! Job claims: who runs a job, for how long, and what a job row holds.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use contract::event::TerminalStatus;
+use serde_json::{Map, Value};
+use sqlx::postgres::PgRow;
+use sqlx::types::Json;
+use sqlx::Row;
+use uuid::Uuid;
+
+use crate::error::{OutboxError, Result};
+use crate::store::{interval, Store};
+
+/// The error text the Worker stores and publishes for a job whose worker disappeared: its lease
+/// expired long ago and no one took the job over (see [`Store::expired_jobs`]).
+pub const WORKER_LOST: &str =
+    "worker lost during extraction; the job did not finish before its lease expired";
+
+/// A request to run a job: create its row if this is the first time it is seen, and take it.
+#[derive(Debug, Clone)]
+pub struct ClaimRequest<'a> {
+    pub job_id: Uuid,
+    /// `X-Tenant-ID`; `None` for a single-tenant job.
+    pub tenant: Option<&'a str>,
+    /// `X-Request-Id`.
+    pub request_id: Option<&'a str>,
+    /// The job message's metadata.
+    pub metadata: &'a Map<String, Value>,
+    /// What the job asks for (`{"mappedFields": ..., "filters": ...}`), stored with the job.
+    pub spec: Option<&'a Value>,
+    /// Identifies this attempt (a Worker id plus something unique per delivery): the same owner
+    /// asking again while its lease is live gets [`Claim::Busy`] like anyone else.
+    pub owner: &'a str,
+    /// How long the claim holds without [`Store::renew_lease`].
+    pub lease: Duration,
+}
+
+/// What [`Store::claim`] found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Claim {
+    /// The caller now runs the job: it was new, pending, or processing under an expired lease
+    /// (taken over). `attempt` counts the claims of this job, this one included (1 = first).
+    Acquired { attempt: u32 },
+    /// The job already ended. `event_published` is false while an outbox row of the job is still
+    /// unpublished: the caller should republish it ([`Store::claim_for_job`]) and not re-extract.
+    Terminal {
+        status: TerminalStatus,
+        event_published: bool,
+    },
+    /// Another owner holds a live lease on the job.
+    Busy { lease_expires_at: DateTime<Utc> },
+}
+
+/// A job row, as stored.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobRow {
+    pub job_id: Uuid,
+    pub tenant_id: Option<String>,
+    /// `pending`, `processing`, `completed` or `failed`.
+    pub status: String,
+    pub request_id: Option<String>,
+    pub metadata: Map<String, Value>,
+    pub spec: Option<Value>,
+    pub result_path: Option<String>,
+    pub result_hmac: Option<String>,
+    pub result_size_bytes: Option<i64>,
+    pub result_row_count: Option<i64>,
+    /// The redacted error of a failed job.
+    pub error_message: Option<String>,
+    pub attempts: i32,
+    pub owner: Option<String>,
+    pub lease_expires_at: Option<DateTime<Utc>>,
+    pub created_at: DateTime<Utc>,
+    pub started_at: Option<DateTime<Utc>>,
+    pub finished_at: Option<DateTime<Utc>>,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// A processing job whose lease expired: what the Worker needs to record it failed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExpiredJob {
+    pub job_id: Uuid,
+    pub tenant_id: Option<String>,
+    pub request_id: Option<String>,
+    pub metadata: Map<String, Value>,
+    /// The owner whose lease expired.
+    pub owner: Option<String>,
+    pub attempts: i32,
+    pub lease_expires_at: DateTime<Utc>,
+}
+
+impl Store {
+    /// Takes `request.job_id` for `request.owner`, creating the job row the first time the job is
+    /// seen. Atomic: of any number of concurrent claims of one job, at most one is
+    /// [`Claim::Acquired`].
+    ///
+    /// One transaction: an upsert that takes the row when it is new, pending, or processing
+    /// under an expired lease; when it did not, the conflicting row stays locked by the upsert,
+    /// so reading it next reports a state no one can change under us.
+    pub async fn claim(&self, request: &ClaimRequest<'_>) -> Result<Claim> {
+        const STEP: &str = "claiming a job";
+        let db = |e| OutboxError::sqlx(STEP, e);
+        let mut tx = self.pool().begin().await.map_err(db)?;
+        let acquired = sqlx::query(
+            "INSERT INTO jobs AS j (job_id, tenant_id, status, request_id, metadata, spec, \
+                                    attempts, owner, lease_expires_at, started_at)
+             VALUES ($1, $2, 'processing', $3, $4, $5, 1, $6, now() + $7, now())
+             ON CONFLICT (job_id) DO UPDATE SET
+                 status = 'processing',
+                 -- The stored message wins; a gap is filled from this delivery.
+                 tenant_id = COALESCE(j.tenant_id, EXCLUDED.tenant_id),
+                 request_id = COALESCE(j.request_id, EXCLUDED.request_id),
+                 metadata = CASE WHEN j.metadata = '{}'::jsonb THEN EXCLUDED.metadata
+                                 ELSE j.metadata END,
+                 spec = COALESCE(j.spec, EXCLUDED.spec),
+                 attempts = j.attempts + 1,
+                 owner = EXCLUDED.owner,
+                 lease_expires_at = EXCLUDED.lease_expires_at,
+                 started_at = now(),
+                 updated_at = now()
+             WHERE j.status = 'pending'
+                OR (j.status = 'processing' AND j.lease_expires_at <= now())
+             RETURNING attempts",
+        )
+        .bind(request.job_id)
+        .bind(request.tenant)
+        .bind(request.request_id)
+        .bind(Json(request.metadata))
+        .bind(request.spec.map(Json))
+        .bind(request.owner)
+        .bind(interval(request.lease))
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(db)?;
+
+        let claim = match acquired {
+            Some(row) => {
+                let attempts: i32 = row.try_get("attempts").map_err(db)?;
+                // Never negative: the schema checks `attempts >= 0`.
+                Claim::Acquired {
+                    attempt: attempts.unsigned_abs(),
+                }
+            }
+            None => {
+                let row = sqlx::query(
+                    "SELECT status, lease_expires_at,
+                            NOT EXISTS (SELECT 1 FROM outbox o
+                                        WHERE o.job_id = j.job_id AND o.published_at IS NULL)
+                                AS event_published
+                     FROM jobs j WHERE job_id = $1",
+                )
+                .bind(request.job_id)
+                .fetch_one(&mut *tx)
+                .await
+                .map_err(db)?;
+                let status: String = row.try_get("status").map_err(db)?;
+                match status.parse::<TerminalStatus>() {
+                    Ok(status) => Claim::Terminal {
+                        status,
+                        event_published: row.try_get("event_published").map_err(db)?,
+                    },
+                    Err(_) => match row.try_get("lease_expires_at").map_err(db)? {
+                        Some(lease_expires_at) => Claim::Busy { lease_expires_at },
+                        // The upsert takes pending rows and the schema requires a lease on
+                        // processing ones: nothing else is left.
+                        None => {
+                            return Err(OutboxError::Corrupt {
+                                step: STEP,
+                                detail: format!("job in state {status} without a lease"),
+                            })
+                        }
+                    },
+                }
+            }
+        };
+        tx.commit().await.map_err(db)?;
+        Ok(claim)
+    }
+
+    /// Extends `owner`'s lease on `job_id` to `lease` from now (the heartbeat while extracting).
+    /// False when `owner` no longer holds the job (taken over, or already terminal): the caller
+    /// should stop and not record an outcome.
+    pub async fn renew_lease(&self, job_id: Uuid, owner: &str, lease: Duration) -> Result<bool> {
+        let renewed = sqlx::query(
+            "UPDATE jobs SET lease_expires_at = now() + $3, updated_at = now()
+             WHERE job_id = $1 AND owner = $2 AND status = 'processing'",
+        )
+        .bind(job_id)
+        .bind(owner)
+        .bind(interval(lease))
+        .execute(self.pool())
+        .await
+        .map_err(|e| OutboxError::sqlx("renewing a job lease", e))?;
+        Ok(renewed.rows_affected() == 1)
+    }
+
+    /// Processing jobs whose lease expired more than `grace` ago, oldest first: their worker is
+    /// gone and no redelivery took them over. The Worker records each failed with
+    /// [`WORKER_LOST`] through [`Store::record_terminal`] with `owner: None`, which writes only
+    /// while the lease is still expired, so a job taken over in the meantime is left alone.
+    pub async fn expired_jobs(&self, grace: Duration, limit: i64) -> Result<Vec<ExpiredJob>> {
+        const STEP: &str = "listing expired jobs";
+        let db = |e| OutboxError::sqlx(STEP, e);
+        let rows = sqlx::query(
+            "SELECT job_id, tenant_id, request_id, metadata, owner, attempts, lease_expires_at
+             FROM jobs
+             WHERE status = 'processing' AND lease_expires_at <= now() - $1
+             ORDER BY lease_expires_at
+             LIMIT $2",
+        )
+        .bind(interval(grace))
+        .bind(limit)
+        .fetch_all(self.pool())
+        .await
+        .map_err(db)?;
+        rows.iter()
+            .map(|row| {
+                let Json(metadata) = row.try_get("metadata")?;
+                Ok(ExpiredJob {
+                    job_id: row.try_get("job_id")?,
+                    tenant_id: row.try_get("tenant_id")?,
+                    request_id: row.try_get("request_id")?,
+                    metadata,
+                    owner: row.try_get("owner")?,
+                    attempts: row.try_get("attempts")?,
+                    lease_expires_at: row.try_get("lease_expires_at")?,
+                })
+            })
+            .collect::<Result<_, sqlx::Error>>()
+            .map_err(db)
+    }
+
+    /// The job's row, if it exists.
+    pub async fn job(&self, job_id: Uuid) -> Result<Option<JobRow>> {
+        let db = |e| OutboxError::sqlx("reading a job", e);
+        let row = sqlx::query("SELECT * FROM jobs WHERE job_id = $1")
+            .bind(job_id)
+            .fetch_optional(self.pool())
+            .await
+            .map_err(db)?;
+        row.as_ref().map(job_row).transpose().map_err(db)
+    }
+}
+
+fn job_row(row: &PgRow) -> Result<JobRow, sqlx::Error> {
+    let Json(metadata) = row.try_get("metadata")?;
+    Ok(JobRow {
+        job_id: row.try_get("job_id")?,
+        tenant_id: row.try_get("tenant_id")?,
+        status: row.try_get("status")?,
+        request_id: row.try_get("request_id")?,
+        metadata,
+        spec: row.try_get("spec")?,
+        result_path: row.try_get("result_path")?,
+        result_hmac: row.try_get("result_hmac")?,
+        result_size_bytes: row.try_get("result_size_bytes")?,
+        result_row_count: row.try_get("result_row_count")?,
+        error_message: row.try_get("error_message")?,
+        attempts: row.try_get("attempts")?,
+        owner: row.try_get("owner")?,
+        lease_expires_at: row.try_get("lease_expires_at")?,
+        created_at: row.try_get("created_at")?,
+        started_at: row.try_get("started_at")?,
+        finished_at: row.try_get("finished_at")?,
+        updated_at: row.try_get("updated_at")?,
+    })
+}

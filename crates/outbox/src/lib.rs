@@ -1,0 +1,39 @@
+//! The Worker's state in PostgreSQL: job claims and terminal states (contract §5), and the
+//! transactional outbox of terminal job events (contract §8).
+//!
+//! A job is claimed with a lease before it runs ([`Store::claim`]), so a message delivered twice
+//! is extracted once and a lost Worker's job can be taken over. Its end is recorded with the
+//! frozen event in one transaction ([`Store::record_terminal`]); the event is then published by
+//! the Worker that recorded it and, if that did not happen, by a repairer that leases
+//! unpublished rows ([`Store::claim_unpublished`]).
+//!
+//! # Layout
+//! - [`Store`] (`store.rs`): the handle on the pool.
+//! - `jobs.rs`: [`Store::claim`], [`Store::renew_lease`], [`Store::expired_jobs`],
+//!   [`Store::job`].
+//! - `terminal.rs`: [`Store::record_terminal`]: terminal state and outbox row together.
+//! - `outbox.rs`: leasing, marking and purging events ([`Store::claim_unpublished`],
+//!   [`Store::claim_for_job`], [`Store::mark_published`], [`Store::mark_failed`],
+//!   [`Store::purge_published`]).
+//! - `stats.rs`: [`Store::stats`] and the outbox gauges.
+//! - [`mod@backoff`]: when a failed publish is retried ([`backoff()`]).
+//! - [`error`]: [`OutboxError`] and whether an error is retriable.
+//!
+//! The schema is the top-level `migrations/` directory, applied by the `schema` crate. This crate
+//! must not depend on the broker (`lapin`), object storage (`aws-sdk-*`), `axum` or `engine`.
+
+pub mod backoff;
+pub mod error;
+mod jobs;
+mod outbox;
+mod stats;
+mod store;
+mod terminal;
+
+pub use backoff::backoff;
+pub use error::{OutboxError, Result};
+pub use jobs::{Claim, ClaimRequest, ExpiredJob, JobRow, WORKER_LOST};
+pub use outbox::PendingEvent;
+pub use stats::{OutboxStats, FAILING_EVENTS, OLDEST_UNPUBLISHED_AGE_SECONDS, PENDING_EVENTS};
+pub use store::Store;
+pub use terminal::{Recorded, TerminalOutcome, TerminalRecord};

@@ -1,0 +1,226 @@
+//! The outbox relay's side of the table: leasing unpublished events, marking them, retention.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use contract::event::{CloudEventAttributes, OutboundEvent};
+use sqlx::postgres::PgRow;
+use sqlx::types::Json;
+use sqlx::Row;
+use uuid::Uuid;
+
+use crate::error::{OutboxError, Result};
+use crate::store::{interval, Store};
+
+/// An unpublished event, leased to the caller until its lease ends.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PendingEvent {
+    /// The outbox row, for [`Store::mark_published`] and [`Store::mark_failed`].
+    pub id: i64,
+    pub job_id: Uuid,
+    /// Body bytes exactly as recorded, attributes as recorded.
+    pub event: OutboundEvent,
+    /// Leases taken on the row so far, this one included (1: the publish right after the
+    /// terminal state was recorded); what [`crate::backoff()`] takes after a failure.
+    pub attempts: u32,
+    pub created_at: DateTime<Utc>,
+}
+
+/// The columns [`pending_event`] reads.
+const RETURNED: &str =
+    "o.id, o.job_id, o.body, o.attributes, o.request_id, o.attempts, o.created_at";
+
+impl Store {
+    /// Leases up to `limit` unpublished events to `owner` for `lease`: rows recorded at least
+    /// `grace` ago (younger ones are being published by the Worker that recorded them), due
+    /// (`next_attempt_at` passed), and not leased or leased under an expired lease. Each leased
+    /// row's `attempts` goes up by one. Oldest due first.
+    ///
+    /// One statement: the rows are chosen `FOR UPDATE SKIP LOCKED`, so concurrent callers never
+    /// wait on each other nor get the same row, and the lease is committed at once. No
+    /// transaction stays open while publishing; a caller that dies leaves rows that another
+    /// takes when the lease ends.
+    ///
+    /// A row whose attributes no longer decode is left leased, logged, and not returned, so the
+    /// others are still published.
+    pub async fn claim_unpublished(
+        &self,
+        owner: &str,
+        grace: Duration,
+        lease: Duration,
+        limit: i64,
+    ) -> Result<Vec<PendingEvent>> {
+        const STEP: &str = "leasing unpublished events";
+        let rows = sqlx::query(&format!(
+            "UPDATE outbox o
+             SET leased_by = $1, lease_until = now() + $2, attempts = o.attempts + 1
+             FROM (SELECT id FROM outbox
+                   WHERE published_at IS NULL
+                     AND created_at <= now() - $3
+                     AND next_attempt_at <= now()
+                     AND (lease_until IS NULL OR lease_until <= now())
+                   ORDER BY next_attempt_at, id
+                   LIMIT $4
+                   FOR UPDATE SKIP LOCKED) due
+             WHERE o.id = due.id
+             RETURNING {RETURNED}"
+        ))
+        .bind(owner)
+        .bind(interval(lease))
+        .bind(interval(grace))
+        .bind(limit)
+        .fetch_all(self.pool())
+        .await
+        .map_err(|e| OutboxError::sqlx(STEP, e))?;
+        Ok(decode_all(STEP, &rows))
+    }
+
+    /// Leases `job_id`'s unpublished events to `owner` for `lease`, whatever their age or
+    /// backoff: a redelivered message of a terminal job whose event was never published asks
+    /// for it now (contract §4). Rows another publisher holds under a live lease are left to
+    /// it. Publish them, then [`Store::mark_published`] as for [`Store::claim_unpublished`].
+    pub async fn claim_for_job(
+        &self,
+        job_id: Uuid,
+        owner: &str,
+        lease: Duration,
+    ) -> Result<Vec<PendingEvent>> {
+        const STEP: &str = "leasing a job's unpublished events";
+        let rows = sqlx::query(&format!(
+            "UPDATE outbox o
+             SET leased_by = $2, lease_until = now() + $3, attempts = o.attempts + 1
+             FROM (SELECT id FROM outbox
+                   WHERE job_id = $1
+                     AND published_at IS NULL
+                     AND (lease_until IS NULL OR lease_until <= now())
+                   FOR UPDATE SKIP LOCKED) due
+             WHERE o.id = due.id
+             RETURNING {RETURNED}"
+        ))
+        .bind(job_id)
+        .bind(owner)
+        .bind(interval(lease))
+        .fetch_all(self.pool())
+        .await
+        .map_err(|e| OutboxError::sqlx(STEP, e))?;
+        Ok(decode_all(STEP, &rows))
+    }
+
+    /// Marks the rows published (the broker confirmed them) and clears their lease. Only rows
+    /// still leased to `owner`, or not leased at all, are marked: a row whose lease ended and
+    /// that another publisher took is left to it. Returns how many rows were marked.
+    pub async fn mark_published(&self, ids: &[i64], owner: &str) -> Result<u64> {
+        let marked = sqlx::query(
+            "UPDATE outbox
+             SET published_at = now(), leased_by = NULL, lease_until = NULL
+             WHERE id = ANY($1) AND published_at IS NULL
+               AND (leased_by = $2 OR leased_by IS NULL)",
+        )
+        .bind(ids)
+        .bind(owner)
+        .execute(self.pool())
+        .await
+        .map_err(|e| OutboxError::sqlx("marking events published", e))?;
+        Ok(marked.rows_affected())
+    }
+
+    /// Gives a row back after a failed publish: lease cleared, not due again before
+    /// `retry_after` from now (see [`crate::backoff()`]), `error` kept (redacted) as `last_error`.
+    /// False when `owner` no longer held the row (or it was published meanwhile).
+    pub async fn mark_failed(
+        &self,
+        id: i64,
+        owner: &str,
+        error: &str,
+        retry_after: Duration,
+    ) -> Result<bool> {
+        let marked = sqlx::query(
+            "UPDATE outbox
+             SET leased_by = NULL, lease_until = NULL, next_attempt_at = now() + $3,
+                 last_error = $4
+             WHERE id = $1 AND published_at IS NULL
+               AND (leased_by = $2 OR leased_by IS NULL)",
+        )
+        .bind(id)
+        .bind(owner)
+        .bind(interval(retry_after))
+        .bind(contract::redact(error))
+        .execute(self.pool())
+        .await
+        .map_err(|e| OutboxError::sqlx("marking an event failed", e))?;
+        Ok(marked.rows_affected() == 1)
+    }
+
+    /// Deletes rows published more than `older_than` ago, `batch` rows per statement, until a
+    /// statement deletes fewer than `batch`: short statements and locks, however large the
+    /// backlog. Unpublished rows are never deleted. Returns how many rows were deleted.
+    pub async fn purge_published(&self, older_than: Duration, batch: i64) -> Result<u64> {
+        const STEP: &str = "purging published events";
+        if batch < 1 {
+            return Err(OutboxError::invalid(
+                STEP,
+                format!("batch size {batch} is under 1"),
+            ));
+        }
+        let mut total = 0;
+        loop {
+            let deleted = sqlx::query(
+                "DELETE FROM outbox WHERE id IN (
+                     SELECT id FROM outbox
+                     WHERE published_at IS NOT NULL AND published_at < now() - $1
+                     ORDER BY published_at
+                     LIMIT $2)",
+            )
+            .bind(interval(older_than))
+            .bind(batch)
+            .execute(self.pool())
+            .await
+            .map_err(|e| OutboxError::sqlx(STEP, e))?
+            .rows_affected();
+            total += deleted;
+            // `batch` is at least 1, so the cast is lossless.
+            if deleted < batch.unsigned_abs() {
+                return Ok(total);
+            }
+        }
+    }
+}
+
+/// Decodes leased rows, leaving out (and logging) those that no longer decode.
+fn decode_all(step: &'static str, rows: &[PgRow]) -> Vec<PendingEvent> {
+    let mut events: Vec<PendingEvent> = rows
+        .iter()
+        .filter_map(|row| match pending_event(row) {
+            Ok(event) => Some(event),
+            Err(error) => {
+                let error = OutboxError::sqlx(step, error);
+                let id = row.try_get::<i64, _>("id").ok();
+                tracing::error!(
+                    outbox.id = ?id,
+                    error.message = %error,
+                    "Outbox row is unreadable; it stays unpublished until it is repaired."
+                );
+                None
+            }
+        })
+        .collect();
+    // `UPDATE ... RETURNING` has no order of its own.
+    events.sort_by_key(|event| event.id);
+    events
+}
+
+fn pending_event(row: &PgRow) -> Result<PendingEvent, sqlx::Error> {
+    let Json(attributes): Json<CloudEventAttributes> = row.try_get("attributes")?;
+    Ok(PendingEvent {
+        id: row.try_get("id")?,
+        job_id: row.try_get("job_id")?,
+        event: OutboundEvent {
+            attributes,
+            request_id: row.try_get("request_id")?,
+            body: row.try_get("body")?,
+        },
+        // Never negative: the schema checks `attempts >= 0`.
+        attempts: row.try_get::<i32, _>("attempts")?.unsigned_abs(),
+        created_at: row.try_get("created_at")?,
+    })
+}

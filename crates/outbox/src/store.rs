@@ -1,0 +1,50 @@
+//! The state store: a handle on the state database's pool.
+
+use std::time::Duration;
+
+use sqlx::postgres::types::PgInterval;
+use sqlx::PgPool;
+
+/// Job state and the outbox in one PostgreSQL database (migrated with `schema::migrate`).
+/// Cheap to clone: clones share the pool.
+///
+/// Every lease and age is computed with the database's clock (`now()`), so Workers whose clocks
+/// disagree still agree on who holds what.
+#[derive(Debug, Clone)]
+pub struct Store {
+    pool: PgPool,
+}
+
+impl Store {
+    pub fn new(pool: PgPool) -> Store {
+        Store { pool }
+    }
+
+    /// The pool, for readiness checks and shutdown.
+    pub fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+}
+
+/// `duration` as a PostgreSQL interval, truncated to microseconds (the interval's precision;
+/// sqlx's own `Duration` encoding refuses sub-microsecond parts, which jittered backoffs have)
+/// and saturated at `i64::MAX` microseconds (about 292,000 years).
+pub(crate) fn interval(duration: Duration) -> PgInterval {
+    PgInterval {
+        months: 0,
+        days: 0,
+        microseconds: i64::try_from(duration.as_micros()).unwrap_or(i64::MAX),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn intervals_drop_nanoseconds_and_saturate() {
+        assert_eq!(interval(Duration::from_nanos(1_500)).microseconds, 1);
+        assert_eq!(interval(Duration::from_secs(2)).microseconds, 2_000_000);
+        assert_eq!(interval(Duration::MAX).microseconds, i64::MAX);
+    }
+}

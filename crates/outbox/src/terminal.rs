@@ -1,0 +1,224 @@
+//! Recording how a job ended: its terminal state and the outbox row of its event, together.
+
+use std::time::Duration;
+
+use contract::event::{OutboundEvent, StoredResult, TerminalStatus};
+use contract::Redacted;
+use sqlx::types::Json;
+use sqlx::{Postgres, Row, Transaction};
+use uuid::Uuid;
+
+use crate::error::{OutboxError, Result};
+use crate::store::{interval, Store};
+
+const STEP: &str = "recording a terminal state";
+
+/// How a job ended, as stored with it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TerminalOutcome {
+    /// The result object is stored (contract §7: store first, then record, then publish).
+    Completed {
+        result: StoredResult,
+    },
+    Failed {
+        error: Redacted,
+    },
+}
+
+impl TerminalOutcome {
+    pub fn status(&self) -> TerminalStatus {
+        match self {
+            TerminalOutcome::Completed { .. } => TerminalStatus::Completed,
+            TerminalOutcome::Failed { .. } => TerminalStatus::Failed,
+        }
+    }
+}
+
+/// A job's end, to be written with its event in one transaction.
+#[derive(Debug, Clone)]
+pub struct TerminalRecord<'a> {
+    pub job_id: Uuid,
+    /// `Some`: the owner of the claim that ran the job; the record is written only while that
+    /// owner still holds it. `None`: the caller holds no claim (a message whose body could not
+    /// be parsed, a job whose worker was lost); the record is written only when the job is new
+    /// (its row is then created), pending, or processing under an expired lease.
+    pub owner: Option<&'a str>,
+    /// The job's tenant, used only when the job row is created here (`owner: None`).
+    pub tenant: Option<&'a str>,
+    pub outcome: TerminalOutcome,
+    /// The event of this outcome, frozen in the outbox as it is.
+    pub event: &'a OutboundEvent,
+    /// Who publishes the event right after the commit: the outbox row is leased to it for
+    /// `lease`, so the repairer does not publish it at the same time.
+    pub publisher: &'a str,
+    pub lease: Duration,
+}
+
+/// What [`Store::record_terminal`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Recorded {
+    /// The terminal state and the outbox row are committed; the row is leased to the publisher.
+    Inserted { outbox_id: i64 },
+    /// Nothing written: the job had already ended.
+    AlreadyTerminal { status: TerminalStatus },
+    /// Nothing written: the job is held by a claim that is not the caller's (with `owner: Some`,
+    /// the claim was taken over; with `owner: None`, a live claim holds the job).
+    LostClaim,
+    /// Nothing written: an outbox row with this event's ce-id already exists (it belongs to a
+    /// job state that is not terminal, so the store was edited by hand). The transaction was
+    /// rolled back.
+    DuplicateEvent { ce_id: String },
+}
+
+impl Store {
+    /// Records the end of a job: the terminal status with its result or redacted error, and the
+    /// outbox row of its event, in one transaction (contract §5, §8). Either both are committed
+    /// or neither is.
+    pub async fn record_terminal(&self, record: &TerminalRecord<'_>) -> Result<Recorded> {
+        let status = record.outcome.status();
+        check_event(record, status)?;
+        let db = |e| OutboxError::sqlx(STEP, e);
+
+        let mut tx = self.pool().begin().await.map_err(db)?;
+        if record.owner.is_none() {
+            // A job failed before it was ever claimed has no row yet.
+            sqlx::query(
+                "INSERT INTO jobs (job_id, tenant_id, request_id, status)
+                 VALUES ($1, $2, $3, 'pending')
+                 ON CONFLICT (job_id) DO NOTHING",
+            )
+            .bind(record.job_id)
+            .bind(record.tenant)
+            .bind(record.event.request_id.as_deref())
+            .execute(&mut *tx)
+            .await
+            .map_err(db)?;
+        }
+
+        if let Some(refusal) = refusal(&mut tx, record).await? {
+            tx.rollback().await.map_err(db)?;
+            return Ok(refusal);
+        }
+
+        write_state(&mut tx, record).await?;
+
+        let inserted = sqlx::query(
+            "INSERT INTO outbox (ce_id, job_id, body, attributes, request_id, attempts,
+                                 leased_by, lease_until)
+             VALUES ($1, $2, $3, $4, $5, 1, $6, now() + $7)
+             ON CONFLICT (ce_id) DO NOTHING
+             RETURNING id",
+        )
+        .bind(record.event.ce_id())
+        .bind(record.job_id)
+        .bind(record.event.body.as_slice())
+        .bind(Json(&record.event.attributes))
+        .bind(record.event.request_id.as_deref())
+        .bind(record.publisher)
+        .bind(interval(record.lease))
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(db)?;
+        let Some(row) = inserted else {
+            tx.rollback().await.map_err(db)?;
+            return Ok(Recorded::DuplicateEvent {
+                ce_id: record.event.ce_id().to_owned(),
+            });
+        };
+        let outbox_id: i64 = row.try_get("id").map_err(db)?;
+        tx.commit().await.map_err(db)?;
+        Ok(Recorded::Inserted { outbox_id })
+    }
+}
+
+/// The event must be this job's event of this outcome: anything else is a bug of the caller
+/// that would publish a wrong event forever.
+fn check_event(record: &TerminalRecord<'_>, status: TerminalStatus) -> Result<()> {
+    let attributes = &record.event.attributes;
+    if attributes.status != status {
+        return Err(OutboxError::invalid(
+            STEP,
+            format!("a {status} outcome with a {} event", attributes.status),
+        ));
+    }
+    if attributes.subject != record.job_id.as_hyphenated().to_string() {
+        return Err(OutboxError::invalid(
+            STEP,
+            format!(
+                "the event of job {} for job {}",
+                attributes.subject, record.job_id
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Locks the job row and says why the record must not be written, if it must not.
+async fn refusal(
+    tx: &mut Transaction<'static, Postgres>,
+    record: &TerminalRecord<'_>,
+) -> Result<Option<Recorded>> {
+    let db = |e| OutboxError::sqlx(STEP, e);
+    let row = sqlx::query(
+        "SELECT status, owner, lease_expires_at <= now() AS expired
+         FROM jobs WHERE job_id = $1 FOR UPDATE",
+    )
+    .bind(record.job_id)
+    .fetch_optional(&mut **tx)
+    .await
+    .map_err(db)?;
+    // Only a claimed record can miss its row (it is created above otherwise): never claimed.
+    let Some(row) = row else {
+        return Ok(Some(Recorded::LostClaim));
+    };
+    let status: String = row.try_get("status").map_err(db)?;
+    if let Ok(status) = status.parse::<TerminalStatus>() {
+        return Ok(Some(Recorded::AlreadyTerminal { status }));
+    }
+    let holder: Option<String> = row.try_get("owner").map_err(db)?;
+    let expired: Option<bool> = row.try_get("expired").map_err(db)?;
+    let allowed = match record.owner {
+        Some(owner) => status == "processing" && holder.as_deref() == Some(owner),
+        None => status == "pending" || expired == Some(true),
+    };
+    Ok((!allowed).then_some(Recorded::LostClaim))
+}
+
+/// Sets the job's terminal status with its result or error.
+async fn write_state(
+    tx: &mut Transaction<'static, Postgres>,
+    record: &TerminalRecord<'_>,
+) -> Result<()> {
+    let (path, hmac, size, rows, error) = match &record.outcome {
+        TerminalOutcome::Completed { result } => (
+            Some(result.path.as_str()),
+            Some(result.hmac.as_str()),
+            Some(to_i64("sizeBytes", result.size_bytes)?),
+            Some(to_i64("rowCount", result.row_count)?),
+            None,
+        ),
+        TerminalOutcome::Failed { error } => (None, None, None, None, Some(error.as_str())),
+    };
+    sqlx::query(
+        "UPDATE jobs SET status = $2, result_path = $3, result_hmac = $4, result_size_bytes = $5,
+                         result_row_count = $6, error_message = $7, lease_expires_at = NULL,
+                         finished_at = now(), updated_at = now()
+         WHERE job_id = $1",
+    )
+    .bind(record.job_id)
+    .bind(record.outcome.status().as_str())
+    .bind(path)
+    .bind(hmac)
+    .bind(size)
+    .bind(rows)
+    .bind(error)
+    .execute(&mut **tx)
+    .await
+    .map_err(|e| OutboxError::sqlx(STEP, e))?;
+    Ok(())
+}
+
+fn to_i64(what: &str, value: u64) -> Result<i64> {
+    i64::try_from(value)
+        .map_err(|_| OutboxError::invalid(STEP, format!("{what} {value} exceeds a bigint")))
+}

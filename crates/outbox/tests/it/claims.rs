@@ -1,0 +1,303 @@
+//! Job claims: atomicity, takeover of expired leases, terminal jobs, heartbeats.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use contract::event::TerminalStatus;
+use outbox::{Claim, ClaimRequest, Recorded, WORKER_LOST};
+use serde_json::json;
+use tokio::sync::Barrier;
+use uuid::Uuid;
+
+use crate::support::{claim_request, claimed, completed, failed, metadata, record, TestDb, LONG};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn twenty_concurrent_claims_of_one_job_acquire_it_once() {
+    let db = TestDb::migrated().await;
+    let store = db.store_with(20).await;
+    let job_id = Uuid::new_v4();
+    let barrier = Arc::new(Barrier::new(20));
+    let mut tasks = tokio::task::JoinSet::new();
+    for i in 0..20 {
+        let store = store.clone();
+        let barrier = barrier.clone();
+        tasks.spawn(async move {
+            let owner = format!("worker-{i}");
+            let metadata = metadata();
+            barrier.wait().await;
+            store
+                .claim(&claim_request(job_id, &owner, LONG, &metadata))
+                .await
+                .expect("claim")
+        });
+    }
+    let claims = tasks.join_all().await;
+    let acquired = claims
+        .iter()
+        .filter(|c| matches!(c, Claim::Acquired { attempt: 1 }))
+        .count();
+    let busy = claims
+        .iter()
+        .filter(|c| matches!(c, Claim::Busy { .. }))
+        .count();
+    assert_eq!((acquired, busy), (1, 19), "{claims:?}");
+    let job = db.store.job(job_id).await.expect("read").expect("job row");
+    assert_eq!(job.status, "processing");
+    assert_eq!(job.attempts, 1);
+    store.pool().close().await;
+    db.drop().await;
+}
+
+#[tokio::test]
+async fn a_new_job_is_stored_with_its_message() {
+    let db = TestDb::migrated().await;
+    let job_id = Uuid::new_v4();
+    let metadata = metadata();
+    let spec = json!({"mappedFields": {"ledger": {"accounts": ["id", "name"]}}, "filters": {}});
+    let request = ClaimRequest {
+        tenant: Some("acme"),
+        spec: Some(&spec),
+        ..claim_request(job_id, "worker-a", LONG, &metadata)
+    };
+    assert_eq!(
+        db.store.claim(&request).await.expect("claim"),
+        Claim::Acquired { attempt: 1 }
+    );
+    let job = db.store.job(job_id).await.expect("read").expect("job row");
+    assert_eq!(job.status, "processing");
+    assert_eq!(job.tenant_id.as_deref(), Some("acme"));
+    assert_eq!(job.request_id.as_deref(), Some("req-1"));
+    assert_eq!(job.metadata, metadata);
+    assert_eq!(job.spec, Some(spec));
+    assert_eq!(job.owner.as_deref(), Some("worker-a"));
+    assert!(job.lease_expires_at.expect("lease") > job.started_at.expect("started"));
+    assert!(job.finished_at.is_none());
+    assert!(db.store.job(Uuid::new_v4()).await.expect("read").is_none());
+    db.drop().await;
+}
+
+#[tokio::test]
+async fn a_live_lease_is_busy_even_for_its_own_owner() {
+    let db = TestDb::migrated().await;
+    let job_id = claimed(&db.store, "worker-a").await;
+    let metadata = metadata();
+    for owner in ["worker-b", "worker-a"] {
+        let claim = db
+            .store
+            .claim(&claim_request(job_id, owner, LONG, &metadata))
+            .await
+            .expect("claim");
+        assert!(matches!(claim, Claim::Busy { .. }), "{owner}: {claim:?}");
+    }
+    db.drop().await;
+}
+
+#[tokio::test]
+async fn an_expired_lease_is_taken_over_and_the_old_owner_loses_the_job() {
+    let db = TestDb::migrated().await;
+    let job_id = Uuid::new_v4();
+    let metadata = metadata();
+    let short = Duration::from_millis(200);
+    let first = db
+        .store
+        .claim(&claim_request(job_id, "worker-a", short, &metadata))
+        .await
+        .expect("claim");
+    assert_eq!(first, Claim::Acquired { attempt: 1 });
+    tokio::time::sleep(Duration::from_millis(400)).await;
+
+    let second = db
+        .store
+        .claim(&claim_request(job_id, "worker-b", LONG, &metadata))
+        .await
+        .expect("claim");
+    assert_eq!(second, Claim::Acquired { attempt: 2 });
+    assert!(!db
+        .store
+        .renew_lease(job_id, "worker-a", LONG)
+        .await
+        .expect("renew"));
+    let recorded = record(
+        &db.store,
+        job_id,
+        Some("worker-a"),
+        completed(job_id),
+        "worker-a",
+        LONG,
+    )
+    .await;
+    assert_eq!(recorded, Recorded::LostClaim);
+    let job = db.store.job(job_id).await.expect("read").expect("job row");
+    assert_eq!(
+        (job.status.as_str(), job.owner.as_deref()),
+        ("processing", Some("worker-b"))
+    );
+    db.drop().await;
+}
+
+#[tokio::test]
+async fn renewing_keeps_the_lease_alive() {
+    let db = TestDb::migrated().await;
+    let job_id = Uuid::new_v4();
+    let metadata = metadata();
+    let short = Duration::from_millis(300);
+    db.store
+        .claim(&claim_request(job_id, "worker-a", short, &metadata))
+        .await
+        .expect("claim");
+    assert!(db
+        .store
+        .renew_lease(job_id, "worker-a", LONG)
+        .await
+        .expect("renew"));
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let claim = db
+        .store
+        .claim(&claim_request(job_id, "worker-b", LONG, &metadata))
+        .await
+        .expect("claim");
+    assert!(matches!(claim, Claim::Busy { .. }), "{claim:?}");
+    db.drop().await;
+}
+
+#[tokio::test]
+async fn a_pending_job_is_acquired_and_keeps_its_stored_message() {
+    let db = TestDb::migrated().await;
+    let job_id = Uuid::new_v4();
+    sqlx::query(
+        "INSERT INTO jobs (job_id, tenant_id, metadata) VALUES ($1, 'acme', '{\"source\":\"x\"}')",
+    )
+    .bind(job_id)
+    .execute(db.pool())
+    .await
+    .expect("pending job");
+    let metadata = metadata();
+    let claim = db
+        .store
+        .claim(&claim_request(job_id, "worker-a", LONG, &metadata))
+        .await
+        .expect("claim");
+    assert_eq!(claim, Claim::Acquired { attempt: 1 });
+    let job = db.store.job(job_id).await.expect("read").expect("job row");
+    assert_eq!(job.tenant_id.as_deref(), Some("acme"));
+    assert_eq!(job.metadata.get("source"), Some(&json!("x")));
+    assert_eq!(job.request_id.as_deref(), Some("req-1"), "a gap is filled");
+    db.drop().await;
+}
+
+#[tokio::test]
+async fn a_terminal_job_reports_whether_its_event_was_published() {
+    let db = TestDb::migrated().await;
+    let job_id = claimed(&db.store, "worker-a").await;
+    let Recorded::Inserted { outbox_id } = record(
+        &db.store,
+        job_id,
+        Some("worker-a"),
+        completed(job_id),
+        "worker-a",
+        LONG,
+    )
+    .await
+    else {
+        panic!("not recorded");
+    };
+    let metadata = metadata();
+    let again = claim_request(job_id, "worker-b", LONG, &metadata);
+    assert_eq!(
+        db.store.claim(&again).await.expect("claim"),
+        Claim::Terminal {
+            status: TerminalStatus::Completed,
+            event_published: false
+        }
+    );
+    assert_eq!(
+        db.store
+            .mark_published(&[outbox_id], "worker-a")
+            .await
+            .expect("mark"),
+        1
+    );
+    assert_eq!(
+        db.store.claim(&again).await.expect("claim"),
+        Claim::Terminal {
+            status: TerminalStatus::Completed,
+            event_published: true
+        }
+    );
+    let job = db.store.job(job_id).await.expect("read").expect("job row");
+    assert_eq!(job.attempts, 1, "a terminal job is never claimed again");
+    db.drop().await;
+}
+
+#[tokio::test]
+async fn lost_workers_jobs_are_listed_and_failed_unless_taken_over() {
+    let db = TestDb::migrated().await;
+    let metadata = metadata();
+    let lost = Uuid::new_v4();
+    let retaken = Uuid::new_v4();
+    let live = claimed(&db.store, "worker-live").await;
+    for job_id in [lost, retaken] {
+        db.store
+            .claim(&claim_request(
+                job_id,
+                "worker-gone",
+                Duration::from_millis(100),
+                &metadata,
+            ))
+            .await
+            .expect("claim");
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    let expired = db
+        .store
+        .expired_jobs(Duration::from_millis(100), 10)
+        .await
+        .expect("expired");
+    let mut ids: Vec<Uuid> = expired.iter().map(|j| j.job_id).collect();
+    ids.sort();
+    let mut expected = vec![lost, retaken];
+    expected.sort();
+    assert_eq!(ids, expected, "the live job is not listed: {live}");
+    assert!(expired
+        .iter()
+        .all(|j| j.owner.as_deref() == Some("worker-gone") && j.metadata == metadata));
+    assert!(db
+        .store
+        .expired_jobs(Duration::from_secs(60), 10)
+        .await
+        .expect("expired")
+        .is_empty());
+
+    // A redelivery takes one over before the Worker fails them.
+    db.store
+        .claim(&claim_request(retaken, "worker-new", LONG, &metadata))
+        .await
+        .expect("claim");
+    for job_id in [lost, retaken, live] {
+        let recorded = record(
+            &db.store,
+            job_id,
+            None,
+            failed(job_id, WORKER_LOST),
+            "sweeper",
+            LONG,
+        )
+        .await;
+        let expected = if job_id == lost {
+            "inserted"
+        } else {
+            "lost claim"
+        };
+        let got = match recorded {
+            Recorded::Inserted { .. } => "inserted",
+            Recorded::LostClaim => "lost claim",
+            _ => "other",
+        };
+        assert_eq!(got, expected, "{job_id}");
+    }
+    let job = db.store.job(lost).await.expect("read").expect("job row");
+    assert_eq!(job.status, "failed");
+    assert_eq!(job.error_message.as_deref(), Some(WORKER_LOST));
+    db.drop().await;
+}

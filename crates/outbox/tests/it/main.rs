@@ -1,0 +1,6 @@
+mod claims;
+mod errors;
+mod relay;
+mod retention;
+mod support;
+mod terminal;

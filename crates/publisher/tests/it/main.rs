@@ -1,0 +1,5 @@
+mod batch;
+mod headers;
+mod metrics;
+mod routing;
+mod support;

@@ -1,0 +1,144 @@
+//! Settings from the environment (contract §9): the upstream variable names, validated at
+//! start, every problem reported at once, no secret ever printed.
+
+mod reader;
+#[cfg(test)]
+mod tests;
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::time::Duration;
+
+use engine::connection::ConnectionConfig;
+use engine::EngineConfig;
+use secrecy::SecretString;
+
+use crate::storage::StorageConfig;
+use reader::Reader;
+
+/// The default work queue.
+pub const DEFAULT_WORK_QUEUE: &str = "fetcher.extract-external-data.queue";
+
+/// Everything the Worker runs with.
+#[derive(Debug)]
+pub struct Settings {
+    /// The key set derived from `APP_ENC_KEY` (its `Debug` prints no key).
+    pub keys: crypto::KeySet,
+    /// `APP_ENC_KEY_VERSION`: the version stored passwords must carry.
+    pub key_version: String,
+    pub amqp: AmqpSettings,
+    pub database: DatabaseSettings,
+    pub storage: StorageConfig,
+    pub engine: EngineConfig,
+    pub http: HttpSettings,
+    pub shutdown: ShutdownSettings,
+    pub outbox: OutboxSettings,
+    pub jobs: JobSettings,
+    pub log: LogSettings,
+    /// `DATASOURCE_<NAME>_*`, by connection name.
+    pub datasources: BTreeMap<String, ConnectionConfig>,
+}
+
+#[derive(Debug, Clone)]
+pub struct AmqpSettings {
+    /// Built from `RABBITMQ_URI` (scheme), `_HOST`, `_PORT_AMQP`, `_DEFAULT_USER`,
+    /// `_DEFAULT_PASS` and `RABBITMQ_VHOST`; or `RABBITMQ_URI` itself when it is a whole URI.
+    pub uri: SecretString,
+    pub work_queue: String,
+    pub events_exchange: String,
+    /// `RABBITMQ_NUMBERS_OF_WORKERS`: prefetch and concurrent jobs (≤0 → 5).
+    pub consumers: u16,
+    pub allow_legacy_body_signature: bool,
+    /// `STREAMING_CLOUDEVENTS_SOURCE`.
+    pub cloudevents_source: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct DatabaseSettings {
+    /// `DATABASE_URL`: the Worker's PostgreSQL state database.
+    pub url: SecretString,
+    pub max_connections: u32,
+    /// `DATABASE_RUN_MIGRATIONS` (default true).
+    pub run_migrations: bool,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct HttpSettings {
+    /// `HEALTH_PORT` (default 4007; 0 picks a free port).
+    pub port: u16,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct ShutdownSettings {
+    /// `READYZ_DRAIN_DELAY_SEC` (default 12): how long `/readyz` says 503 before consuming stops.
+    pub readyz_drain_delay: Duration,
+    /// `SHUTDOWN_GRACE_SEC` (default 330): the longest in-flight jobs get to finish.
+    pub grace: Duration,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct OutboxSettings {
+    /// `OUTBOX_REPAIR_INTERVAL_SEC` (default 30).
+    pub repair_interval: Duration,
+    /// `OUTBOX_REPAIR_BATCH` (default 25).
+    pub repair_batch: i64,
+    /// `OUTBOX_REPAIR_GRACE_SEC` (default 10): rows younger than this are left to the normal path.
+    pub repair_grace: Duration,
+    /// `OUTBOX_RETENTION_HOURS` (default 168): published rows are deleted after this long.
+    pub retention: Duration,
+}
+
+#[derive(Debug, Clone)]
+pub struct JobSettings {
+    /// `JOB_LEASE_SEC` (default 30): a claim lasts this long and is renewed while the job runs;
+    /// a job whose Worker died is taken over once it lapses.
+    pub lease: Duration,
+    /// `WORKER_ID` (default: host name, process id and a random suffix).
+    pub worker_id: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct LogSettings {
+    /// `LOG_LEVEL` (default `info`): a `tracing` filter.
+    pub level: String,
+    /// `LOG_FORMAT=json` for JSON lines; human-readable otherwise.
+    pub json: bool,
+}
+
+/// Every problem found in the environment, each naming its variable and never its value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    pub problems: Vec<String>,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "the Worker cannot start, its configuration has {} problem(s):", self.problems.len())?;
+        for problem in &self.problems {
+            write!(f, "\n  - {problem}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+impl Settings {
+    /// Reads the process environment.
+    pub fn from_env() -> Result<Settings, ConfigError> {
+        Settings::from_vars(std::env::vars_os().filter_map(|(k, v)| {
+            Some((k.into_string().ok()?, v.into_string().ok()?))
+        }))
+    }
+
+    /// Reads settings from variables (the environment, or a test's map).
+    pub fn from_vars(vars: impl IntoIterator<Item = (String, String)>) -> Result<Settings, ConfigError> {
+        let vars: BTreeMap<String, String> = vars.into_iter().collect();
+        let mut r = Reader::new(&vars);
+        let settings = reader::read(&mut r, &vars);
+        match (settings, r.into_problems()) {
+            (Some(settings), problems) if problems.is_empty() => Ok(settings),
+            (_, problems) => Err(ConfigError { problems }),
+        }
+    }
+}

@@ -1,0 +1,296 @@
+//! Storage errors, named after the step that failed, with texts safe to log and publish.
+
+use std::error::Error as StdError;
+use std::fmt;
+
+use aws_sdk_s3::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
+
+/// Result of a storage operation.
+pub type Result<T, E = StorageError> = std::result::Result<T, E>;
+
+/// A failed storage step.
+///
+/// Every text is redacted: it never contains the credentials, the endpoint URL or its host, nor
+/// any network address (see [`contract::redact`]). Object keys and the bucket name do appear:
+/// they are not secrets, and an operator needs them.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StorageError {
+    /// The storage settings are unusable; every problem is listed.
+    #[error("Invalid object storage settings: {}", problems.join("; "))]
+    InvalidConfig { problems: Vec<String> },
+
+    /// The object key cannot be built, e.g. a tenant id that would leave its folder.
+    #[error("Invalid object key: {reason}")]
+    InvalidKey { reason: String },
+
+    /// The object needs more parts than S3 allows in one multipart upload.
+    #[error("Object {key} is too large to store: {text_bytes} bytes need {parts} parts, S3 allows at most {max_parts}")]
+    ObjectTooLarge {
+        key: String,
+        text_bytes: u64,
+        parts: u64,
+        max_parts: u64,
+    },
+
+    #[error("Failed to put object {key}: {cause}")]
+    Put { key: String, cause: Cause },
+
+    #[error("Failed to start the multipart upload of object {key}: {cause}")]
+    CreateMultipart { key: String, cause: Cause },
+
+    #[error("Failed to upload part {part_number} of object {key}: {cause}")]
+    UploadPart {
+        key: String,
+        part_number: i32,
+        cause: Cause,
+    },
+
+    #[error("Failed to complete the multipart upload of object {key}: {cause}")]
+    CompleteMultipart { key: String, cause: Cause },
+
+    /// `get` of a key that holds no object.
+    #[error("Object {key} does not exist")]
+    NotFound { key: String },
+
+    #[error("Failed to get object {key}: {cause}")]
+    Get { key: String, cause: Cause },
+
+    #[error("Failed to delete object {key}: {cause}")]
+    Delete { key: String, cause: Cause },
+
+    #[error("Failed to check whether object {key} exists: {cause}")]
+    HeadObject { key: String, cause: Cause },
+
+    /// The configured bucket does not exist (readiness fails until it does).
+    #[error("Object storage bucket {bucket} does not exist")]
+    BucketNotFound { bucket: String },
+
+    #[error("Failed to reach object storage bucket {bucket}: {cause}")]
+    HeadBucket { bucket: String, cause: Cause },
+
+    #[error("Failed to create object storage bucket {bucket}: {cause}")]
+    CreateBucket { bucket: String, cause: Cause },
+}
+
+impl StorageError {
+    /// Whether trying the same job again later may succeed: network failures, timeouts,
+    /// throttling and server errors. Misconfiguration (bad settings or credentials, a missing
+    /// bucket) and bad input are not retriable: the job fails instead of looping.
+    ///
+    /// The SDK has already retried each request (standard mode, 3 attempts) before this is asked.
+    pub fn is_retriable(&self) -> bool {
+        match self {
+            StorageError::InvalidConfig { .. }
+            | StorageError::InvalidKey { .. }
+            | StorageError::ObjectTooLarge { .. }
+            | StorageError::NotFound { .. }
+            | StorageError::BucketNotFound { .. } => false,
+            StorageError::Put { cause, .. }
+            | StorageError::CreateMultipart { cause, .. }
+            | StorageError::UploadPart { cause, .. }
+            | StorageError::CompleteMultipart { cause, .. }
+            | StorageError::Get { cause, .. }
+            | StorageError::Delete { cause, .. }
+            | StorageError::HeadObject { cause, .. }
+            | StorageError::HeadBucket { cause, .. }
+            | StorageError::CreateBucket { cause, .. } => cause.is_retriable(),
+        }
+    }
+}
+
+/// Why an S3 request failed: a redacted text and whether the failure is transient.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cause {
+    message: String,
+    retriable: bool,
+}
+
+impl Cause {
+    /// The redacted text.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    pub fn is_retriable(&self) -> bool {
+        self.retriable
+    }
+}
+
+impl fmt::Display for Cause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+/// Turns SDK errors into [`Cause`]s, removing what the generic [`contract::redact`] cannot know
+/// about: the configured credentials and the endpoint's host (a bare host name has no port or
+/// scheme for the generic rules to catch).
+#[derive(Clone)]
+pub(crate) struct Scrubber {
+    literals: Vec<String>,
+}
+
+/// Hosts shorter than this are not scrubbed literally: replacing a name like `s3` everywhere
+/// would mangle the rest of the text. Such a host still loses its port and scheme to `redact`.
+const MIN_SCRUBBED_HOST_LEN: usize = 4;
+
+impl Scrubber {
+    pub(crate) fn new(endpoint: Option<&str>, secrets: &[&str]) -> Self {
+        let mut literals: Vec<String> = secrets
+            .iter()
+            .filter(|secret| !secret.is_empty())
+            .map(|secret| (*secret).to_owned())
+            .collect();
+        if let Some(endpoint) = endpoint.filter(|endpoint| !endpoint.is_empty()) {
+            literals.push(endpoint.to_owned());
+            let authority = endpoint
+                .split_once("://")
+                .map_or(endpoint, |(_, rest)| rest)
+                .split(['/', '?', '#'])
+                .next()
+                .unwrap_or_default();
+            let host_port = authority.rsplit('@').next().unwrap_or(authority);
+            let host = match host_port.strip_prefix('[') {
+                Some(bracketed) => bracketed.split(']').next().unwrap_or_default(),
+                None => host_port.split(':').next().unwrap_or_default(),
+            };
+            literals.push(host_port.to_owned());
+            if host.len() >= MIN_SCRUBBED_HOST_LEN {
+                literals.push(host.to_owned());
+            }
+        }
+        // Longest first, so a host inside the endpoint URL does not leave the URL's remains.
+        literals.sort_by_key(|literal| std::cmp::Reverse(literal.len()));
+        literals.dedup();
+        Self { literals }
+    }
+
+    /// Redacts any text about to leave the store.
+    pub(crate) fn text(&self, text: &str) -> String {
+        let mut out = text.to_owned();
+        for literal in &self.literals {
+            if out.contains(literal.as_str()) {
+                out = out.replace(literal.as_str(), "[redacted]");
+            }
+        }
+        contract::redact(&out)
+    }
+
+    /// A [`Cause`] from a failed SDK call, with its full cause chain (the SDK's own `Display`
+    /// says only "service error" or "dispatch failure").
+    pub(crate) fn sdk<E>(&self, error: &SdkError<E>) -> Cause
+    where
+        E: StdError + ProvideErrorMetadata + 'static,
+    {
+        Cause {
+            message: self.text(&DisplayErrorContext(error).to_string()),
+            retriable: sdk_is_retriable(error),
+        }
+    }
+
+    /// A [`Cause`] from any other failure on the way (reading a body, a failed upload task).
+    pub(crate) fn other(&self, error: &dyn fmt::Display, retriable: bool) -> Cause {
+        Cause {
+            message: self.text(&error.to_string()),
+            retriable,
+        }
+    }
+}
+
+impl fmt::Debug for Scrubber {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // The literals are the secrets themselves.
+        f.write_str("Scrubber(<redacted>)")
+    }
+}
+
+/// S3 error codes that mean "slow down" or "try again", whatever the HTTP status.
+const TRANSIENT_CODES: &[&str] = &[
+    "RequestTimeout",
+    "RequestTimeTooSkewed",
+    "SlowDown",
+    "Throttling",
+    "ThrottlingException",
+    "InternalError",
+    "ServiceUnavailable",
+    "OperationAborted",
+];
+
+fn sdk_is_retriable<E: ProvideErrorMetadata>(error: &SdkError<E>) -> bool {
+    match error {
+        SdkError::TimeoutError(_) | SdkError::ResponseError(_) => true,
+        SdkError::DispatchFailure(failure) => !failure.is_user(),
+        SdkError::ServiceError(service) => {
+            let status = service.raw().status();
+            status.is_server_error()
+                || status.as_u16() == 429
+                || service
+                    .err()
+                    .code()
+                    .is_some_and(|code| TRANSIENT_CODES.contains(&code))
+        }
+        // Construction failures are bugs or bad settings; unknown kinds are not guessed at.
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn credentials_and_endpoint_host_are_scrubbed() {
+        let scrubber = Scrubber::new(
+            Some("https://user@storage.internal.example:9443/base"),
+            &["AKIDEXAMPLE", "very-secret-key"],
+        );
+        let text = scrubber.text(
+            "signature for AKIDEXAMPLE with very-secret-key failed at storage.internal.example \
+             (https://user@storage.internal.example:9443/base)",
+        );
+        for leaked in [
+            "AKIDEXAMPLE",
+            "very-secret-key",
+            "storage.internal.example",
+            "9443",
+        ] {
+            assert!(!text.contains(leaked), "{leaked} in {text}");
+        }
+        assert!(text.starts_with("signature for [redacted] with [redacted] failed at"));
+    }
+
+    #[test]
+    fn short_hosts_are_left_to_the_generic_rules() {
+        let scrubber = Scrubber::new(Some("http://s3:9000"), &[]);
+        assert_eq!(
+            scrubber.text("aws-sdk-s3 could not reach s3:9000"),
+            "aws-sdk-s3 could not reach [redacted]"
+        );
+    }
+
+    #[test]
+    fn ipv6_endpoints_are_scrubbed() {
+        let scrubber = Scrubber::new(Some("http://[fd00::5]:9000"), &[]);
+        let text = scrubber.text("connect to [fd00::5]:9000 refused; host fd00::5");
+        assert!(!text.contains("fd00"), "{text}");
+    }
+
+    #[test]
+    fn validation_errors_list_every_problem() {
+        let error = StorageError::InvalidConfig {
+            problems: vec!["bucket is empty".into(), "part size too small".into()],
+        };
+        assert_eq!(
+            error.to_string(),
+            "Invalid object storage settings: bucket is empty; part size too small"
+        );
+        assert!(!error.is_retriable());
+    }
+
+    #[test]
+    fn debug_of_the_scrubber_shows_no_literal() {
+        let scrubber = Scrubber::new(None, &["very-secret-key"]);
+        assert!(!format!("{scrubber:?}").contains("very-secret-key"));
+    }
+}

@@ -1,0 +1,17 @@
+//! Sealed results in S3-compatible object storage (contract §2, §7).
+//!
+//! - [`config`]: [`StorageConfig`], filled by the Worker's configuration module.
+//! - [`key`]: [`object_key`], the key rule (`prefix + [tenant/] + external-data/<jobId>.json`).
+//! - [`store`]: [`ObjectStore`], the SDK client wrapped as a service (put, get, delete, exists,
+//!   readiness).
+//! - [`error`]: [`StorageError`], named after the failed step, with `is_retriable`.
+
+pub mod config;
+pub mod error;
+pub mod key;
+pub mod store;
+
+pub use config::{StaticCredentials, StorageConfig};
+pub use error::{Cause, StorageError};
+pub use key::{object_key, ObjectKey};
+pub use store::ObjectStore;
