@@ -3,7 +3,7 @@
 use std::error::Error as StdError;
 use std::fmt;
 
-use aws_sdk_s3::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
+use aws_sdk_s3::error::{ProvideErrorMetadata, SdkError};
 
 /// Result of a storage operation.
 pub type Result<T, E = StorageError> = std::result::Result<T, E>;
@@ -177,14 +177,22 @@ impl Scrubber {
         contract::redact(&out)
     }
 
-    /// A [`Cause`] from a failed SDK call, with its full cause chain (the SDK's own `Display`
-    /// says only "service error" or "dispatch failure").
+    /// A [`Cause`] from a failed SDK call: its whole chain of causes (the SDK's own `Display`
+    /// says only "service error" or "dispatch failure") and, for an error response, the HTTP
+    /// status.
+    ///
+    /// Not `DisplayErrorContext`: it appends the error's `Debug`, which holds the raw response
+    /// (headers and body); an S3 error body may echo the access key id and the string to sign.
     pub(crate) fn sdk<E>(&self, error: &SdkError<E>) -> Cause
     where
         E: StdError + ProvideErrorMetadata + 'static,
     {
+        let mut message = cause_chain(error);
+        if let SdkError::ServiceError(service) = error {
+            message.push_str(&format!(" (HTTP {})", service.raw().status().as_u16()));
+        }
         Cause {
-            message: self.text(&DisplayErrorContext(error).to_string()),
+            message: self.text(&message),
             retriable: sdk_is_retriable(error),
         }
     }
@@ -203,6 +211,21 @@ impl fmt::Debug for Scrubber {
         // The literals are the secrets themselves.
         f.write_str("Scrubber(<redacted>)")
     }
+}
+
+/// `error: source: source's source: …`, leaving out a text its predecessor already ends with.
+fn cause_chain(error: &(dyn StdError + 'static)) -> String {
+    let mut out = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let text = cause.to_string();
+        if !text.is_empty() && !out.ends_with(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        source = cause.source();
+    }
+    out
 }
 
 /// S3 error codes that mean "slow down" or "try again", whatever the HTTP status.

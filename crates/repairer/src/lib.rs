@@ -1,0 +1,20 @@
+//! Getting recorded job events onto the broker: the relay that publishes leased outbox rows and
+//! marks them, and the repairer that, every 30 s, leases whatever was never published and
+//! relays it again (contract §8, at least once).
+//!
+//! # Layout
+//! - [`relay`]: publish a batch of leased rows, mark the confirmed ones published and back
+//!   off the others. Used by the Worker right after a commit, and by the repairer.
+//! - [`repair`]: [`Repairer`], its config, its loop ([`Repairer::run`]) and its testable step
+//!   ([`Repairer::repair_once`]).
+//! - [`metrics`]: the counters both record.
+//!
+//! Depends on `outbox` and `publisher` only (plus `contract` for types); knows nothing of jobs'
+//! extraction or storage.
+
+pub mod metrics;
+pub mod relay;
+pub mod repair;
+
+pub use relay::{relay, RelayReport};
+pub use repair::{PassReport, Repairer, RepairerConfig};

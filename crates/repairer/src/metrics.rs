@@ -1,0 +1,15 @@
+//! Counters of the relay and the repairer. Labels stay low-cardinality (routing key, reason).
+
+/// Counter: events published again by the repairer (their first publish did not land).
+pub const REPUBLISHED: &str = "events_republished_total";
+/// Counter: repair passes, by outcome (`ok`, `error`).
+pub const REPAIR_PASSES: &str = "outbox_repair_passes_total";
+
+pub(crate) fn republished(routing_key: &'static str) {
+    metrics::counter!(REPUBLISHED, "routing_key" => routing_key).increment(1);
+}
+
+pub(crate) fn repair_pass(ok: bool) {
+    let outcome = if ok { "ok" } else { "error" };
+    metrics::counter!(REPAIR_PASSES, "outcome" => outcome).increment(1);
+}
