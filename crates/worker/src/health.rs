@@ -82,7 +82,10 @@ impl Readiness {
             (false, true) => "ready",
             (false, false) => "not ready",
         };
-        (all_up && !draining, json!({"status": status, "checks": checks}))
+        (
+            all_up && !draining,
+            json!({"status": status, "checks": checks}),
+        )
     }
 }
 

@@ -2,8 +2,23 @@
 //! health and metrics, and graceful drain. `main.rs` only starts it.
 //!
 //! # Layout
+//! - [`config`]: settings from the environment, every problem reported at once.
+//! - [`startup`]: [`startup::Application`]: wiring, the run, the drain.
+//! - [`amqp`]: the work queue's topology, headers and consumer.
+//! - [`job`]: one delivery to its terminal outcome; the sweeper of lost jobs.
 //! - [`storage`]: sealed results in S3-compatible object storage (contract §7).
+//! - [`health`], [`checks`]: `/health`, `/readyz`, `/metrics`.
+//! - [`metrics`]: metric names and helpers. [`telemetry`]: logs. [`shutdown`]: the signal.
 //!
 //! This crate wires the libraries together; it is the only one that knows every dependency.
 
+pub mod amqp;
+pub mod checks;
+pub mod config;
+pub mod health;
+pub mod job;
+pub mod metrics;
+pub mod shutdown;
+pub mod startup;
 pub mod storage;
+pub mod telemetry;

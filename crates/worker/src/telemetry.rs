@@ -17,7 +17,12 @@ pub fn init(settings: &LogSettings) {
     let registry = tracing_subscriber::registry().with(filter);
     let installed = if settings.json {
         registry
-            .with(fmt::layer().json().flatten_event(true).with_current_span(true))
+            .with(
+                fmt::layer()
+                    .json()
+                    .flatten_event(true)
+                    .with_current_span(true),
+            )
             .try_init()
     } else {
         registry.with(fmt::layer().with_target(false)).try_init()

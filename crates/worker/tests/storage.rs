@@ -252,7 +252,6 @@ async fn head_bucket_fails_clearly_on_a_missing_bucket() {
     let store = ObjectStore::new(s3::config(&name)).await.expect("store");
 
     let error = store.head_bucket().await.expect_err("bucket is missing");
-    eprintln!("TMPDBG {error}");
 
     assert!(
         matches!(error, StorageError::BucketNotFound { .. }),
@@ -297,11 +296,13 @@ async fn an_unreachable_endpoint_fails_without_naming_it_or_the_secret() {
             small,
             large,
             store.head_bucket().await.expect_err("unreachable"),
-            store.get("external-data/x.json").await.expect_err("unreachable"),
+            store
+                .get("external-data/x.json")
+                .await
+                .expect_err("unreachable"),
         ];
 
         for error in errors {
-            eprintln!("TMPDBG {error}");
             let texts = [error.to_string(), format!("{error:?}")];
             for text in texts {
                 for leaked in [
@@ -335,7 +336,6 @@ async fn a_wrong_secret_fails_without_retrying_or_leaking_it() {
             .put_sealed("external-data/x.json", cipher().seal_raw(b"x".to_vec()))
             .await
             .expect_err("bad signature");
-        eprintln!("TMPDBG {error}");
 
         assert!(matches!(error, StorageError::Put { .. }), "{error}");
         assert!(!error.is_retriable(), "{error}");

@@ -78,7 +78,7 @@ pub(crate) fn write_timestamp(w: &mut W, at: NaiveDateTime) -> Result<(), JsonEr
         buf[len] = b'.';
         len += 1;
         let mut digits = 9;
-        while nanos % 10 == 0 {
+        while nanos.is_multiple_of(10) {
             nanos /= 10;
             digits -= 1;
         }

@@ -113,7 +113,11 @@ pub struct ConfigError {
 
 impl fmt::Display for ConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "the Worker cannot start, its configuration has {} problem(s):", self.problems.len())?;
+        write!(
+            f,
+            "the Worker cannot start, its configuration has {} problem(s):",
+            self.problems.len()
+        )?;
         for problem in &self.problems {
             write!(f, "\n  - {problem}")?;
         }
@@ -126,13 +130,16 @@ impl std::error::Error for ConfigError {}
 impl Settings {
     /// Reads the process environment.
     pub fn from_env() -> Result<Settings, ConfigError> {
-        Settings::from_vars(std::env::vars_os().filter_map(|(k, v)| {
-            Some((k.into_string().ok()?, v.into_string().ok()?))
-        }))
+        Settings::from_vars(
+            std::env::vars_os()
+                .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?))),
+        )
     }
 
     /// Reads settings from variables (the environment, or a test's map).
-    pub fn from_vars(vars: impl IntoIterator<Item = (String, String)>) -> Result<Settings, ConfigError> {
+    pub fn from_vars(
+        vars: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<Settings, ConfigError> {
         let vars: BTreeMap<String, String> = vars.into_iter().collect();
         let mut r = Reader::new(&vars);
         let settings = reader::read(&mut r, &vars);

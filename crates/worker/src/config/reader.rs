@@ -97,11 +97,10 @@ pub(super) fn read(r: &mut Reader<'_>, vars: &BTreeMap<String, String>) -> Optio
     let database = database(r);
     let storage = storage(r);
     let engine = engine(r);
-    let datasources = engine::connection::from_env_vars(
-        vars.iter().map(|(k, v)| (k.clone(), v.clone())),
-    )
-    .map_err(|e| r.problem(e.to_string()))
-    .ok();
+    let datasources =
+        engine::connection::from_env_vars(vars.iter().map(|(k, v)| (k.clone(), v.clone())))
+            .map_err(|e| r.problem(e.to_string()))
+            .ok();
     // Everything is read before anything is required, so every problem is reported at once.
     let key_version = r.text("APP_ENC_KEY_VERSION", "1");
     let http = HttpSettings {
@@ -113,7 +112,9 @@ pub(super) fn read(r: &mut Reader<'_>, vars: &BTreeMap<String, String>) -> Optio
     };
     let outbox = OutboxSettings {
         repair_interval: r.seconds("OUTBOX_REPAIR_INTERVAL_SEC", 30),
-        repair_batch: r.parsed("OUTBOX_REPAIR_BATCH", 25, "a positive number").max(1),
+        repair_batch: r
+            .parsed("OUTBOX_REPAIR_BATCH", 25, "a positive number")
+            .max(1),
         repair_grace: r.seconds("OUTBOX_REPAIR_GRACE_SEC", 10),
         retention: Duration::from_secs(
             3600 * r.parsed::<u64>("OUTBOX_RETENTION_HOURS", 168, "a whole number of hours"),
@@ -121,7 +122,9 @@ pub(super) fn read(r: &mut Reader<'_>, vars: &BTreeMap<String, String>) -> Optio
     };
     let jobs = JobSettings {
         lease: r.seconds("JOB_LEASE_SEC", 30).max(Duration::from_secs(2)),
-        worker_id: r.get("WORKER_ID").map_or_else(default_worker_id, str::to_owned),
+        worker_id: r
+            .get("WORKER_ID")
+            .map_or_else(default_worker_id, str::to_owned),
     };
     let log = LogSettings {
         level: r.text("LOG_LEVEL", "info"),
@@ -145,10 +148,20 @@ pub(super) fn read(r: &mut Reader<'_>, vars: &BTreeMap<String, String>) -> Optio
 }
 
 fn amqp(r: &mut Reader<'_>) -> Option<AmqpSettings> {
-    let exchange = r.required("RABBITMQ_JOB_EVENTS_EXCHANGE", "the topic exchange of job events");
-    let source = r.required("STREAMING_CLOUDEVENTS_SOURCE", "the ce-source of job events");
+    let exchange = r.required(
+        "RABBITMQ_JOB_EVENTS_EXCHANGE",
+        "the topic exchange of job events",
+    );
+    let source = r.required(
+        "STREAMING_CLOUDEVENTS_SOURCE",
+        "the ce-source of job events",
+    );
     let workers: i64 = r.parsed("RABBITMQ_NUMBERS_OF_WORKERS", 5, "a whole number");
-    let consumers = if workers <= 0 { 5 } else { workers.min(1000) as u16 };
+    let consumers = if workers <= 0 {
+        5
+    } else {
+        workers.min(1000) as u16
+    };
     let uri = match r.get("RABBITMQ_URI") {
         Some(uri) if uri.contains("://") => uri.to_owned(),
         scheme => {
@@ -180,7 +193,9 @@ fn database(r: &mut Reader<'_>) -> Option<DatabaseSettings> {
     let url = r.required("DATABASE_URL", "the Worker's PostgreSQL state database");
     Some(DatabaseSettings {
         url: SecretString::from(url?),
-        max_connections: r.parsed("DATABASE_MAX_CONNECTIONS", 10, "a positive number").max(1),
+        max_connections: r
+            .parsed("DATABASE_MAX_CONNECTIONS", 10, "a positive number")
+            .max(1),
         run_migrations: r.flag("DATABASE_RUN_MIGRATIONS", true),
     })
 }
@@ -240,7 +255,11 @@ fn default_worker_id() -> String {
     let host = std::fs::read_to_string("/etc/hostname")
         .map(|h| h.trim().to_owned())
         .unwrap_or_default();
-    let host = if host.is_empty() { "worker".to_owned() } else { host };
+    let host = if host.is_empty() {
+        "worker".to_owned()
+    } else {
+        host
+    };
     let suffix = uuid::Uuid::new_v4().simple().to_string();
     format!("{host}-{}-{}", std::process::id(), &suffix[..8])
 }

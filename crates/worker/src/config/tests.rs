@@ -10,7 +10,10 @@ fn minimal() -> Vec<(String, String)> {
         ("STREAMING_ENABLED", "true"),
         ("RABBITMQ_JOB_EVENTS_EXCHANGE", "fetcher.job.events"),
         ("STREAMING_CLOUDEVENTS_SOURCE", "//lerian/fetcher"),
-        ("DATABASE_URL", "postgres://app:db-secret-pw@db.internal/state"),
+        (
+            "DATABASE_URL",
+            "postgres://app:db-secret-pw@db.internal/state",
+        ),
         ("OBJECT_STORAGE_BUCKET", "results"),
     ]
     .map(|(k, v)| (k.to_owned(), v.to_owned()))
@@ -27,7 +30,9 @@ fn with(extra: &[(&str, &str)]) -> Vec<(String, String)> {
 }
 
 fn problems(vars: Vec<(String, String)>) -> Vec<String> {
-    Settings::from_vars(vars).expect_err("must be refused").problems
+    Settings::from_vars(vars)
+        .expect_err("must be refused")
+        .problems
 }
 
 #[test]
@@ -44,7 +49,10 @@ fn defaults_follow_the_contract() {
     assert!(s.database.run_migrations);
     assert!(!s.amqp.allow_legacy_body_signature);
     use secrecy::ExposeSecret;
-    assert_eq!(s.amqp.uri.expose_secret(), "amqp://guest:guest@127.0.0.1:5672/%2F");
+    assert_eq!(
+        s.amqp.uri.expose_secret(),
+        "amqp://guest:guest@127.0.0.1:5672/%2F"
+    );
 }
 
 #[test]
@@ -71,7 +79,10 @@ fn every_problem_is_reported_at_once() {
     let vars = vec![
         ("APP_ENC_KEY".to_owned(), "not base64!!".to_owned()),
         ("HEALTH_PORT".to_owned(), "99999".to_owned()),
-        ("OBJECT_STORAGE_ACCESS_KEY_ID".to_owned(), "AKIA-ONLY".to_owned()),
+        (
+            "OBJECT_STORAGE_ACCESS_KEY_ID".to_owned(),
+            "AKIA-ONLY".to_owned(),
+        ),
     ];
     let found = problems(vars);
     let text = found.join("\n");
@@ -86,7 +97,10 @@ fn every_problem_is_reported_at_once() {
     ] {
         assert!(text.contains(expected), "missing {expected:?} in:\n{text}");
     }
-    assert!(!text.contains("not base64!!"), "the key value leaked:\n{text}");
+    assert!(
+        !text.contains("not base64!!"),
+        "the key value leaked:\n{text}"
+    );
 }
 
 #[test]
@@ -98,10 +112,16 @@ fn partial_s3_credentials_are_refused() {
 
 #[test]
 fn streaming_must_be_enabled_and_the_exchange_set() {
-    let text = problems(with(&[("STREAMING_ENABLED", "false"), ("RABBITMQ_JOB_EVENTS_EXCHANGE", " ")]))
-        .join("\n");
+    let text = problems(with(&[
+        ("STREAMING_ENABLED", "false"),
+        ("RABBITMQ_JOB_EVENTS_EXCHANGE", " "),
+    ]))
+    .join("\n");
     assert!(text.contains("STREAMING_ENABLED must be true"), "{text}");
-    assert!(text.contains("RABBITMQ_JOB_EVENTS_EXCHANGE is required"), "{text}");
+    assert!(
+        text.contains("RABBITMQ_JOB_EVENTS_EXCHANGE is required"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -118,7 +138,13 @@ fn no_secret_appears_in_debug_or_errors() {
     ]))
     .expect("valid");
     let debug = format!("{s:?}");
-    for secret in [KEY, "s3-very-secret", "mq-very-secret", "ds-very-secret", "db-secret-pw"] {
+    for secret in [
+        KEY,
+        "s3-very-secret",
+        "mq-very-secret",
+        "ds-very-secret",
+        "db-secret-pw",
+    ] {
         assert!(!debug.contains(secret), "{secret} leaked in Debug");
     }
     assert!(s.datasources.contains_key("ledger"));

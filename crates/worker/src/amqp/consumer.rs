@@ -1,0 +1,162 @@
+//! Consuming the work queue: manual acks, prefetch = concurrency, one task per delivery, and
+//! reconnection after a broker restart. Each message is acked only once its job's terminal state
+//! is committed (or the drop is decided).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use lapin::message::Delivery;
+use lapin::options::{
+    BasicAckOptions, BasicCancelOptions, BasicConsumeOptions, BasicNackOptions, BasicQosOptions,
+    BasicRejectOptions,
+};
+use lapin::types::FieldTable;
+use lapin::{Connection, ConnectionProperties};
+use secrecy::{ExposeSecret, SecretString};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::amqp::topology;
+use crate::job::{Disposition, JobContext};
+use crate::metrics;
+
+/// Where and how much to consume.
+#[derive(Clone)]
+pub struct ConsumerConfig {
+    pub uri: SecretString,
+    pub work_queue: String,
+    pub events_exchange: String,
+    /// Prefetch, and so the number of jobs run at once.
+    pub prefetch: u16,
+    pub worker_id: String,
+}
+
+/// Connects, declares the topology and checks it: the startup check that refuses to start on a
+/// work queue declared with other arguments.
+pub async fn connect(config: &ConsumerConfig) -> anyhow::Result<Connection> {
+    let properties = ConnectionProperties::default()
+        .with_connection_name(format!("fetcher-worker {}", config.worker_id).into());
+    let connection = tokio::time::timeout(
+        Duration::from_secs(10),
+        Connection::connect(config.uri.expose_secret(), properties),
+    )
+    .await
+    .map_err(|_| anyhow::anyhow!("RabbitMQ did not answer within 10 s"))?
+    // lapin's error texts never carry the URI's password, but redact them all the same.
+    .map_err(|e| {
+        anyhow::anyhow!(
+            "cannot connect to RabbitMQ: {}",
+            contract::redact(&e.to_string())
+        )
+    })?;
+    let channel = connection.create_channel().await?;
+    topology::declare(&channel, &config.events_exchange, &config.work_queue).await?;
+    let _ = channel.close(200, "OK".into()).await;
+    Ok(connection)
+}
+
+/// Consumes until `stop` is cancelled, reconnecting whenever the connection is lost. Handlers
+/// run on `tracker`. Returns the live connection, which the caller keeps open until the
+/// handlers have settled their deliveries.
+pub async fn run(
+    config: ConsumerConfig,
+    ctx: Arc<JobContext>,
+    connected: Arc<AtomicBool>,
+    stop: CancellationToken,
+    tracker: TaskTracker,
+) -> Option<Connection> {
+    let mut backoff = Duration::from_millis(500);
+    while !stop.is_cancelled() {
+        match consume(&config, &ctx, &connected, &stop, &tracker).await {
+            Ok(connection) => return Some(connection),
+            Err(error) => {
+                connected.store(false, Ordering::SeqCst);
+                tracing::warn!(error = %contract::redact(&error.to_string()), retry_in_ms = backoff.as_millis() as u64, "Lost the work queue; reconnecting.");
+                tokio::select! {
+                    _ = stop.cancelled() => return None,
+                    _ = tokio::time::sleep(backoff) => {}
+                }
+                backoff = (backoff * 2).min(Duration::from_secs(15));
+            }
+        }
+    }
+    None
+}
+
+/// One connection's consumption; `Ok` with the connection when stopped on purpose.
+async fn consume(
+    config: &ConsumerConfig,
+    ctx: &Arc<JobContext>,
+    connected: &AtomicBool,
+    stop: &CancellationToken,
+    tracker: &TaskTracker,
+) -> anyhow::Result<Connection> {
+    let connection = connect(config).await?;
+    let channel = connection.create_channel().await?;
+    channel
+        .basic_qos(config.prefetch, BasicQosOptions::default())
+        .await?;
+    let tag = format!("fetcher-worker-{}", config.worker_id);
+    let mut deliveries = channel
+        .basic_consume(
+            config.work_queue.as_str().into(),
+            tag.as_str().into(),
+            BasicConsumeOptions::default(),
+            FieldTable::default(),
+        )
+        .await?;
+    connected.store(true, Ordering::SeqCst);
+    tracing::info!(queue = %config.work_queue, prefetch = config.prefetch, "Consuming job messages.");
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => {
+                let _ = channel.basic_cancel(tag.as_str().into(), BasicCancelOptions::default()).await;
+                tracing::info!("Stopped consuming; in-flight jobs finish.");
+                return Ok(connection);
+            }
+            next = deliveries.next() => match next {
+                Some(Ok(delivery)) => {
+                    let ctx = ctx.clone();
+                    let stop = stop.clone();
+                    tracker.spawn(async move { handle(ctx, delivery, stop).await });
+                }
+                Some(Err(error)) => return Err(error.into()),
+                None => anyhow::bail!("the consumer was cancelled by the broker"),
+            }
+        }
+    }
+}
+
+async fn handle(ctx: Arc<JobContext>, delivery: Delivery, stop: CancellationToken) {
+    metrics::active(1.0);
+    let disposition = ctx.handle(&delivery, &stop).await;
+    metrics::active(-1.0);
+    let outcome = match disposition {
+        Disposition::Ack => delivery.acker.ack(BasicAckOptions::default()).await,
+        Disposition::DeadLetter => {
+            delivery
+                .acker
+                .reject(BasicRejectOptions { requeue: false })
+                .await
+        }
+        Disposition::Retry => {
+            // A short pause so an unreachable dependency is not hammered by the same message.
+            if !stop.is_cancelled() {
+                tokio::time::sleep(Duration::from_secs(2)).await;
+            }
+            delivery
+                .acker
+                .nack(BasicNackOptions {
+                    requeue: true,
+                    multiple: false,
+                })
+                .await
+        }
+    };
+    if let Err(error) = outcome {
+        // The channel is gone: the broker redelivers the message, and a finished job acks it.
+        tracing::warn!(%error, "Could not settle a delivery; the broker will redeliver it.");
+    }
+}

@@ -1,0 +1,82 @@
+//! Reading the headers of an inbound job message.
+
+use contract::envelope::{
+    HeaderValue, SignatureHeaders, SIGNATURE_HEADER, TIMESTAMP_HEADER, VERSION_HEADER,
+};
+use lapin::types::{AMQPValue, FieldTable};
+
+/// `X-Tenant-ID`: the job's tenant.
+pub const TENANT_HEADER: &str = "X-Tenant-ID";
+/// `X-Request-Id`: correlation for logs and events.
+pub const REQUEST_ID_HEADER: &str = "X-Request-Id";
+/// `jobId`: lets a message whose body cannot be parsed still fail its job.
+pub const JOB_ID_HEADER: &str = "jobId";
+
+/// The headers the Worker reads, borrowed from a delivery.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct InboundHeaders<'a> {
+    pub signature: SignatureHeaders<'a>,
+    /// A string `X-Tenant-ID`; anything else counts as no tenant.
+    pub tenant: Option<&'a str>,
+    pub request_id: Option<&'a str>,
+    pub job_id: Option<&'a [u8]>,
+}
+
+impl<'a> InboundHeaders<'a> {
+    pub fn read(headers: Option<&'a FieldTable>) -> InboundHeaders<'a> {
+        let Some(table) = headers else {
+            return InboundHeaders::default();
+        };
+        let get = |name: &str| table.inner().get(name);
+        InboundHeaders {
+            signature: SignatureHeaders {
+                signature: get(SIGNATURE_HEADER).map(header_value),
+                timestamp: get(TIMESTAMP_HEADER).map(header_value),
+                version: get(VERSION_HEADER).map(header_value),
+            },
+            tenant: get(TENANT_HEADER).and_then(text).filter(|t| !t.is_empty()),
+            request_id: get(REQUEST_ID_HEADER)
+                .and_then(text)
+                .filter(|t| !t.is_empty()),
+            job_id: get(JOB_ID_HEADER).and_then(|v| match header_value(v) {
+                HeaderValue::Text(bytes) => Some(bytes),
+                _ => None,
+            }),
+        }
+    }
+
+    /// The tenant as the signature covers it: the string header, else empty.
+    pub fn signed_tenant(&self) -> &'a str {
+        self.tenant.unwrap_or("")
+    }
+}
+
+fn text(value: &AMQPValue) -> Option<&str> {
+    match header_value(value) {
+        HeaderValue::Text(bytes) => std::str::from_utf8(bytes).ok(),
+        _ => None,
+    }
+}
+
+/// AMQP strings are text; integers (a `t` sent as a number) are integers; the rest is named.
+fn header_value(value: &AMQPValue) -> HeaderValue<'_> {
+    match value {
+        AMQPValue::LongString(s) => HeaderValue::Text(s.as_bytes()),
+        AMQPValue::ShortString(s) => HeaderValue::Text(s.as_str().as_bytes()),
+        AMQPValue::ShortShortInt(i) => HeaderValue::Integer(i64::from(*i)),
+        AMQPValue::ShortShortUInt(i) => HeaderValue::Integer(i64::from(*i)),
+        AMQPValue::ShortInt(i) => HeaderValue::Integer(i64::from(*i)),
+        AMQPValue::ShortUInt(i) => HeaderValue::Integer(i64::from(*i)),
+        AMQPValue::LongInt(i) => HeaderValue::Integer(i64::from(*i)),
+        AMQPValue::LongUInt(i) => HeaderValue::Integer(i64::from(*i)),
+        AMQPValue::LongLongInt(i) => HeaderValue::Integer(*i),
+        AMQPValue::Timestamp(t) => {
+            i64::try_from(*t).map_or(HeaderValue::Other("timestamp"), HeaderValue::Integer)
+        }
+        AMQPValue::ByteArray(_) => HeaderValue::Other("byte array"),
+        AMQPValue::Boolean(_) => HeaderValue::Other("boolean"),
+        AMQPValue::FieldTable(_) => HeaderValue::Other("table"),
+        AMQPValue::FieldArray(_) => HeaderValue::Other("array"),
+        _ => HeaderValue::Other("non-string value"),
+    }
+}

@@ -1,0 +1,67 @@
+//! The readiness checks of `/readyz`: one per dependency.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use crate::health::{Check, CheckResult};
+use crate::storage::ObjectStore;
+
+/// The state database answers a query.
+pub struct Postgres(pub sqlx::PgPool);
+
+impl Check for Postgres {
+    fn name(&self) -> &'static str {
+        "postgres"
+    }
+
+    fn check(&self) -> Pin<Box<dyn Future<Output = CheckResult> + Send + '_>> {
+        Box::pin(async move {
+            sqlx::query("SELECT 1")
+                .execute(&self.0)
+                .await
+                .map(drop)
+                .map_err(|e| contract::redact(&e.to_string()))
+        })
+    }
+}
+
+/// The consumer is connected to the work queue.
+pub struct RabbitMq(pub Arc<AtomicBool>);
+
+impl Check for RabbitMq {
+    fn name(&self) -> &'static str {
+        "rabbitmq"
+    }
+
+    fn check(&self) -> Pin<Box<dyn Future<Output = CheckResult> + Send + '_>> {
+        let connected = self.0.load(Ordering::SeqCst);
+        Box::pin(async move {
+            if connected {
+                Ok(())
+            } else {
+                Err("not connected to the work queue".to_owned())
+            }
+        })
+    }
+}
+
+/// The results bucket answers `HeadBucket`.
+pub struct ObjectStorage(pub ObjectStore);
+
+impl Check for ObjectStorage {
+    fn name(&self) -> &'static str {
+        "object_storage"
+    }
+
+    fn check(&self) -> Pin<Box<dyn Future<Output = CheckResult> + Send + '_>> {
+        Box::pin(async move {
+            self.0
+                .head_bucket()
+                .await
+                .map(drop)
+                .map_err(|e| e.to_string())
+        })
+    }
+}

@@ -1,0 +1,265 @@
+//! One delivery, from headers to its disposition (contract §4's table of outcomes).
+
+use std::time::Duration;
+
+use chrono::Utc;
+use contract::envelope::{self, Route};
+use contract::message::recover_job_id;
+use contract::{JobMessage, Redacted};
+use lapin::message::Delivery;
+use outbox::{Claim, ClaimRequest, Recorded, TerminalOutcome, TerminalRecord};
+use serde_json::{json, Map};
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+use uuid::Uuid;
+
+use super::events::EventContext;
+use super::pipeline::{self, RunEnd};
+use super::JobContext;
+use crate::amqp::headers::InboundHeaders;
+use crate::metrics;
+
+/// What happens to a delivery once it is handled.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Disposition {
+    /// Done with: acknowledge.
+    Ack,
+    /// Refused (bad signature): reject without requeue, so it is dead-lettered.
+    DeadLetter,
+    /// A dependency was unreachable: give it back to the queue to be tried again.
+    Retry,
+}
+
+/// The longest a delivery waits for another owner's claim to lapse before giving up on it.
+const BUSY_WAIT_LIMIT: Duration = Duration::from_secs(300);
+
+impl JobContext {
+    /// Handles one job message. Never panics on input; every branch logs why it ended as it did.
+    pub async fn handle(&self, delivery: &Delivery, stop: &CancellationToken) -> Disposition {
+        let headers = InboundHeaders::read(delivery.properties.headers().as_ref());
+        let route = Route {
+            tenant: headers.signed_tenant(),
+            exchange: delivery.exchange.as_str(),
+            routing_key: delivery.routing_key.as_str(),
+        };
+        let keys = &self.keys;
+        if let Err(error) = envelope::verify(
+            &headers.signature,
+            &route,
+            &delivery.data,
+            &self.verify,
+            Utc::now().timestamp(),
+            |payload, signature| keys.internal_hmac().verify_hex(payload, signature),
+        ) {
+            metrics::rejected(error.code());
+            tracing::warn!(reason = error.code(), %error, "Job message dead-lettered: its signature was refused.");
+            return Disposition::DeadLetter;
+        }
+
+        let job = match JobMessage::parse(&delivery.data) {
+            Ok(job) => job,
+            Err(error) => return self.unusable(&headers, &delivery.data, &error).await,
+        };
+        let span =
+            tracing::info_span!("job", job_id = %job.job_id, tenant = headers.tenant.unwrap_or(""));
+        self.run_job(&job, &headers, stop).instrument(span).await
+    }
+
+    /// A body that cannot be used: fail its job when its id can be recovered, else drop it.
+    async fn unusable(
+        &self,
+        headers: &InboundHeaders<'_>,
+        body: &[u8],
+        error: &contract::MessageError,
+    ) -> Disposition {
+        metrics::rejected(error.code());
+        let Some(job_id) = recover_job_id(headers.job_id, body) else {
+            tracing::warn!(reason = error.code(), %error, "Job message dropped: its body is unusable and holds no job id.");
+            return Disposition::Ack;
+        };
+        tracing::warn!(%job_id, tenant = headers.tenant.unwrap_or(""), reason = error.code(), %error, "Job failed: its message body is unusable.");
+        let message = Redacted::new(&format!("invalid job message: {error}"));
+        self.record_failure(job_id, headers, &Map::new(), message)
+            .await
+    }
+
+    /// Records `job_id` failed without holding its claim (the job is new, or its claim lapsed).
+    async fn record_failure(
+        &self,
+        job_id: Uuid,
+        headers: &InboundHeaders<'_>,
+        metadata: &Map<String, serde_json::Value>,
+        error: Redacted,
+    ) -> Disposition {
+        let owner = self.owner();
+        let events = EventContext {
+            job_id,
+            tenant: headers.tenant,
+            request_id: headers.request_id,
+            metadata,
+            source: &self.source,
+        };
+        let Ok(event) = events.failed(&error, Utc::now()) else {
+            return Disposition::Retry;
+        };
+        let record = TerminalRecord {
+            job_id,
+            owner: None,
+            tenant: headers.tenant,
+            outcome: TerminalOutcome::Failed { error },
+            event: &event,
+            publisher: &owner,
+            lease: self.lease,
+        };
+        match self.store.record_terminal(&record).await {
+            Ok(Recorded::Inserted { outbox_id }) => {
+                metrics::job_finished("failed", Duration::ZERO);
+                let pending = [outbox::PendingEvent {
+                    id: outbox_id,
+                    job_id,
+                    event,
+                    attempts: 1,
+                    created_at: Utc::now(),
+                }];
+                if let Err(error) =
+                    repairer::relay(&self.store, &self.publisher, &owner, &pending).await
+                {
+                    tracing::warn!(%job_id, %error, "Could not record the publish; the repairer will publish the event.");
+                }
+                Disposition::Ack
+            }
+            Ok(Recorded::AlreadyTerminal { .. }) => self.republish(job_id).await,
+            // A live claim runs this job from a valid message: this broken copy is dropped.
+            Ok(Recorded::LostClaim) | Ok(Recorded::DuplicateEvent { .. }) => Disposition::Ack,
+            Err(error) => {
+                tracing::warn!(%job_id, %error, "Could not record the job's failure; the message will be retried.");
+                Disposition::Retry
+            }
+        }
+    }
+
+    async fn run_job(
+        &self,
+        job: &JobMessage,
+        headers: &InboundHeaders<'_>,
+        stop: &CancellationToken,
+    ) -> Disposition {
+        let spec = json!({"mappedFields": job.mapped_fields, "filters": filters_spec(job)});
+        let waited_since = tokio::time::Instant::now();
+        loop {
+            let owner = self.owner();
+            let claim = self
+                .store
+                .claim(&ClaimRequest {
+                    job_id: job.job_id,
+                    tenant: headers.tenant,
+                    request_id: headers.request_id,
+                    metadata: &job.metadata,
+                    spec: Some(&spec),
+                    owner: &owner,
+                    lease: self.lease,
+                })
+                .await;
+            match claim {
+                Ok(Claim::Acquired { attempt }) => {
+                    tracing::info!(job_id = %job.job_id, tenant = headers.tenant.unwrap_or(""), attempt, "Job claimed.");
+                    return match pipeline::run(
+                        self,
+                        job,
+                        headers.tenant,
+                        headers.request_id,
+                        &owner,
+                    )
+                    .await
+                    {
+                        RunEnd::Recorded | RunEnd::LostClaim => Disposition::Ack,
+                        RunEnd::Retry(reason) => {
+                            tracing::warn!(job_id = %job.job_id, %reason, "Job interrupted by an unreachable dependency; the message will be retried.");
+                            Disposition::Retry
+                        }
+                    };
+                }
+                Ok(Claim::Terminal {
+                    event_published: true,
+                    ..
+                }) => {
+                    tracing::info!(job_id = %job.job_id, "Job already finished; message acknowledged.");
+                    return Disposition::Ack;
+                }
+                Ok(Claim::Terminal {
+                    event_published: false,
+                    ..
+                }) => return self.republish(job.job_id).await,
+                Ok(Claim::Busy { lease_expires_at }) => {
+                    // Another owner holds the job. If it is alive it renews its lease and this
+                    // copy is a duplicate; if it died, the lease lapses and this copy takes over.
+                    let until_expiry = (lease_expires_at - Utc::now()).to_std().unwrap_or_default();
+                    if waited_since.elapsed() > BUSY_WAIT_LIMIT {
+                        tracing::info!(job_id = %job.job_id, "Job stays with its live owner; duplicate message acknowledged.");
+                        return Disposition::Ack;
+                    }
+                    tokio::select! {
+                        _ = tokio::time::sleep(until_expiry + Duration::from_millis(250)) => {}
+                        _ = stop.cancelled() => return Disposition::Retry,
+                    }
+                }
+                Err(error) => {
+                    tracing::warn!(job_id = %job.job_id, %error, "Could not claim the job; the message will be retried.");
+                    return Disposition::Retry;
+                }
+            }
+        }
+    }
+
+    /// Publishes a finished job's events that were never published.
+    async fn republish(&self, job_id: Uuid) -> Disposition {
+        let owner = self.owner();
+        match self.store.claim_for_job(job_id, &owner, self.lease).await {
+            Ok(pending) => {
+                if let Err(error) =
+                    repairer::relay(&self.store, &self.publisher, &owner, &pending).await
+                {
+                    tracing::warn!(%job_id, %error, "Could not record the republish; the repairer will publish the event.");
+                }
+                Disposition::Ack
+            }
+            Err(error) => {
+                tracing::warn!(%job_id, %error, "Could not lease the job's unpublished event; the repairer will publish it.");
+                Disposition::Ack
+            }
+        }
+    }
+
+    /// A claim owner unique to this attempt.
+    fn owner(&self) -> String {
+        format!("{}/{}", self.worker_id, Uuid::new_v4().simple())
+    }
+}
+
+fn filters_spec(job: &JobMessage) -> serde_json::Value {
+    let mut connections = Map::new();
+    for (connection, tables) in &job.filters {
+        let mut t = Map::new();
+        for (table, fields) in tables {
+            let mut f = Map::new();
+            for (field, condition) in fields {
+                let mut ops = Map::new();
+                for (op, values) in condition.clauses() {
+                    let values = values
+                        .iter()
+                        .map(|v| match v {
+                            contract::message::FilterValue::Bool(b) => json!(b),
+                            contract::message::FilterValue::Number(n) => json!(n),
+                            contract::message::FilterValue::String(s) => json!(s),
+                        })
+                        .collect::<Vec<_>>();
+                    ops.insert(op.name().to_owned(), json!(values));
+                }
+                f.insert(field.clone(), serde_json::Value::Object(ops));
+            }
+            t.insert(table.clone(), serde_json::Value::Object(f));
+        }
+        connections.insert(connection.clone(), serde_json::Value::Object(t));
+    }
+    serde_json::Value::Object(connections)
+}

@@ -1,0 +1,38 @@
+//! Running a job message to its one terminal outcome: verify, parse, claim, extract, seal,
+//! store, record, publish.
+//!
+//! - `handle.rs`: what to do with one delivery, and whether to ack, dead-letter or retry it.
+//! - `pipeline.rs`: a claimed job's run, from extraction to the recorded terminal state.
+//! - `events.rs`: the terminal events of each outcome.
+//! - `sweeper.rs`: failing jobs whose Worker was lost and that no redelivery took over.
+
+mod events;
+mod handle;
+mod pipeline;
+mod sweeper;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use contract::envelope::VerifyPolicy;
+
+use crate::storage::ObjectStore;
+
+pub use handle::Disposition;
+pub use sweeper::Sweeper;
+
+/// Everything a job needs, shared by every consumer task.
+pub struct JobContext {
+    pub keys: crypto::KeySet,
+    pub engine: engine::Engine,
+    pub store: outbox::Store,
+    pub objects: ObjectStore,
+    pub publisher: Arc<publisher::Publisher>,
+    /// `STREAMING_CLOUDEVENTS_SOURCE`.
+    pub source: String,
+    /// This Worker's id; each attempt's claim owner is derived from it.
+    pub worker_id: String,
+    /// A claim's lease (renewed while the job runs).
+    pub lease: Duration,
+    pub verify: VerifyPolicy,
+}

@@ -1,0 +1,245 @@
+//! A claimed job's run: extract, HMAC, seal, store, then record the terminal state with its
+//! event and publish it. Fail-fast: any failure ends the job `failed` (without a stored
+//! object), except transient ones, which send the message back to be retried.
+
+use std::time::{Duration, Instant};
+
+use chrono::Utc;
+use contract::event::{OutboundEvent, StoredResult};
+use contract::{JobMessage, Redacted};
+use outbox::{PendingEvent, Recorded, TerminalOutcome, TerminalRecord};
+use tokio_util::sync::CancellationToken;
+
+use super::events::EventContext;
+use super::JobContext;
+use crate::metrics;
+use crate::storage::object_key;
+
+/// How a claimed run ended.
+#[derive(Debug)]
+pub(crate) enum RunEnd {
+    /// The terminal state is committed (by this run or another); its event was published or
+    /// left to the repairer.
+    Recorded,
+    /// A dependency was unreachable: nothing was recorded; the message should come back later.
+    Retry(String),
+    /// The claim was taken over while this run worked: the new owner finishes the job.
+    LostClaim,
+}
+
+/// Why a job did not complete.
+enum Failure {
+    /// The job fails, with this (redacted) reason.
+    Job(Redacted),
+    /// A dependency was unreachable; the job may complete later.
+    Transient(String),
+}
+
+pub(crate) async fn run(
+    ctx: &JobContext,
+    job: &JobMessage,
+    tenant: Option<&str>,
+    request_id: Option<&str>,
+    owner: &str,
+) -> RunEnd {
+    let started = Instant::now();
+    let lost = CancellationToken::new();
+    let heartbeat = tokio::spawn(heartbeat(
+        ctx.store.clone(),
+        job.job_id,
+        owner.to_owned(),
+        ctx.lease,
+        lost.clone(),
+    ));
+    let _stop_heartbeat = AbortOnDrop(heartbeat);
+
+    let events = EventContext {
+        job_id: job.job_id,
+        tenant,
+        request_id,
+        metadata: &job.metadata,
+        source: &ctx.source,
+    };
+    let produced = tokio::select! {
+        produced = produce(ctx, job, tenant) => produced,
+        _ = lost.cancelled() => return RunEnd::LostClaim,
+    };
+    let (outcome, stored_key, event) = match produced {
+        Ok((result, key)) => {
+            let took_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+            match events.completed(&result, took_ms.max(1), Utc::now()) {
+                Ok(event) => (TerminalOutcome::Completed { result }, Some(key), event),
+                Err(error) => {
+                    delete_quietly(ctx, &key).await;
+                    let error = Redacted::new(&format!("failed to build the job event: {error}"));
+                    match events.failed(&error, Utc::now()) {
+                        Ok(event) => (TerminalOutcome::Failed { error }, None, event),
+                        Err(error) => return RunEnd::Retry(error.to_string()),
+                    }
+                }
+            }
+        }
+        Err(Failure::Job(error)) => match events.failed(&error, Utc::now()) {
+            Ok(event) => (TerminalOutcome::Failed { error }, None, event),
+            Err(error) => return RunEnd::Retry(error.to_string()),
+        },
+        Err(Failure::Transient(reason)) => return RunEnd::Retry(reason),
+    };
+
+    let status = outcome.status();
+    let record = TerminalRecord {
+        job_id: job.job_id,
+        owner: Some(owner),
+        tenant,
+        outcome,
+        event: &event,
+        publisher: owner,
+        lease: ctx.lease,
+    };
+    let recording = Instant::now();
+    let recorded = ctx.store.record_terminal(&record).await;
+    metrics::stage("record", recording.elapsed());
+    match recorded {
+        Ok(Recorded::Inserted { outbox_id }) => {
+            metrics::job_finished(status.as_str(), started.elapsed());
+            tracing::info!(job_id = %job.job_id, tenant = tenant.unwrap_or(""), status = %status, "Job finished.");
+            publish_now(ctx, outbox_id, job, event, owner).await;
+            RunEnd::Recorded
+        }
+        Ok(Recorded::AlreadyTerminal { .. }) => RunEnd::Recorded,
+        Ok(Recorded::LostClaim) => RunEnd::LostClaim,
+        Ok(Recorded::DuplicateEvent { ce_id }) => {
+            tracing::error!(job_id = %job.job_id, %ce_id, "The job's event already exists for a job that had not ended; the state database was edited by hand.");
+            RunEnd::Recorded
+        }
+        Err(error) => {
+            // Not committed: the job is not completed, so its object must not stay.
+            if let Some(key) = stored_key {
+                delete_quietly(ctx, &key).await;
+            }
+            RunEnd::Retry(error.to_string())
+        }
+    }
+}
+
+/// Extraction to stored object. Returns the result the event reports and the object's key.
+async fn produce(
+    ctx: &JobContext,
+    job: &JobMessage,
+    tenant: Option<&str>,
+) -> Result<(StoredResult, String), Failure> {
+    let key = object_key(&ctx.objects.config().key_prefix, tenant, job.job_id)
+        .map_err(|e| Failure::Job(Redacted::new(&e.to_string())))?;
+
+    let extracting = Instant::now();
+    let extraction = ctx
+        .engine
+        .extract(&job.mapped_fields, &job.filters)
+        .await
+        .map_err(|e| {
+            if e.is_retriable() {
+                Failure::Transient(e.to_string())
+            } else {
+                Failure::Job(Redacted::new(&e.to_string()))
+            }
+        })?;
+    metrics::stage("extract", extracting.elapsed());
+    let size_bytes = extraction.size_bytes();
+    let row_count = extraction.row_count;
+    metrics::extracted(row_count, size_bytes);
+
+    // HMAC and AES-GCM over up to hundreds of MiB: off the async threads.
+    let sealing = Instant::now();
+    let keys = ctx.keys.clone();
+    let (hmac, sealed) = tokio::task::spawn_blocking(move || {
+        let hmac = keys.external_hmac().sign_hex(&extraction.plaintext);
+        (hmac, keys.storage().seal_raw(extraction.plaintext))
+    })
+    .await
+    .map_err(|e| Failure::Transient(format!("sealing the result was interrupted: {e}")))?;
+    metrics::stage("seal", sealing.elapsed());
+
+    let storing = Instant::now();
+    ctx.objects
+        .put_sealed(&key.full, sealed)
+        .await
+        .map_err(|e| {
+            if e.is_retriable() {
+                Failure::Transient(e.to_string())
+            } else {
+                Failure::Job(Redacted::new(&e.to_string()))
+            }
+        })?;
+    metrics::stage("store", storing.elapsed());
+    Ok((
+        StoredResult {
+            path: key.path,
+            size_bytes,
+            row_count,
+            hmac,
+        },
+        key.full,
+    ))
+}
+
+/// Publishes the just-recorded event; the repairer retries it if this does not land.
+async fn publish_now(
+    ctx: &JobContext,
+    outbox_id: i64,
+    job: &JobMessage,
+    event: OutboundEvent,
+    owner: &str,
+) {
+    let publishing = Instant::now();
+    let pending = [PendingEvent {
+        id: outbox_id,
+        job_id: job.job_id,
+        event,
+        attempts: 1,
+        created_at: Utc::now(),
+    }];
+    if let Err(error) = repairer::relay(&ctx.store, &ctx.publisher, owner, &pending).await {
+        tracing::warn!(job_id = %job.job_id, %error, "Could not record the publish; the repairer will publish the event.");
+    }
+    metrics::stage("publish", publishing.elapsed());
+}
+
+async fn delete_quietly(ctx: &JobContext, key: &str) {
+    if let Err(error) = ctx.objects.delete(key).await {
+        tracing::error!(%error, "A result object of a job that did not complete could not be deleted.");
+    }
+}
+
+/// Renews the claim every third of the lease; cancels `lost` when the claim is gone.
+async fn heartbeat(
+    store: outbox::Store,
+    job_id: uuid::Uuid,
+    owner: String,
+    lease: Duration,
+    lost: CancellationToken,
+) {
+    let mut ticks = tokio::time::interval(lease / 3);
+    ticks.tick().await;
+    loop {
+        ticks.tick().await;
+        match store.renew_lease(job_id, &owner, lease).await {
+            Ok(true) => {}
+            Ok(false) => {
+                tracing::warn!(%job_id, "The job's claim was taken over; abandoning this run.");
+                lost.cancel();
+                return;
+            }
+            Err(error) => {
+                tracing::warn!(%job_id, %error, "Could not renew the job's claim; retrying.")
+            }
+        }
+    }
+}
+
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}

@@ -1,0 +1,79 @@
+//! The Worker's metrics: names, units, buckets, and one typed helper per event. Labels stay
+//! low-cardinality (outcomes, stages, reasons; never a job id or tenant).
+
+use std::time::Duration;
+
+use metrics_exporter_prometheus::{BuildError, Matcher, PrometheusBuilder, PrometheusHandle};
+
+/// Counter: jobs that reached a terminal state, by `outcome` (`completed`, `failed`).
+pub const JOBS: &str = "jobs_total";
+/// Histogram: from claim to recorded terminal state, seconds.
+pub const JOB_DURATION: &str = "job_duration_seconds";
+/// Histogram: one pipeline stage, seconds, by `stage` (extract, seal, store, record, publish).
+pub const STAGE_DURATION: &str = "job_stage_duration_seconds";
+/// Counter: rows extracted.
+pub const ROWS: &str = "rows_extracted_total";
+/// Counter: bytes of result JSON extracted.
+pub const BYTES: &str = "bytes_extracted_total";
+/// Counter: messages not run, by `reason` (a stable code).
+pub const REJECTED: &str = "messages_rejected_total";
+/// Gauge: job messages being handled right now.
+pub const ACTIVE: &str = "consumers_active";
+
+/// Seconds buckets from 5 ms to 10 min: covers a tiny query and the 5-minute extraction limit.
+const SECONDS_BUCKETS: &[f64] = &[
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0,
+];
+
+/// Installs the global recorder with explicit buckets; the handle renders `/metrics`.
+pub fn install() -> Result<PrometheusHandle, BuildError> {
+    let handle = PrometheusBuilder::new()
+        .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), SECONDS_BUCKETS)?
+        .install_recorder()?;
+    describe();
+    Ok(handle)
+}
+
+fn describe() {
+    metrics::describe_counter!(JOBS, "Jobs that reached a terminal state, by outcome.");
+    metrics::describe_histogram!(
+        JOB_DURATION,
+        metrics::Unit::Seconds,
+        "From claim to recorded terminal state."
+    );
+    metrics::describe_histogram!(
+        STAGE_DURATION,
+        metrics::Unit::Seconds,
+        "Duration of one pipeline stage."
+    );
+    metrics::describe_counter!(ROWS, "Rows extracted.");
+    metrics::describe_counter!(
+        BYTES,
+        metrics::Unit::Bytes,
+        "Bytes of result JSON extracted."
+    );
+    metrics::describe_counter!(REJECTED, "Job messages not run, by reason.");
+    metrics::describe_gauge!(ACTIVE, "Job messages being handled.");
+}
+
+pub(crate) fn job_finished(outcome: &'static str, took: Duration) {
+    metrics::counter!(JOBS, "outcome" => outcome).increment(1);
+    metrics::histogram!(JOB_DURATION, "outcome" => outcome).record(took.as_secs_f64());
+}
+
+pub(crate) fn stage(stage: &'static str, took: Duration) {
+    metrics::histogram!(STAGE_DURATION, "stage" => stage).record(took.as_secs_f64());
+}
+
+pub(crate) fn extracted(rows: u64, bytes: u64) {
+    metrics::counter!(ROWS).increment(rows);
+    metrics::counter!(BYTES).increment(bytes);
+}
+
+pub(crate) fn rejected(reason: &'static str) {
+    metrics::counter!(REJECTED, "reason" => reason).increment(1);
+}
+
+pub(crate) fn active(delta: f64) {
+    metrics::gauge!(ACTIVE).increment(delta);
+}

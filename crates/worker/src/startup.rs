@@ -1,0 +1,220 @@
+//! Wiring: pools, broker, storage, engine, publisher, health server; then the run and the drain.
+
+use std::str::FromStr;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use contract::envelope::VerifyPolicy;
+use engine::connection::{ConnectionStore, Resolver};
+use secrecy::ExposeSecret;
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::ConnectOptions;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::amqp::consumer::{self, ConsumerConfig};
+use crate::config::Settings;
+use crate::health::{self, HealthServer, Readiness};
+use crate::job::{JobContext, Sweeper};
+use crate::storage::ObjectStore;
+use crate::{checks, metrics};
+
+/// A Worker ready to run: every dependency checked, the health server bound.
+pub struct Application {
+    settings: Settings,
+    ctx: Arc<JobContext>,
+    consumer: ConsumerConfig,
+    consumer_connected: Arc<AtomicBool>,
+    readiness: Arc<Readiness>,
+    health: HealthServer,
+    pool: sqlx::PgPool,
+}
+
+impl Application {
+    /// Connects to everything and refuses to start, with a clear message, when a dependency is
+    /// unreachable or the broker's topology conflicts.
+    pub async fn build(settings: Settings) -> anyhow::Result<Application> {
+        let prometheus = metrics::install().context("Failed to install the metrics recorder")?;
+
+        let options = PgConnectOptions::from_str(settings.database.url.expose_secret())
+            .map_err(|_| anyhow::anyhow!("DATABASE_URL is not a valid PostgreSQL URL"))?
+            .disable_statement_logging();
+        let pool = PgPoolOptions::new()
+            .max_connections(settings.database.max_connections)
+            .acquire_timeout(Duration::from_secs(10))
+            .connect_lazy_with(options);
+        if settings.database.run_migrations {
+            schema::migrate(&pool).await.map_err(|e| {
+                anyhow::anyhow!(
+                    "Failed to migrate the state database: {}",
+                    contract::redact(&e.to_string())
+                )
+            })?;
+        }
+        let store = outbox::Store::new(pool.clone());
+
+        let connections = ConnectionStore::new(
+            pool.clone(),
+            settings.keys.credentials().clone(),
+            settings.key_version.clone(),
+        );
+        let resolver = Resolver::new(settings.datasources.clone(), Some(connections));
+        let engine = engine::Engine::new(settings.engine.clone(), resolver);
+
+        let objects = ObjectStore::new(settings.storage.clone())
+            .await
+            .context("Failed to set up object storage")?;
+
+        let publisher_config = publisher::PublisherConfig::new(
+            publisher::AmqpUri::new(settings.amqp.uri.expose_secret()),
+            settings.amqp.events_exchange.clone(),
+        );
+        let publisher = Arc::new(
+            publisher::Publisher::new(publisher_config, settings.keys.external_hmac().clone())
+                .context("Failed to set up the event publisher")?,
+        );
+        let consumer = ConsumerConfig {
+            uri: settings.amqp.uri.clone(),
+            work_queue: settings.amqp.work_queue.clone(),
+            events_exchange: settings.amqp.events_exchange.clone(),
+            prefetch: settings.amqp.consumers,
+            worker_id: settings.jobs.worker_id.clone(),
+        };
+        // Declares the topology: a conflicting queue stops the start here.
+        let connection = consumer::connect(&consumer).await?;
+        let _ = connection.close(200, "OK".into()).await;
+        publisher
+            .declare_exchange()
+            .await
+            .context("Failed to declare the events exchange")?;
+
+        let ctx = Arc::new(JobContext {
+            keys: settings.keys.clone(),
+            engine,
+            store,
+            objects: objects.clone(),
+            publisher,
+            source: settings.amqp.cloudevents_source.clone(),
+            worker_id: settings.jobs.worker_id.clone(),
+            lease: settings.jobs.lease,
+            verify: VerifyPolicy {
+                allow_legacy_body_signature: settings.amqp.allow_legacy_body_signature,
+                ..VerifyPolicy::default()
+            },
+        });
+        let consumer_connected = Arc::new(AtomicBool::new(false));
+        let readiness = Readiness::new(vec![
+            Box::new(checks::Postgres(pool.clone())),
+            Box::new(checks::RabbitMq(consumer_connected.clone())),
+            Box::new(checks::ObjectStorage(objects)),
+        ]);
+        let health = HealthServer::bind(
+            settings.http.port,
+            health::router(readiness.clone(), prometheus),
+        )
+        .await
+        .with_context(|| format!("Failed to listen on HEALTH_PORT {}", settings.http.port))?;
+        Ok(Application {
+            settings,
+            ctx,
+            consumer,
+            consumer_connected,
+            readiness,
+            health,
+            pool,
+        })
+    }
+
+    /// The health server's port (useful with `HEALTH_PORT=0`).
+    pub fn health_port(&self) -> u16 {
+        self.health.addr().map(|a| a.port()).unwrap_or(0)
+    }
+
+    /// Runs until `shutdown` is cancelled, then drains: `/readyz` says 503 at once, consuming
+    /// stops `READYZ_DRAIN_DELAY_SEC` later, in-flight jobs finish, the outbox is relayed once
+    /// more, and everything closes.
+    pub async fn run_until_stopped(self, shutdown: CancellationToken) -> anyhow::Result<()> {
+        let Application {
+            settings,
+            ctx,
+            consumer,
+            consumer_connected,
+            readiness,
+            health,
+            pool,
+        } = self;
+        let stop_http = CancellationToken::new();
+        let http = tokio::spawn(health.serve(stop_http.clone()));
+        tracing::info!(worker_id = %settings.jobs.worker_id, "Fetcher Worker started.");
+
+        let stop_consuming = CancellationToken::new();
+        let stop_background = CancellationToken::new();
+        let tracker = TaskTracker::new();
+        let consuming = tokio::spawn(consumer::run(
+            consumer,
+            ctx.clone(),
+            consumer_connected,
+            stop_consuming.clone(),
+            tracker.clone(),
+        ));
+
+        let owner = format!("{}/repairer", settings.jobs.worker_id);
+        let mut repair_config = repairer::RepairerConfig::new(owner);
+        repair_config.interval = settings.outbox.repair_interval;
+        repair_config.batch = settings.outbox.repair_batch;
+        repair_config.grace = settings.outbox.repair_grace;
+        repair_config.retention = settings.outbox.retention;
+        let repairer = Arc::new(repairer::Repairer::new(
+            ctx.store.clone(),
+            ctx.publisher.clone(),
+            repair_config,
+        ));
+        let repairing = tokio::spawn({
+            let repairer = repairer.clone();
+            let stop = stop_background.clone();
+            async move { repairer.run(stop).await }
+        });
+        let sweeper = Sweeper {
+            ctx: ctx.clone(),
+            interval: settings.jobs.lease,
+            grace: settings.jobs.lease * 2,
+        };
+        let sweeping = tokio::spawn({
+            let stop = stop_background.clone();
+            async move { sweeper.run(stop).await }
+        });
+
+        shutdown.cancelled().await;
+        readiness.start_draining();
+        tracing::info!(
+            delay_secs = settings.shutdown.readyz_drain_delay.as_secs(),
+            "Draining: /readyz reports 503."
+        );
+        tokio::time::sleep(settings.shutdown.readyz_drain_delay).await;
+        stop_consuming.cancel();
+        let connection = consuming.await.ok().flatten();
+        tracker.close();
+        if tokio::time::timeout(settings.shutdown.grace, tracker.wait())
+            .await
+            .is_err()
+        {
+            tracing::warn!("In-flight jobs did not finish within SHUTDOWN_GRACE_SEC; their messages will be redelivered.");
+        }
+        if let Some(connection) = connection {
+            let _ = connection.close(200, "OK".into()).await;
+        }
+        stop_background.cancel();
+        let _ = repairing.await;
+        let _ = sweeping.await;
+        // Whatever the last jobs recorded but could not publish goes out now, if it can.
+        let _ = repairer.repair_once(&CancellationToken::new()).await;
+        ctx.publisher.close().await;
+        pool.close().await;
+        stop_http.cancel();
+        let _ = http.await;
+        tracing::info!("Fetcher Worker stopped.");
+        Ok(())
+    }
+}
