@@ -1,0 +1,110 @@
+//! A signed job runs to `job.completed`: headers, signature, stored object, state row.
+
+use std::time::Duration;
+
+use uuid::Uuid;
+
+use crate::harness::World;
+
+#[tokio::test]
+async fn a_signed_job_completes_with_a_verifiable_event_and_object() {
+    let world = World::new().await;
+    let worker = world.start_worker().await;
+    let mut events = world.listen().await;
+
+    let job_id = Uuid::now_v7();
+    world
+        .submit(
+            &world.job_body(job_id, "src", "payments", &["memo", "id", "amount"]),
+            Some("acme"),
+            &[("X-Request-Id", "req-e2e")],
+        )
+        .await;
+    let event = events.event_for(job_id, Duration::from_secs(30)).await;
+
+    // Every header of contract §8.
+    assert_eq!(event.delivery.routing_key.as_str(), "job.completed");
+    for (name, expected) in [
+        ("ce-specversion", "1.0".to_owned()),
+        ("ce-id", format!("fetcher.job.completed.{job_id}")),
+        ("ce-source", crate::harness::SOURCE.to_owned()),
+        ("ce-type", "studio.lerian.job.completed".to_owned()),
+        ("ce-subject", job_id.to_string()),
+        ("ce-resourcetype", "job".to_owned()),
+        ("ce-eventtype", "completed".to_owned()),
+        ("ce-schemaversion", "1.0.0".to_owned()),
+        ("ce-datacontenttype", "application/json".to_owned()),
+        ("ce-tenantid", "acme".to_owned()),
+        ("X-Tenant-ID", "acme".to_owned()),
+        ("X-Request-Id", "req-e2e".to_owned()),
+        ("signature-version", "v1".to_owned()),
+    ] {
+        assert_eq!(event.text(name), expected, "header {name}");
+    }
+    assert!(matches!(
+        event.header("ce-id"),
+        Some(lapin::types::AMQPValue::ByteArray(_))
+    ));
+    assert!(!event.text("ce-time").is_empty());
+    assert_eq!(event.delivery.properties.delivery_mode(), &Some(2));
+    event
+        .verify(&world.keys)
+        .expect("the event's signature verifies with the external key");
+
+    // The stored object opens to a plaintext whose HMAC is the event's.
+    let body = event.body();
+    assert_eq!(body["status"], "completed");
+    assert_eq!(body["metadata"]["source"], "e2e");
+    let result = &body["result"];
+    let path = result["path"].as_str().expect("path");
+    assert_eq!(path, format!("acme/external-data/{job_id}.json"));
+    let stored = world.objects.get(path).await.expect("stored object");
+    let plaintext = world
+        .keys
+        .storage()
+        .open_bytes(&stored)
+        .expect("the object opens");
+    assert_eq!(
+        world.keys.external_hmac().sign_hex(&plaintext),
+        result["hmac"].as_str().expect("hmac")
+    );
+    assert_eq!(result["integrity"]["signature"], result["hmac"]);
+    assert_eq!(result["rowCount"], 3);
+    assert_eq!(result["sizeBytes"], plaintext.len());
+    let rows: serde_json::Value = serde_json::from_slice(&plaintext).expect("result JSON");
+    assert_eq!(
+        rows["src"]["payments"][0],
+        serde_json::json!({"amount": "10.50", "id": 1, "memo": "first <ok>"})
+    );
+    assert!(String::from_utf8_lossy(&plaintext).contains("first \\u003cok\\u003e"));
+
+    // The state row agrees.
+    let row: (String, Option<String>, Option<String>, Option<String>) = sqlx::query_as(
+        "SELECT status, result_path, result_hmac, tenant_id FROM jobs WHERE job_id = $1",
+    )
+    .bind(job_id)
+    .fetch_one(&world.state)
+    .await
+    .expect("job row");
+    assert_eq!(row.0, "completed");
+    assert_eq!(row.1.as_deref(), Some(path));
+    assert_eq!(row.2.as_deref(), result["hmac"].as_str());
+    assert_eq!(row.3.as_deref(), Some("acme"));
+    let published: bool =
+        sqlx::query_scalar("SELECT published_at IS NOT NULL FROM outbox WHERE job_id = $1")
+            .bind(job_id)
+            .fetch_one(&world.state)
+            .await
+            .expect("outbox row");
+    assert!(published);
+
+    // Metrics are served.
+    let (status, metrics) = worker.get("/metrics").expect("metrics");
+    assert_eq!(status, 200);
+    assert!(
+        metrics.contains("jobs_total{outcome=\"completed\"} 1"),
+        "{metrics}"
+    );
+    drop(worker);
+    world.cleanup().await;
+}

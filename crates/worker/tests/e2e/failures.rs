@@ -1,0 +1,167 @@
+//! Jobs that cannot complete end `job.failed` with a redacted but meaningful message and leave
+//! no object; refused messages are dead-lettered; unusable ones fail or are dropped.
+
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use lapin::options::{BasicConsumeOptions, QueueBindOptions, QueueDeclareOptions};
+use lapin::types::FieldTable;
+use uuid::Uuid;
+
+use crate::harness::World;
+
+#[tokio::test]
+async fn failing_jobs_publish_redacted_reasons_and_store_nothing() {
+    let world = World::new().await;
+    let worker = world.start_worker().await;
+    let mut events = world.listen().await;
+
+    let cases = [
+        (
+            "nope",
+            "payments",
+            "connection not found for database: nope",
+        ),
+        ("src", "missing_table", "failed schema validation"),
+        ("down", "payments", "failed to connect to datasource down"),
+    ];
+    for (connection, table, expected) in cases {
+        let job_id = Uuid::now_v7();
+        world
+            .submit(
+                &world.job_body(job_id, connection, table, &["id"]),
+                None,
+                &[],
+            )
+            .await;
+        let event = events.event_for(job_id, Duration::from_secs(40)).await;
+        assert_eq!(event.delivery.routing_key.as_str(), "job.failed");
+        event.verify(&world.keys).expect("signature");
+        assert_eq!(event.text("ce-tenantid"), "single-tenant");
+        let body = event.body();
+        assert_eq!(body["status"], "failed");
+        assert_eq!(body["metadata"]["source"], "e2e", "caller metadata is kept");
+        let message = body["metadata"]["error"]["message"]
+            .as_str()
+            .expect("message")
+            .to_owned();
+        assert!(
+            message.contains(expected),
+            "{message:?} should say {expected:?}"
+        );
+        for secret in ["127.0.0.1", "ghost", "ds-secret-pw", "nowhere"] {
+            assert!(!message.contains(secret), "{secret} leaked: {message}");
+        }
+        assert!(body.get("result").is_none());
+        let stored: Option<String> =
+            sqlx::query_scalar("SELECT error_message FROM jobs WHERE job_id = $1")
+                .bind(job_id)
+                .fetch_one(&world.state)
+                .await
+                .expect("job row");
+        assert_eq!(stored.as_deref(), Some(message.as_str()));
+    }
+    assert!(
+        world.object_keys().await.is_empty(),
+        "a failed job left an object"
+    );
+    let output = worker.output();
+    for secret in ["ds-secret-pw", "fetcher-secret", world.master_key.as_str()] {
+        assert!(!output.contains(secret), "a secret appeared in the logs");
+    }
+    drop(worker);
+    world.cleanup().await;
+}
+
+#[tokio::test]
+async fn bad_signatures_are_dead_lettered_and_unusable_bodies_fail_or_drop() {
+    let world = World::new().await;
+    let worker = world.start_worker().await;
+    let mut events = world.listen().await;
+
+    // A queue of our own on the dead-letter exchange.
+    let dlq = format!("fetcher.test.dlq.{}", world.id);
+    world
+        .channel
+        .queue_declare(
+            dlq.as_str().into(),
+            QueueDeclareOptions {
+                auto_delete: true,
+                ..Default::default()
+            },
+            FieldTable::default(),
+        )
+        .await
+        .expect("dlq");
+    world
+        .channel
+        .queue_bind(
+            dlq.as_str().into(),
+            "fetcher.dlx".into(),
+            "fetcher.dlq.key".into(),
+            QueueBindOptions::default(),
+            FieldTable::default(),
+        )
+        .await
+        .expect("bind dlq");
+    let mut dead = world
+        .channel
+        .basic_consume(
+            dlq.as_str().into(),
+            "".into(),
+            BasicConsumeOptions {
+                no_ack: true,
+                ..Default::default()
+            },
+            FieldTable::default(),
+        )
+        .await
+        .expect("consume dlq");
+
+    // Bad signature: dead-lettered, no event, the job untouched.
+    let bad_job = Uuid::now_v7();
+    let body = world.job_body(bad_job, "src", "payments", &["id"]);
+    world
+        .submit(&body, None, &[("x-message-signature", &"0".repeat(64))])
+        .await;
+    let dead_letter = tokio::time::timeout(Duration::from_secs(20), dead.next())
+        .await
+        .expect("the refused message was dead-lettered")
+        .expect("delivery")
+        .expect("delivery");
+    assert_eq!(dead_letter.data, body);
+    assert_eq!(world.job_status(bad_job).await, None, "the job was touched");
+
+    // Unparseable body, job id in a header: job.failed with the reason.
+    let broken_job = Uuid::now_v7();
+    let broken = br#"{"jobId": "#.to_vec();
+    world
+        .submit(&broken, None, &[("jobId", &broken_job.to_string())])
+        .await;
+    let event = events.event_for(broken_job, Duration::from_secs(20)).await;
+    assert_eq!(event.delivery.routing_key.as_str(), "job.failed");
+    let message = event.body()["metadata"]["error"]["message"]
+        .as_str()
+        .expect("message")
+        .to_owned();
+    assert!(message.starts_with("invalid job message"), "{message}");
+    assert_eq!(
+        world.job_status(broken_job).await.as_deref(),
+        Some("failed")
+    );
+
+    // Unparseable body, no job id anywhere: dropped with a log line, no event.
+    world.submit(b"not json at all", None, &[]).await;
+    let stray = events.drain(Duration::from_secs(4)).await;
+    assert!(
+        stray.iter().all(|e| e.text("ce-subject") != ""),
+        "unexpected events"
+    );
+    assert!(stray.is_empty(), "{} unexpected events", stray.len());
+    assert!(
+        worker.output().contains("Job message dropped"),
+        "no log line for the dropped message"
+    );
+    drop(worker);
+    world.cleanup().await;
+}

@@ -1,0 +1,85 @@
+//! Start and stop: refusals with every problem listed, and the SIGTERM drain.
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use uuid::Uuid;
+
+use crate::harness::World;
+
+#[test]
+fn startup_refusals_name_every_problem_and_no_secret() {
+    let output = Command::new(env!("CARGO_BIN_EXE_fetcher-worker"))
+        .env_clear()
+        .env("APP_ENC_KEY", "c2hvcnQ=")
+        .env("STREAMING_ENABLED", "false")
+        .env("OBJECT_STORAGE_ACCESS_KEY_ID", "AKIA-PARTIAL")
+        .env("DATABASE_URL", "postgres://u:db-secret@h/db")
+        .output()
+        .expect("run fetcher-worker");
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    for expected in [
+        "APP_ENC_KEY",
+        "STREAMING_ENABLED must be true",
+        "RABBITMQ_JOB_EVENTS_EXCHANGE is required",
+        "STREAMING_CLOUDEVENTS_SOURCE is required",
+        "OBJECT_STORAGE_BUCKET is required",
+        "must be set together",
+    ] {
+        assert!(
+            stderr.contains(expected),
+            "missing {expected:?} in:\n{stderr}"
+        );
+    }
+    for secret in ["c2hvcnQ=", "db-secret", "AKIA-PARTIAL"] {
+        assert!(!stderr.contains(secret), "{secret} printed:\n{stderr}");
+    }
+}
+
+#[tokio::test]
+async fn sigterm_drains_in_flight_jobs_with_readyz_at_503() {
+    let world = World::new().await;
+    let mut worker = world.start_worker().await;
+    let mut events = world.listen().await;
+
+    let jobs: Vec<Uuid> = (0..2).map(|_| Uuid::now_v7()).collect();
+    for job_id in &jobs {
+        world
+            .submit(&world.job_body(*job_id, "src", "slow", &["id"]), None, &[])
+            .await;
+    }
+    for job_id in &jobs {
+        world
+            .wait_status(*job_id, "processing", Duration::from_secs(20))
+            .await;
+    }
+    worker.signal("TERM");
+    let signalled = Instant::now();
+    let mut saw_503 = false;
+    while signalled.elapsed() < Duration::from_secs(2) {
+        if let Some((503, body)) = worker.get("/readyz") {
+            assert!(body.contains("draining"), "{body}");
+            saw_503 = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(saw_503, "/readyz did not turn 503 during the drain");
+    assert_eq!(
+        worker.wait_exit(Duration::from_secs(60)).await,
+        Some(0),
+        "output:\n{}",
+        worker.output()
+    );
+    for job_id in &jobs {
+        let event = events.event_for(*job_id, Duration::from_secs(10)).await;
+        assert_eq!(event.delivery.routing_key.as_str(), "job.completed");
+        assert_eq!(
+            world.job_status(*job_id).await.as_deref(),
+            Some("completed")
+        );
+    }
+    drop(worker);
+    world.cleanup().await;
+}
