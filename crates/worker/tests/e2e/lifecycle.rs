@@ -1,4 +1,5 @@
-//! Start and stop: refusals with every problem listed, and the SIGTERM drain.
+//! Start and stop: refusals with every problem listed, the topology the Worker declares (and
+//! `deploy/rabbitmq/definitions.json` provisions), and the SIGTERM drain.
 
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -80,6 +81,72 @@ async fn sigterm_drains_in_flight_jobs_with_readyz_at_503() {
             Some("completed")
         );
     }
+    drop(worker);
+    world.cleanup().await;
+}
+
+#[test]
+fn the_definitions_file_provisions_what_the_worker_declares() {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../deploy/rabbitmq/definitions.json"
+    );
+    let text = std::fs::read_to_string(path).expect("definitions.json");
+    let definitions: serde_json::Value = serde_json::from_str(&text).expect("JSON");
+    let queue = |name: &str| {
+        definitions["queues"]
+            .as_array()
+            .and_then(|qs| qs.iter().find(|q| q["name"] == name))
+            .cloned()
+            .unwrap_or_else(|| panic!("queue {name} missing"))
+    };
+    let work = queue(worker::config::DEFAULT_WORK_QUEUE);
+    assert_eq!(work["durable"], true);
+    assert_eq!(
+        work["arguments"]["x-dead-letter-exchange"],
+        worker::amqp::topology::DEAD_LETTER_EXCHANGE
+    );
+    assert_eq!(
+        work["arguments"]["x-dead-letter-routing-key"],
+        worker::amqp::topology::DEAD_LETTER_ROUTING_KEY
+    );
+    assert_eq!(
+        queue(worker::amqp::topology::DEAD_LETTER_QUEUE)["durable"],
+        true
+    );
+    let exchanges = definitions["exchanges"].as_array().expect("exchanges");
+    assert!(exchanges.iter().any(|e| e["name"] == "fetcher.job.events"
+        && e["type"] == "topic"
+        && e["durable"] == true));
+    assert!(exchanges
+        .iter()
+        .any(|e| e["name"] == worker::amqp::topology::DEAD_LETTER_EXCHANGE));
+}
+
+#[tokio::test]
+async fn a_work_queue_declared_with_other_arguments_refuses_the_start() {
+    let world = World::new().await;
+    world
+        .channel
+        .queue_declare(
+            world.queue.as_str().into(),
+            lapin::options::QueueDeclareOptions {
+                durable: true,
+                ..Default::default()
+            },
+            lapin::types::FieldTable::default(),
+        )
+        .await
+        .expect("declare a conflicting queue");
+    let port = crate::harness::free_port();
+    let mut worker = crate::harness::WorkerProcess::spawn(world.env(port), port);
+    let code = worker.wait_exit(Duration::from_secs(30)).await;
+    assert_eq!(code, Some(1));
+    let output = worker.output();
+    assert!(
+        output.contains("the work queue") && output.contains("could not be declared"),
+        "{output}"
+    );
     drop(worker);
     world.cleanup().await;
 }
