@@ -3,12 +3,13 @@
 //! - [`config`]: [`StorageConfig`], filled by the Worker's configuration module.
 //! - [`key`]: [`object_key`], the key rule (`prefix + [tenant/] + external-data/<jobId>.json`).
 //! - [`store`]: [`ObjectStore`], the SDK client wrapped as a service (put, get, delete, exists,
-//!   readiness).
+//!   readiness); its multipart upload lives in `multipart`.
 //! - [`error`]: [`StorageError`], named after the failed step, with `is_retriable`.
 
 pub mod config;
 pub mod error;
 pub mod key;
+mod multipart;
 pub mod store;
 
 pub use config::{StaticCredentials, StorageConfig};

@@ -98,6 +98,21 @@ async fn a_signed_job_completes_with_a_verifiable_event_and_object() {
             .expect("outbox row");
     assert!(published);
 
+    // Liveness, and readiness with one check per dependency.
+    let (status, health) = worker.get("/health").expect("health");
+    assert_eq!(status, 200, "{health}");
+    let (status, ready) = worker.get("/readyz").expect("readyz");
+    assert_eq!(status, 200, "{ready}");
+    let ready: serde_json::Value = serde_json::from_str(&ready).expect("readyz JSON");
+    assert_eq!(ready["status"], "ready");
+    for dependency in ["postgres", "rabbitmq", "object_storage"] {
+        assert_eq!(ready["checks"][dependency]["status"], "up", "{ready}");
+        assert!(
+            ready["checks"][dependency]["latency_ms"].is_number(),
+            "{ready}"
+        );
+    }
+
     // Metrics are served.
     let (status, metrics) = worker.get("/metrics").expect("metrics");
     assert_eq!(status, 200);

@@ -153,10 +153,6 @@ async fn bad_signatures_are_dead_lettered_and_unusable_bodies_fail_or_drop() {
     // Unparseable body, no job id anywhere: dropped with a log line, no event.
     world.submit(b"not json at all", None, &[]).await;
     let stray = events.drain(Duration::from_secs(4)).await;
-    assert!(
-        stray.iter().all(|e| e.text("ce-subject") != ""),
-        "unexpected events"
-    );
     assert!(stray.is_empty(), "{} unexpected events", stray.len());
     assert!(
         worker.output().contains("Job message dropped"),

@@ -46,6 +46,7 @@ pub struct World {
     pub exchange: String,
     pub amqp: Connection,
     pub channel: Channel,
+    cleaned: bool,
 }
 
 async fn create_db(name: &str) -> PgPool {
@@ -105,6 +106,7 @@ impl World {
             exchange: format!("fetcher.test.events.{id}"),
             amqp,
             channel,
+            cleaned: false,
         }
     }
 
