@@ -1,11 +1,82 @@
 #!/usr/bin/env bash
-# The README's first command. While the Worker is being built, it shows what exists: a master
-# key is generated, and fetcherctl derives from it the external HMAC key that event consumers
-# are given to verify events and results.
+# The README's first command: brings up what this machine lacks (PostgreSQL, RabbitMQ and an
+# S3-compatible server), creates a sample datasource, starts the Worker, submits a signed job,
+# waits for its signed `job.completed` event, verifies it, and prints the rows it stored.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-cargo build --locked --quiet -p cli
-master=$(head -c 32 /dev/urandom | base64)
-echo "A fresh master key was generated for this demo (APP_ENC_KEY; never shown)."
-APP_ENC_KEY="$master" ./target/debug/fetcherctl derive-key
+S3_DATA=${S3_DATA:-/var/lib/fetcher-s3}
+STATE_DB=fetcher_demo_state
+SOURCE_DB=fetcher_demo_source
+BUCKET=fetcher-demo
+PORT=${DEMO_HEALTH_PORT:-4007}
+LOG=${TMPDIR:-/tmp}/fetcher-demo-worker.log
+
+step() { printf '\n==> %s\n' "$*"; }
+
+step "Starting the servers the demo needs (installing them if absent)"
+bash scripts/services.sh postgres rabbitmq s3
+
+step "Building fetcher-worker and fetcherctl"
+cargo build --locked --quiet -p worker -p cli
+bin=target/debug
+
+step "Creating the sample datasource ($SOURCE_DB), the state database and the bucket"
+psql_admin() { psql -h 127.0.0.1 -U postgres -v ON_ERROR_STOP=1 -q "$@"; }
+for db in "$STATE_DB" "$SOURCE_DB"; do
+  psql_admin -c "DROP DATABASE IF EXISTS $db WITH (FORCE)" -c "CREATE DATABASE $db"
+done
+psql_admin -d "$SOURCE_DB" <<'SQL'
+CREATE TABLE payments (id integer PRIMARY KEY, amount numeric(12,2), currency char(3), memo text, settled_at timestamptz);
+INSERT INTO payments VALUES
+  (1, 125.50, 'BRL', 'invoice <2026-07>', '2026-07-13 18:04:02+00'),
+  (2,  80.00, 'USD', 'refund & fee',      '2026-07-13 19:10:00+00'),
+  (3,  10.99, 'EUR', 'café',              NULL);
+SQL
+mkdir -p "$S3_DATA/$BUCKET"   # s3s-fs keeps a bucket as a directory
+
+export APP_ENC_KEY; APP_ENC_KEY=$(head -c 32 /dev/urandom | base64)
+export STREAMING_ENABLED=true STREAMING_CLOUDEVENTS_SOURCE=//lerian/fetcher/demo
+export RABBITMQ_JOB_EVENTS_EXCHANGE=fetcher.job.events
+export DATABASE_URL=postgres://postgres@127.0.0.1:5432/$STATE_DB
+export OBJECT_STORAGE_ENDPOINT=http://127.0.0.1:9000 OBJECT_STORAGE_BUCKET=$BUCKET
+export OBJECT_STORAGE_ACCESS_KEY_ID=${S3_ACCESS_KEY:-fetcher} OBJECT_STORAGE_SECRET_KEY=${S3_SECRET_KEY:-fetcher-secret}
+export OBJECT_STORAGE_USE_PATH_STYLE=true HEALTH_PORT=$PORT READYZ_DRAIN_DELAY_SEC=1
+export DATASOURCE_DEMO_TYPE=POSTGRESQL DATASOURCE_DEMO_HOST=127.0.0.1 DATASOURCE_DEMO_PORT=5432
+export DATASOURCE_DEMO_DATABASE=$SOURCE_DB DATASOURCE_DEMO_USER=postgres DATASOURCE_DEMO_SSLMODE=disable
+
+step "Starting the Worker (log: $LOG)"
+"$bin/fetcher-worker" >"$LOG" 2>&1 &
+worker=$!
+cleanup() { kill -TERM "$worker" 2>/dev/null && wait "$worker" 2>/dev/null || true; }
+trap cleanup EXIT
+for _ in $(seq 120); do
+  if (exec 3<>"/dev/tcp/127.0.0.1/$PORT" && printf 'GET /readyz HTTP/1.0\r\n\r\n' >&3 && grep -q '"ready"' <&3) 2>/dev/null; then
+    break
+  fi
+  kill -0 "$worker" 2>/dev/null || { cat "$LOG"; echo "the Worker stopped"; exit 1; }
+  sleep 0.5
+done
+echo "Worker ready on :$PORT (/health, /readyz, /metrics)"
+
+step "Listening for job events (signatures verified with the external HMAC key)"
+events=$(mktemp)
+"$bin/fetcherctl" watch --count 1 --timeout 60 --json >"$events" &
+watcher=$!
+sleep 1
+
+step "Submitting a signed job: demo.payments (id, amount, currency, memo, settled_at)"
+submitted=$("$bin/fetcherctl" submit --connection demo --table payments \
+  --fields id,amount,currency,memo,settled_at --metadata '{"source":"demo"}')
+echo "$submitted"
+job_id=$(grep -oE '[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}' <<<"$submitted" | head -n1)
+
+wait "$watcher"
+step "job.completed received"
+cat "$events"
+hmac=$(python3 -c 'import json,sys; e=json.loads(open(sys.argv[1]).readline()); b=e.get("body",e); print(b["result"]["hmac"])' "$events")
+
+step "Fetching, decrypting and verifying the stored result"
+"$bin/fetcherctl" fetch --job "$job_id" --hmac "$hmac"
+echo
+step "Done: the event's signature and the result's HMAC verified."

@@ -1,7 +1,21 @@
 //! `fetcherctl`: the operator's and consumer's tool for the Fetcher Worker.
+//!
+//! One module per command (`derive_key`, `submit`, `watch`, `fetch`); `keys` and `amqp` hold
+//! what they share. No command prints a secret: not the master key, not the AMQP URI (it may
+//! hold a password), not the S3 secret key.
 
+mod amqp;
 mod derive_key;
+mod fetch;
+mod keys;
+mod submit;
+mod watch;
 
+use std::future::Future;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
@@ -18,10 +32,51 @@ enum Command {
     /// The master key is read from APP_ENC_KEY, else from the first line of standard input,
     /// else from --key (which other users of the machine can see in the process list).
     DeriveKey(derive_key::Args),
+
+    /// Sign a job message with the internal HMAC key and publish it to the work queue.
+    ///
+    /// The message is read from --file or built from --connection, --table and --fields, and
+    /// validated as the Worker validates it before anything is sent. Needs APP_ENC_KEY.
+    /// Prints `Submitted job <uuid>` once the broker confirmed the message.
+    Submit(submit::Args),
+
+    /// Print job events, each checked against its signature (external HMAC key).
+    ///
+    /// One event per ce-id; events whose signature fails are printed as `REJECTED <reason>`.
+    /// The key comes from --hmac-key / FETCHER_EXTERNAL_HMAC_KEY, else from APP_ENC_KEY.
+    Watch(watch::Args),
+
+    /// Download a stored result, open it, check its HMAC and print it.
+    ///
+    /// Opening needs the master key (APP_ENC_KEY): the external key alone cannot decrypt.
+    /// The object storage is configured with the Worker's OBJECT_STORAGE_* variables.
+    Fetch(fetch::Args),
 }
 
-fn main() -> anyhow::Result<()> {
-    match Cli::parse().command {
+fn main() -> ExitCode {
+    let outcome = match Cli::parse().command {
         Command::DeriveKey(args) => derive_key::run(args),
+        Command::Submit(args) => block_on(submit::run(args)),
+        Command::Watch(args) => block_on(watch::run(args)),
+        Command::Fetch(args) => block_on(fetch::run(args)),
+    };
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("Error: {error:#}");
+            ExitCode::FAILURE
+        }
     }
+}
+
+fn block_on(command: impl Future<Output = anyhow::Result<()>>) -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("Failed to start the async runtime")?;
+    let outcome = runtime.block_on(command);
+    // Background tasks (the broker connection's I/O, the S3 client's pool) are not awaited.
+    runtime.shutdown_timeout(Duration::from_secs(1));
+    outcome
 }

@@ -1,0 +1,251 @@
+//! `fetcherctl fetch` against the real S3 server (s3s-fs): a result stored as the Worker stores
+//! it is opened, checked against its HMAC and printed byte for byte.
+
+mod support;
+
+use std::process::Output;
+
+use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region};
+use uuid::Uuid;
+use worker::storage::{object_key, ObjectStore, StaticCredentials, StorageConfig};
+
+/// `TEST_S3_ENDPOINT`, `TEST_S3_ACCESS_KEY`, `TEST_S3_SECRET_KEY`, defaulting to the server of
+/// `scripts/services.sh s3`.
+fn s3_env() -> (String, String, String) {
+    let var =
+        |name: &str, default: &str| std::env::var(name).unwrap_or_else(|_| default.to_owned());
+    (
+        var("TEST_S3_ENDPOINT", "http://127.0.0.1:9000"),
+        var("TEST_S3_ACCESS_KEY", "fetcher"),
+        var("TEST_S3_SECRET_KEY", "fetcher-secret"),
+    )
+}
+
+/// A fresh bucket, removed by [`TestBucket::remove`].
+struct TestBucket {
+    name: String,
+    prefix: String,
+    store: ObjectStore,
+}
+
+impl TestBucket {
+    async fn create(prefix: &str) -> TestBucket {
+        let (endpoint, access_key, secret_key) = s3_env();
+        let name = format!("fetcherctl-test-{}", Uuid::new_v4().simple());
+        let store = ObjectStore::new(StorageConfig {
+            endpoint: Some(endpoint),
+            credentials: Some(StaticCredentials::new(access_key, secret_key)),
+            use_path_style: true,
+            key_prefix: prefix.to_owned(),
+            ..StorageConfig::new(&name)
+        })
+        .await
+        .expect("store settings");
+        store
+            .create_bucket_if_missing()
+            .await
+            .unwrap_or_else(|error| {
+                panic!(
+                    "cannot create test bucket {name}: {error}. These tests need the S3 server of \
+                 `bash scripts/services.sh s3` (or TEST_S3_ENDPOINT)"
+                )
+            });
+        TestBucket {
+            name,
+            prefix: prefix.to_owned(),
+            store,
+        }
+    }
+
+    /// `fetcherctl fetch` configured like the Worker for this bucket.
+    fn fetch(&self, args: &[&str]) -> Output {
+        self.fetch_with(support::MASTER, args)
+    }
+
+    /// The same, with another master key.
+    fn fetch_with(&self, master: &str, args: &[&str]) -> Output {
+        let (endpoint, access_key, secret_key) = s3_env();
+        support::fetcherctl()
+            .env("APP_ENC_KEY", master)
+            .env("OBJECT_STORAGE_ENDPOINT", endpoint)
+            .env("OBJECT_STORAGE_BUCKET", &self.name)
+            .env("OBJECT_STORAGE_KEY_PREFIX", &self.prefix)
+            .env("OBJECT_STORAGE_ACCESS_KEY_ID", access_key)
+            .env("OBJECT_STORAGE_SECRET_KEY", secret_key)
+            .env("OBJECT_STORAGE_USE_PATH_STYLE", "true")
+            .arg("fetch")
+            .args(args)
+            .output()
+            .expect("run fetcherctl fetch")
+    }
+
+    /// Deletes `keys` and the bucket.
+    async fn remove(self, keys: &[&str]) {
+        for key in keys {
+            self.store.delete(key).await.expect("delete test object");
+        }
+        let (endpoint, access_key, secret_key) = s3_env();
+        let client = aws_sdk_s3::Client::from_conf(
+            aws_sdk_s3::Config::builder()
+                .behavior_version(BehaviorVersion::latest())
+                .region(Region::new("us-east-1"))
+                .endpoint_url(endpoint)
+                .force_path_style(true)
+                .credentials_provider(Credentials::new(access_key, secret_key, None, None, "test"))
+                .build(),
+        );
+        client
+            .delete_bucket()
+            .bucket(&self.name)
+            .send()
+            .await
+            .unwrap_or_else(|error| panic!("cannot remove test bucket {}: {error}", self.name));
+    }
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// A result JSON as the Worker writes it (indented, no trailing newline, escaped `<`).
+const PLAINTEXT: &str = "{\n  \"ledger\": {\n    \"accounts\": [\n      {\n        \"id\": 1,\n        \"name\": \"caf\u{e9} \\u003cb\\u003e\"\n      }\n    ]\n  }\n}";
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stored_result_is_opened_verified_and_printed_exactly() {
+    let bucket = TestBucket::create("results/").await;
+    let keys = support::keys();
+    let job = Uuid::new_v4();
+    let key = object_key(&bucket.prefix, Some("acme"), job).expect("key");
+    assert_eq!(key.full, format!("results/acme/external-data/{job}.json"));
+    bucket
+        .store
+        .put_sealed(
+            &key.full,
+            keys.storage().seal_raw(PLAINTEXT.as_bytes().to_vec()),
+        )
+        .await
+        .expect("store the sealed result");
+    let hmac = keys.external_hmac().sign_hex(PLAINTEXT.as_bytes());
+
+    // By job and tenant (the key computed as in contract §7), and by the event's path.
+    let job_text = job.to_string();
+    for args in [
+        vec![
+            "--job",
+            job_text.as_str(),
+            "--tenant",
+            "acme",
+            "--hmac",
+            hmac.as_str(),
+        ],
+        vec!["--path", key.path.as_str(), "--hmac", hmac.as_str()],
+    ] {
+        let output = tokio::task::block_in_place(|| bucket.fetch(&args));
+        assert!(output.status.success(), "{args:?}: {output:?}");
+        assert_eq!(output.stdout, PLAINTEXT.as_bytes(), "{args:?}");
+        let stderr = text(&output.stderr);
+        assert!(stderr.contains("HMAC verified"), "{stderr}");
+        assert!(!stderr.contains("fetcher-secret"), "{stderr}");
+    }
+
+    // Into a file, owner-only.
+    let out = std::env::temp_dir().join(format!("fetcherctl-test-{}.json", Uuid::new_v4()));
+    let out_text = out.to_str().expect("utf-8 path").to_owned();
+    let output = tokio::task::block_in_place(|| {
+        bucket.fetch(&["--job", &job_text, "--tenant", "acme", "--out", &out_text])
+    });
+    assert!(output.status.success(), "{output:?}");
+    assert!(output.stdout.is_empty());
+    assert!(text(&output.stderr).contains("HMAC not checked"));
+    assert_eq!(std::fs::read(&out).expect("written"), PLAINTEXT.as_bytes());
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        let mode = std::fs::metadata(&out)
+            .expect("metadata")
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+    std::fs::remove_file(&out).expect("remove output");
+
+    // A wrong HMAC: failure, and not a byte of the result.
+    let wrong = keys.external_hmac().sign_hex(b"another result");
+    let output = tokio::task::block_in_place(|| {
+        bucket.fetch(&["--job", &job_text, "--tenant", "acme", "--hmac", &wrong])
+    });
+    assert!(!output.status.success(), "{output:?}");
+    assert!(output.stdout.is_empty(), "{output:?}");
+    assert!(text(&output.stderr).contains("HMAC mismatch"), "{output:?}");
+
+    // Without the tenant the key differs: the object does not exist there.
+    let output =
+        tokio::task::block_in_place(|| bucket.fetch(&["--job", &job_text, "--hmac", &hmac]));
+    assert!(!output.status.success());
+    assert!(
+        text(&output.stderr).contains("does not exist"),
+        "{output:?}"
+    );
+
+    bucket.remove(&[&key.full]).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_different_master_key_cannot_open_the_result() {
+    let bucket = TestBucket::create("").await;
+    let job = Uuid::new_v4();
+    let key = object_key("", None, job).expect("key");
+    bucket
+        .store
+        .put_sealed(
+            &key.full,
+            support::keys().storage().seal_raw(b"{}".to_vec()),
+        )
+        .await
+        .expect("store");
+
+    let job_text = job.to_string();
+    let output = tokio::task::block_in_place(|| bucket.fetch(&["--job", &job_text]));
+    assert!(
+        output.status.success(),
+        "the right key opens it: {output:?}"
+    );
+    assert_eq!(output.stdout, b"{}");
+
+    let other_master = "QUJDREVGR0hJSktMTU5PUFFSU1RVVldYWVphYmNkZWY=";
+    let output =
+        tokio::task::block_in_place(|| bucket.fetch_with(other_master, &["--job", &job_text]));
+    assert!(!output.status.success());
+    assert!(output.stdout.is_empty());
+    let stderr = text(&output.stderr);
+    assert!(stderr.contains("Failed to open object"), "{stderr}");
+    assert!(!stderr.contains(other_master), "{stderr}");
+
+    bucket.remove(&[&key.full]).await;
+}
+
+#[test]
+fn missing_settings_are_named_and_secrets_never_printed() {
+    let output = support::fetcherctl()
+        .env("APP_ENC_KEY", support::MASTER)
+        .env("OBJECT_STORAGE_SECRET_KEY", "s3-secret-sentinel")
+        .args(["fetch", "--job", &Uuid::new_v4().to_string()])
+        .output()
+        .expect("run");
+    assert!(!output.status.success());
+    let stderr = text(&output.stderr);
+    assert!(
+        stderr.contains("OBJECT_STORAGE_BUCKET is required"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("must be set together"), "{stderr}");
+    assert!(!stderr.contains("s3-secret-sentinel"), "{stderr}");
+
+    // Without the master key nothing can be opened: said before any download.
+    let output = support::fetcherctl()
+        .args(["fetch", "--path", "external-data/x.json"])
+        .output()
+        .expect("run");
+    assert!(!output.status.success());
+    assert!(text(&output.stderr).contains("APP_ENC_KEY is not set"));
+}

@@ -1,0 +1,393 @@
+//! `fetcherctl watch` against the real RabbitMQ: events signed by the Worker's own publisher are
+//! printed once each, forgeries are rejected, and `--count`/`--timeout` decide the exit.
+
+mod support;
+
+use std::io::{BufRead as _, BufReader, Read as _};
+use std::process::{Child, Stdio};
+use std::sync::mpsc::{self, Receiver};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use chrono::Utc;
+use contract::event::{CloudEventAttributes, OutboundEvent, Outcome, StoredResult};
+use contract::Redacted;
+use lapin::options::{BasicPublishOptions, ExchangeDeleteOptions};
+use lapin::types::{AMQPValue, ByteArray, FieldTable};
+use lapin::BasicProperties;
+use publisher::{AmqpUri, Publisher, PublisherConfig};
+use support::Broker;
+use uuid::Uuid;
+
+/// A running `fetcherctl watch`, killed if the test ends before it does.
+struct Watcher {
+    child: Child,
+    stderr: Receiver<String>,
+    stdout: Option<JoinHandle<String>>,
+}
+
+struct Finished {
+    success: bool,
+    stdout: String,
+    stderr: String,
+}
+
+impl Watcher {
+    fn start(args: &[&str], env: &[(&str, &str)]) -> Watcher {
+        let mut command = support::fetcherctl();
+        command
+            .arg("watch")
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        for (name, value) in env {
+            command.env(name, value);
+        }
+        let mut child = command.spawn().expect("spawn fetcherctl watch");
+        let stderr = child.stderr.take().expect("stderr");
+        let (lines, receiver) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if lines.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut stdout = child.stdout.take().expect("stdout");
+        let stdout = std::thread::spawn(move || {
+            let mut text = String::new();
+            let _ = stdout.read_to_string(&mut text);
+            text
+        });
+        Watcher {
+            child,
+            stderr: receiver,
+            stdout: Some(stdout),
+        }
+    }
+
+    /// Waits for the line that says the queue is bound: events published after it are seen.
+    fn wait_until_bound(&mut self) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.stderr.recv_timeout(left) {
+                Ok(line) if line.starts_with("Watching exchange") => return,
+                Ok(_) => {}
+                Err(_) => {
+                    let _ = self.child.kill();
+                    let early = self.child.try_wait();
+                    panic!("watch never reported its queue as bound (exit: {early:?})");
+                }
+            }
+        }
+    }
+
+    /// Waits (up to 30 s) for the process to exit on its own.
+    fn finish(mut self) -> Finished {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let status = loop {
+            if let Some(status) = self.child.try_wait().expect("try_wait") {
+                break status;
+            }
+            if Instant::now() >= deadline {
+                panic!("watch did not exit within 30 s");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        let stdout = self
+            .stdout
+            .take()
+            .expect("stdout reader")
+            .join()
+            .expect("stdout thread");
+        let stderr: Vec<String> = self.stderr.iter().collect();
+        Finished {
+            success: status.success(),
+            stdout,
+            stderr: stderr.join("\n"),
+        }
+    }
+}
+
+impl Drop for Watcher {
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// The Worker's publisher on `exchange`, signing with the test's external key.
+async fn publisher(exchange: &str) -> Publisher {
+    let mut config = PublisherConfig::new(AmqpUri::new(support::amqp_uri()), exchange);
+    config.confirm_timeout = Duration::from_secs(5);
+    config.connect_timeout = Duration::from_secs(5);
+    let publisher =
+        Publisher::new(config, support::keys().external_hmac().clone()).expect("publisher");
+    publisher
+        .declare_exchange()
+        .await
+        .expect("declare exchange");
+    publisher
+}
+
+fn completed(job_id: Uuid, tenant: Option<&str>) -> OutboundEvent {
+    let result = StoredResult {
+        path: format!("external-data/{job_id}.json"),
+        size_bytes: 17,
+        row_count: 1,
+        hmac: "ab".repeat(32),
+    };
+    let mut metadata = serde_json::Map::new();
+    metadata.insert("source".into(), "payments".into());
+    let outcome = Outcome::Completed {
+        result: &result,
+        execution_time_ms: 12,
+        completed_at: Utc::now(),
+    };
+    let attributes = CloudEventAttributes::new(
+        outcome.status(),
+        job_id,
+        "//fetcherctl-tests",
+        tenant,
+        Utc::now(),
+    );
+    OutboundEvent::new(job_id, &metadata, &outcome, attributes, None).expect("event")
+}
+
+fn failed(job_id: Uuid) -> OutboundEvent {
+    let error = Redacted::new("failed to connect to datasource");
+    let outcome = Outcome::Failed { error: &error };
+    let attributes = CloudEventAttributes::new(
+        outcome.status(),
+        job_id,
+        "//fetcherctl-tests",
+        None,
+        Utc::now(),
+    );
+    OutboundEvent::new(
+        job_id,
+        &serde_json::Map::new(),
+        &outcome,
+        attributes,
+        Some("req-9".into()),
+    )
+    .expect("event")
+}
+
+/// Publishes, with the test's own channel, a `job.completed` event that claims `ce_id` and
+/// carries a signature made with no key at all.
+async fn publish_forgery(broker: &Broker, exchange: &str, job_id: Uuid, ce_id: &str) {
+    let byte_array = |text: &str| AMQPValue::ByteArray(ByteArray::from(text.as_bytes()));
+    let long_string = |text: &str| AMQPValue::LongString(text.into());
+    let mut headers = FieldTable::default();
+    headers.insert("ce-id".into(), byte_array(ce_id));
+    headers.insert("ce-type".into(), byte_array("studio.lerian.job.completed"));
+    headers.insert("X-Tenant-ID".into(), long_string("acme"));
+    headers.insert("x-message-signature".into(), long_string(&"0".repeat(64)));
+    headers.insert("t".into(), long_string(&Utc::now().timestamp().to_string()));
+    headers.insert("signature-version".into(), long_string("v1"));
+    let body = format!(r#"{{"jobId":"{job_id}","metadata":{{}},"status":"completed"}}"#);
+    broker
+        .channel
+        .basic_publish(
+            exchange.into(),
+            "job.completed".into(),
+            BasicPublishOptions::default(),
+            body.as_bytes(),
+            BasicProperties::default().with_headers(headers),
+        )
+        .await
+        .expect("publish forgery")
+        .await
+        .expect("forgery confirmed");
+}
+
+async fn delete_exchange(broker: &Broker, exchange: &str) {
+    let _ = broker
+        .channel
+        .exchange_delete(exchange.into(), ExchangeDeleteOptions::default())
+        .await;
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn events_are_verified_printed_once_and_forgeries_rejected() {
+    let broker = Broker::connect().await;
+    let exchange = support::unique("exchange");
+    let publisher = publisher(&exchange).await;
+
+    let mut watcher = Watcher::start(
+        &["--exchange", &exchange, "--count", "2", "--timeout", "30"],
+        &[("APP_ENC_KEY", support::MASTER)],
+    );
+    tokio::task::block_in_place(|| watcher.wait_until_bound());
+
+    let (first_job, second_job) = (Uuid::new_v4(), Uuid::new_v4());
+    let first = completed(first_job, Some("acme"));
+    let second = failed(second_job);
+    // A forgery claiming the first event's ce-id comes first: it must not hide the real one.
+    publish_forgery(&broker, &exchange, first_job, first.ce_id()).await;
+    publisher.publish(&first).await.expect("first");
+    publisher.publish(&first).await.expect("first, republished");
+    publisher.publish(&second).await.expect("second");
+
+    let finished = tokio::task::block_in_place(|| watcher.finish());
+    assert!(finished.success, "{}\n{}", finished.stdout, finished.stderr);
+    let expected = [
+        format!(
+            "REJECTED signature does not match the message (ce-id {}, routing key job.completed)",
+            first.ce_id()
+        ),
+        format!(
+            "studio.lerian.job.completed fetcher.job.completed.{first_job} tenant=acme signature=ok"
+        ),
+        text(&first.body),
+        format!(
+            "studio.lerian.job.failed fetcher.job.failed.{second_job} tenant=single-tenant signature=ok"
+        ),
+        text(&second.body),
+    ];
+    let lines: Vec<&str> = finished.stdout.lines().collect();
+    assert_eq!(lines, expected, "stderr: {}", finished.stderr);
+    assert!(
+        finished
+            .stderr
+            .contains("2 event(s) shown, 1 duplicate(s) dropped, 1 rejected"),
+        "{}",
+        finished.stderr
+    );
+
+    publisher.close().await;
+    delete_exchange(&broker, &exchange).await;
+    broker.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn json_mode_with_only_the_external_key_and_a_job_filter() {
+    let broker = Broker::connect().await;
+    let exchange = support::unique("exchange");
+    let publisher = publisher(&exchange).await;
+    let hex = support::keys().external_hmac().reveal_hex();
+    let wanted = Uuid::new_v4();
+
+    let mut watcher = Watcher::start(
+        &[
+            "--exchange",
+            &exchange,
+            "--pattern",
+            "job.#",
+            "--json",
+            "--job",
+            &wanted.to_string(),
+            "--count",
+            "1",
+            "--timeout",
+            "30",
+        ],
+        // No master key: a consumer only has the external key.
+        &[("FETCHER_EXTERNAL_HMAC_KEY", &hex)],
+    );
+    tokio::task::block_in_place(|| watcher.wait_until_bound());
+
+    publisher
+        .publish(&completed(Uuid::new_v4(), Some("other")))
+        .await
+        .expect("another job's event");
+    let event = completed(wanted, Some("acme"));
+    publisher.publish(&event).await.expect("the wanted event");
+
+    let finished = tokio::task::block_in_place(|| watcher.finish());
+    assert!(finished.success, "{}\n{}", finished.stdout, finished.stderr);
+    let lines: Vec<&str> = finished.stdout.lines().collect();
+    assert_eq!(lines.len(), 1, "{}", finished.stdout);
+    let line: serde_json::Value = serde_json::from_str(lines[0]).expect("one JSON object");
+    assert_eq!(line["ceId"], event.ce_id());
+    assert_eq!(line["ceType"], "studio.lerian.job.completed");
+    assert_eq!(line["ceSubject"], wanted.to_string());
+    assert_eq!(line["tenant"], "acme");
+    assert_eq!(line["exchange"], exchange.as_str());
+    assert_eq!(line["routingKey"], "job.completed");
+    assert_eq!(line["signature"], "ok");
+    let body: serde_json::Value = serde_json::from_slice(&event.body).expect("body");
+    assert_eq!(line["body"], body);
+    assert!(
+        lines[0].ends_with(&format!(",\"body\":{}}}", text(&event.body))),
+        "the body keeps its bytes: {}",
+        lines[0]
+    );
+    assert!(
+        finished.stderr.contains("1 of other jobs skipped"),
+        "{}",
+        finished.stderr
+    );
+    assert!(!finished.stderr.contains(&hex) && !finished.stdout.contains(&hex));
+
+    publisher.close().await;
+    delete_exchange(&broker, &exchange).await;
+    broker.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_count_not_reached_in_time_fails_and_a_plain_timeout_does_not() {
+    let broker = Broker::connect().await;
+    let exchange = support::unique("exchange");
+    let env = [("APP_ENC_KEY", support::MASTER)];
+
+    let output = support::fetcherctl()
+        .envs(env)
+        .args([
+            "watch",
+            "--exchange",
+            &exchange,
+            "--count",
+            "1",
+            "--timeout",
+            "1",
+        ])
+        .output()
+        .expect("run");
+    assert!(!output.status.success(), "{output:?}");
+    let stderr = text(&output.stderr);
+    assert!(
+        stderr.contains("timed out after 1 s with 0 of 1 event(s)"),
+        "{stderr}"
+    );
+
+    let output = support::fetcherctl()
+        .envs(env)
+        .args(["watch", "--exchange", &exchange, "--timeout", "1"])
+        .output()
+        .expect("run");
+    assert!(output.status.success(), "{output:?}");
+
+    delete_exchange(&broker, &exchange).await;
+    broker.close().await;
+}
+
+#[test]
+fn without_any_key_watch_says_which_ones_it_takes() {
+    let output = support::fetcherctl()
+        .args(["watch", "--count", "1"])
+        .output()
+        .expect("run");
+    assert!(!output.status.success());
+    let stderr = text(&output.stderr);
+    assert!(
+        stderr.contains("APP_ENC_KEY") && stderr.contains("--hmac-key"),
+        "{stderr}"
+    );
+
+    let output = support::fetcherctl()
+        .args(["watch", "--hmac-key", "abc"])
+        .output()
+        .expect("run");
+    assert!(!output.status.success());
+    assert!(text(&output.stderr).contains("64 hex characters"));
+}
