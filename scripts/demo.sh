@@ -61,9 +61,10 @@ echo "Worker ready on :$PORT (/health, /readyz, /metrics)"
 
 step "Listening for job events (signatures verified with the external HMAC key)"
 events=$(mktemp)
-"$bin/fetcherctl" watch --count 1 --timeout 60 --json >"$events" &
+"$bin/fetcherctl" watch --count 1 --timeout 60 --json >"$events" 2>"$events.log" &
 watcher=$!
-sleep 1
+for _ in $(seq 100); do grep -q "Watching exchange" "$events.log" && break; sleep 0.2; done
+cat "$events.log"
 
 step "Submitting a signed job: demo.payments (id, amount, currency, memo, settled_at)"
 submitted=$("$bin/fetcherctl" submit --connection demo --table payments \
@@ -72,6 +73,7 @@ echo "$submitted"
 job_id=$(grep -oE '[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}' <<<"$submitted" | head -n1)
 
 wait "$watcher"
+tail -n +2 "$events.log"
 step "job.completed received"
 cat "$events"
 hmac=$(python3 -c 'import json,sys; e=json.loads(open(sys.argv[1]).readline()); b=e.get("body",e); print(b["result"]["hmac"])' "$events")
