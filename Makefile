@@ -25,3 +25,8 @@ bench:
 
 fmt:
 	$(CARGO) fmt --all
+
+## The chaos soak and hostile inputs (long; needs root for rabbitmqctl); appends to RELIABILITY.md.
+.PHONY: chaos
+chaos:
+	CARGO=$(CARGO) bash scripts/chaos.sh

@@ -31,6 +31,18 @@ impl Node {
         }
     }
 
+    /// Whether any string or member name in the tree holds a NUL character.
+    pub(crate) fn has_nul(&self) -> bool {
+        match self {
+            Node::String(s) => s.contains('\0'),
+            Node::Array(items) => items.iter().any(Node::has_nul),
+            Node::Object(members) => members
+                .iter()
+                .any(|(name, value)| name.contains('\0') || value.has_nul()),
+            Node::Null | Node::Bool(_) | Node::Number(_) => false,
+        }
+    }
+
     /// Converts into a `serde_json::Value` the way Go fills a `map[string]any`: for a repeated
     /// member the last one wins.
     pub(crate) fn into_value(self) -> Value {

@@ -32,6 +32,10 @@ pub enum MessageError {
     UnknownOperator { path: String, operator: String },
     #[error("{path}: {reason}")]
     InvalidFilter { path: String, reason: &'static str },
+    #[error(
+        "message contains a NUL character (U+0000), which names, values and metadata cannot hold"
+    )]
+    NulCharacter,
 }
 
 impl MessageError {
@@ -51,6 +55,7 @@ impl MessageError {
             MessageError::EmptyName { .. } => "empty_name",
             MessageError::UnknownOperator { .. } => "unknown_filter_operator",
             MessageError::InvalidFilter { .. } => "invalid_filter",
+            MessageError::NulCharacter => "nul_character",
         }
     }
 }

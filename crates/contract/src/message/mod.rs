@@ -41,6 +41,14 @@ impl JobMessage {
         let Node::Object(members) = root else {
             return Err(MessageError::NotAnObject(root.kind()));
         };
+        // No datasource identifier can hold a NUL, and PostgreSQL text and jsonb refuse it: a
+        // message carrying one could be neither run nor stored, so it is refused whole.
+        if members
+            .iter()
+            .any(|(name, value)| name.contains('\0') || value.has_nul())
+        {
+            return Err(MessageError::NulCharacter);
+        }
 
         let mut job_id = None;
         let mut mapped_fields: Option<MappedFields> = None;

@@ -149,3 +149,16 @@ fn error_messages_name_the_place_but_not_the_values() {
     assert!(message.contains("filters.pg.users.id.eq"), "{message}");
     assert!(!message.contains("s3cr3t"), "{message}");
 }
+
+#[test]
+fn a_nul_character_anywhere_refuses_the_message() {
+    for rest in [
+        r#""mappedFields":{"c":{"t":["me\u0000mo"]}}"#,
+        r#""mappedFields":{"c\u0000":{"t":["f"]}}"#,
+        r#""mappedFields":{"c":{"t":["f"]}},"metadata":{"k":["\u0000"]}"#,
+        r#""mappedFields":{"c":{"t":["f"]}},"filters":{"c":{"t":{"f":{"eq":["a\u0000"]}}}}"#,
+    ] {
+        let text = format!(r#"{{"jobId":"{ID}",{rest}}}"#);
+        assert_eq!(code(&text), "nul_character", "{rest}");
+    }
+}

@@ -203,9 +203,18 @@ impl JobContext {
                         _ = stop.cancelled() => return Disposition::Retry,
                     }
                 }
-                Err(error) => {
+                Err(error) if error.is_retriable() => {
                     tracing::warn!(job_id = %job.job_id, %error, "Could not claim the job; the message will be retried.");
                     return Disposition::Retry;
+                }
+                // The database refuses this job for good (a value it cannot store): retrying
+                // would loop forever, so the job fails with the reason.
+                Err(error) => {
+                    tracing::warn!(job_id = %job.job_id, %error, "Job failed: the state database refuses it.");
+                    let message = Redacted::new(&format!("the job cannot be recorded: {error}"));
+                    return self
+                        .record_failure(job.job_id, headers, &Map::new(), message)
+                        .await;
                 }
             }
         }

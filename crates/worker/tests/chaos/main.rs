@@ -1,0 +1,980 @@
+//! Chaos soak: 3 Worker replicas, each reaching PostgreSQL (state and datasource), RabbitMQ and
+//! S3 through its own fault proxies, process a seeded mix of jobs while RabbitMQ restarts, the
+//! state database "restarts" (proxied connections cut, new ones refused), S3 is down for 20 s, a
+//! replica is SIGKILLed three times and proxies cut connections mid-way. At the end every job
+//! must be terminal, every terminal job must have exactly its event (by ce-id), every completed
+//! job's object must open and match its HMAC, and no failed job may have an object.
+//!
+//! Long: `#[ignore]`d; run with `make chaos` (or
+//! `cargo test -p worker --test chaos -- --ignored --nocapture`). Knobs: `CHAOS_SEED` (42),
+//! `CHAOS_JOBS` (2000), `CHAOS_RATE` (jobs per second submitted, 25).
+
+#[path = "../e2e/harness.rs"]
+mod harness;
+mod proxy;
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::net::SocketAddr;
+use std::process::Command;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use contract::envelope::{self, Route};
+use futures_util::StreamExt;
+use harness::{Event, WorkerProcess, World};
+use lapin::options::*;
+use lapin::types::{AMQPValue, FieldTable, LongString};
+use lapin::{BasicProperties, Channel, Connection, ConnectionProperties, ExchangeKind};
+use proxy::FaultProxy;
+use uuid::Uuid;
+
+/// A seeded xorshift64* generator: the same seed, the same scenario.
+struct Rng(u64);
+
+impl Rng {
+    fn new(seed: u64) -> Rng {
+        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+    fn range_ms(&mut self, lo: u64, hi: u64) -> Duration {
+        Duration::from_millis(lo + self.below(hi - lo + 1))
+    }
+}
+
+fn env_num(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+enum Kind {
+    Success,
+    UnknownTable,
+    UnknownConnection,
+    InvalidBody,
+    Unparseable,
+}
+
+struct Job {
+    id: Uuid,
+    kind: Kind,
+    body: Vec<u8>,
+}
+
+fn make_jobs(world: &World, rng: &mut Rng, count: usize) -> Vec<Job> {
+    (0..count)
+        .map(|_| {
+            let id = Uuid::now_v7();
+            let roll = rng.below(100);
+            let (kind, body) = match roll {
+                0..=59 => (
+                    Kind::Success,
+                    world.job_body(id, "src", "payments", &["id", "amount", "memo"]),
+                ),
+                60..=71 => (
+                    Kind::UnknownTable,
+                    world.job_body(id, "src", "missing_table", &["id"]),
+                ),
+                72..=81 => (
+                    Kind::UnknownConnection,
+                    world.job_body(id, "nope", "payments", &["id"]),
+                ),
+                82..=92 => (
+                    Kind::InvalidBody,
+                    format!(r#"{{"jobId":"{id}","mappedFields":{{}}}}"#).into_bytes(),
+                ),
+                _ => (
+                    Kind::Unparseable,
+                    format!(r#"{{"jobId":"{id}","mappedFields": {{"src": [broken"#).into_bytes(),
+                ),
+            };
+            Job { id, kind, body }
+        })
+        .collect()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Replicas behind proxies
+
+struct Replica {
+    index: usize,
+    pg: FaultProxy,
+    amqp: FaultProxy,
+    s3: FaultProxy,
+    process: Option<WorkerProcess>,
+    generation: usize,
+}
+
+impl Replica {
+    fn env(&self, world: &World, port: u16) -> BTreeMap<String, String> {
+        let mut env = world.env(port);
+        let overrides = [
+            (
+                "DATABASE_URL",
+                format!(
+                    "postgres://postgres@127.0.0.1:{}/{}",
+                    self.pg.port(),
+                    world.state_db
+                ),
+            ),
+            ("DATABASE_MAX_CONNECTIONS", "6".into()),
+            ("RABBITMQ_HOST", "127.0.0.1".into()),
+            ("RABBITMQ_PORT_AMQP", self.amqp.port().to_string()),
+            (
+                "OBJECT_STORAGE_ENDPOINT",
+                format!("http://127.0.0.1:{}", self.s3.port()),
+            ),
+            ("DATASOURCE_SRC_PORT", self.pg.port().to_string()),
+            ("JOB_LEASE_SEC", "5".into()),
+            ("OUTBOX_REPAIR_INTERVAL_SEC", "2".into()),
+            ("OUTBOX_REPAIR_GRACE_SEC", "1".into()),
+            ("ENGINE_EXTRACTION_TIMEOUT_SEC", "30".into()),
+            (
+                "WORKER_ID",
+                format!("chaos-r{}-g{}", self.index, self.generation),
+            ),
+        ];
+        for (k, v) in overrides {
+            env.insert(k.to_owned(), v);
+        }
+        env
+    }
+
+    fn spawn(&mut self, world: &World) {
+        self.generation += 1;
+        let port = harness::free_port();
+        self.process = Some(WorkerProcess::spawn(self.env(world, port), port));
+    }
+
+    fn proxies(&self) -> [(&'static str, &FaultProxy); 3] {
+        [("pg", &self.pg), ("amqp", &self.amqp), ("s3", &self.s3)]
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// RabbitMQ restarts, always undone
+
+struct RabbitDown;
+
+impl RabbitDown {
+    fn stop() -> RabbitDown {
+        let guard = RabbitDown;
+        let status = Command::new("rabbitmqctl")
+            .arg("stop_app")
+            .output()
+            .expect("rabbitmqctl");
+        assert!(status.status.success(), "rabbitmqctl stop_app: {status:?}");
+        guard
+    }
+}
+
+impl Drop for RabbitDown {
+    fn drop(&mut self) {
+        for _ in 0..3 {
+            if let Ok(out) = Command::new("rabbitmqctl").arg("start_app").output() {
+                if out.status.success() {
+                    break;
+                }
+            }
+            std::thread::sleep(Duration::from_secs(1));
+        }
+        // Wait until the port answers AMQP again.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while Instant::now() < deadline {
+            if Command::new("rabbitmqctl")
+                .args(["await_startup", "--timeout", "5"])
+                .output()
+                .map(|o| o.status.success())
+                .unwrap_or(false)
+            {
+                break;
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Events: a durable queue (it survives broker restarts), consumed with reconnection
+
+#[derive(Default)]
+struct Seen {
+    /// (ce-id, body bytes, redelivered, received at)
+    events: Vec<(String, Vec<u8>, bool, Instant)>,
+    bad_signatures: usize,
+    last: Option<Instant>,
+}
+
+async fn amqp_channel() -> Option<(Connection, Channel)> {
+    let conn = Connection::connect(harness::AMQP, ConnectionProperties::default())
+        .await
+        .ok()?;
+    let channel = conn.create_channel().await.ok()?;
+    Some((conn, channel))
+}
+
+async fn declare_listener(channel: &Channel, exchange: &str, queue: &str) -> lapin::Result<()> {
+    channel
+        .exchange_declare(
+            exchange.into(),
+            ExchangeKind::Topic,
+            ExchangeDeclareOptions {
+                durable: true,
+                ..Default::default()
+            },
+            FieldTable::default(),
+        )
+        .await?;
+    channel
+        .queue_declare(
+            queue.into(),
+            QueueDeclareOptions {
+                durable: true,
+                ..Default::default()
+            },
+            FieldTable::default(),
+        )
+        .await?;
+    channel
+        .queue_bind(
+            queue.into(),
+            exchange.into(),
+            "job.*".into(),
+            QueueBindOptions::default(),
+            FieldTable::default(),
+        )
+        .await?;
+    Ok(())
+}
+
+async fn listen_forever(
+    exchange: String,
+    queue: String,
+    keys: crypto::KeySet,
+    seen: Arc<Mutex<Seen>>,
+) {
+    loop {
+        let Some((_conn, channel)) = amqp_channel().await else {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            continue;
+        };
+        if declare_listener(&channel, &exchange, &queue).await.is_err() {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            continue;
+        }
+        let _ = channel.basic_qos(200, BasicQosOptions::default()).await;
+        let Ok(mut consumer) = channel
+            .basic_consume(
+                queue.as_str().into(),
+                "".into(),
+                BasicConsumeOptions::default(),
+                FieldTable::default(),
+            )
+            .await
+        else {
+            continue;
+        };
+        while let Some(Ok(delivery)) = consumer.next().await {
+            let tag = delivery.delivery_tag;
+            let event = Event { delivery };
+            let verified = event.verify(&keys).is_ok();
+            let ce_id = match event.header("ce-id") {
+                Some(_) => event.text("ce-id"),
+                None => String::from("<none>"),
+            };
+            {
+                let mut seen = seen.lock().unwrap_or_else(|e| e.into_inner());
+                if !verified {
+                    seen.bad_signatures += 1;
+                }
+                seen.events.push((
+                    ce_id,
+                    event.delivery.data.clone(),
+                    event.delivery.redelivered,
+                    Instant::now(),
+                ));
+                seen.last = Some(Instant::now());
+            }
+            let _ = channel.basic_ack(tag, BasicAckOptions::default()).await;
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Submission: signed, confirmed, retried through outages
+
+async fn submit_all(
+    world_queue: String,
+    keys: crypto::KeySet,
+    jobs: Vec<(Uuid, Vec<u8>)>,
+    rate: u64,
+) -> HashMap<Uuid, Instant> {
+    let mut confirmed = HashMap::new();
+    let mut channel: Option<(Connection, Channel)> = None;
+    let start = Instant::now();
+    for (i, (id, body)) in jobs.iter().enumerate() {
+        let due = start + Duration::from_micros(i as u64 * 1_000_000 / rate.max(1));
+        tokio::time::sleep_until(due.into()).await;
+        loop {
+            if channel.is_none() {
+                if let Some((conn, ch)) = amqp_channel().await {
+                    if ch
+                        .confirm_select(ConfirmSelectOptions::default())
+                        .await
+                        .is_ok()
+                    {
+                        channel = Some((conn, ch));
+                    }
+                }
+            }
+            let Some((_, ch)) = channel.as_ref() else {
+                tokio::time::sleep(Duration::from_millis(500)).await;
+                continue;
+            };
+            let route = Route {
+                tenant: "",
+                exchange: "",
+                routing_key: &world_queue,
+            };
+            let signature = envelope::sign(chrono::Utc::now().timestamp(), &route, body, |p| {
+                keys.internal_hmac().sign_hex(p)
+            });
+            let mut table = FieldTable::default();
+            for (name, value) in [
+                (envelope::SIGNATURE_HEADER, signature.signature.clone()),
+                (envelope::TIMESTAMP_HEADER, signature.timestamp.clone()),
+                (envelope::VERSION_HEADER, signature.version.to_owned()),
+            ] {
+                table.insert(name.into(), AMQPValue::LongString(LongString::from(value)));
+            }
+            let sent = async {
+                let confirm = ch
+                    .basic_publish(
+                        "".into(),
+                        world_queue.as_str().into(),
+                        BasicPublishOptions {
+                            mandatory: true,
+                            ..Default::default()
+                        },
+                        body,
+                        BasicProperties::default()
+                            .with_delivery_mode(2)
+                            .with_headers(table),
+                    )
+                    .await?;
+                let confirmation = confirm.await?;
+                Ok::<bool, lapin::Error>(
+                    confirmation.is_ack() && confirmation.take_message().is_none(),
+                )
+            };
+            match tokio::time::timeout(Duration::from_secs(10), sent).await {
+                Ok(Ok(true)) => {
+                    confirmed.insert(*id, Instant::now());
+                    break;
+                }
+                _ => {
+                    channel = None;
+                    tokio::time::sleep(Duration::from_millis(300)).await;
+                }
+            }
+        }
+    }
+    confirmed
+}
+
+// ---------------------------------------------------------------------------------------------
+// Faults
+
+#[derive(Clone, Copy, Debug)]
+enum Fault {
+    RabbitRestart,
+    PostgresRestart,
+    S3Down,
+    KillReplica,
+    ProxyCut,
+    ProxyReset,
+    ProxyStall,
+    ProxyLatency,
+}
+
+async fn run_fault(
+    fault: Fault,
+    rng: &mut Rng,
+    world: &World,
+    replicas: &Arc<tokio::sync::Mutex<Vec<Replica>>>,
+    log: &mut Vec<String>,
+    t0: Instant,
+) {
+    let at = t0.elapsed().as_secs_f64();
+    match fault {
+        Fault::RabbitRestart => {
+            let outage = rng.range_ms(4000, 6000);
+            log.push(format!(
+                "{at:6.1}s RabbitMQ stop_app for {outage:?}, then start_app"
+            ));
+            let guard = tokio::task::spawn_blocking(RabbitDown::stop)
+                .await
+                .expect("stop_app");
+            tokio::time::sleep(outage).await;
+            tokio::task::spawn_blocking(move || drop(guard))
+                .await
+                .expect("start_app");
+        }
+        Fault::PostgresRestart => {
+            let outage = rng.range_ms(4000, 6000);
+            log.push(format!(
+                "{at:6.1}s PostgreSQL \"restart\": every proxied connection reset, new ones refused for {outage:?}"
+            ));
+            let reps = replicas.lock().await;
+            for r in reps.iter() {
+                r.pg.set_refuse(true);
+                r.pg.reset_all();
+            }
+            drop(reps);
+            tokio::time::sleep(outage).await;
+            for r in replicas.lock().await.iter() {
+                r.pg.heal();
+            }
+        }
+        Fault::S3Down => {
+            log.push(format!(
+                "{at:6.1}s S3 down 20 s (connections reset, new ones refused)"
+            ));
+            for r in replicas.lock().await.iter() {
+                r.s3.set_refuse(true);
+                r.s3.reset_all();
+            }
+            tokio::time::sleep(Duration::from_secs(20)).await;
+            for r in replicas.lock().await.iter() {
+                r.s3.heal();
+            }
+        }
+        Fault::KillReplica => {
+            let down = rng.range_ms(500, 2500);
+            log.push(format!(
+                "{at:6.1}s replica 0 SIGKILLed, restarted after {down:?}"
+            ));
+            let mut reps = replicas.lock().await;
+            if let Some(mut p) = reps[0].process.take() {
+                let _ = p.child.kill();
+                let _ = p.child.wait();
+            }
+            drop(reps);
+            tokio::time::sleep(down).await;
+            replicas.lock().await[0].spawn(world);
+        }
+        Fault::ProxyCut => {
+            let r = rng.below(3) as usize;
+            let which = rng.below(3) as usize;
+            let bytes = 100 + rng.below(4000);
+            let hold = rng.range_ms(1000, 3000);
+            let reps = replicas.lock().await;
+            let (name, proxy) = reps[r].proxies()[which];
+            log.push(format!(
+                "{at:6.1}s replica {r} {name} proxy: connections cut after {bytes} more bytes, for {hold:?}"
+            ));
+            proxy.set_cut_after(Some(bytes));
+            drop(reps);
+            tokio::time::sleep(hold).await;
+            replicas.lock().await[r].proxies()[which].1.heal();
+        }
+        Fault::ProxyStall => {
+            // Longer than the job lease: another replica may take the job over meanwhile.
+            let r = rng.below(3) as usize;
+            let which = rng.below(3) as usize;
+            let hold = rng.range_ms(6000, 9000);
+            let reps = replicas.lock().await;
+            let (name, proxy) = reps[r].proxies()[which];
+            log.push(format!(
+                "{at:6.1}s replica {r} {name} proxy: stalled for {hold:?}"
+            ));
+            proxy.set_stall(true);
+            drop(reps);
+            tokio::time::sleep(hold).await;
+            replicas.lock().await[r].proxies()[which].1.heal();
+        }
+        Fault::ProxyLatency => {
+            let r = rng.below(3) as usize;
+            let which = rng.below(3) as usize;
+            let latency = rng.range_ms(100, 600);
+            let hold = rng.range_ms(4000, 8000);
+            let reps = replicas.lock().await;
+            let (name, proxy) = reps[r].proxies()[which];
+            log.push(format!(
+                "{at:6.1}s replica {r} {name} proxy: {latency:?} per chunk for {hold:?}"
+            ));
+            proxy.set_latency(latency);
+            drop(reps);
+            tokio::time::sleep(hold).await;
+            replicas.lock().await[r].proxies()[which].1.heal();
+        }
+        Fault::ProxyReset => {
+            let r = rng.below(3) as usize;
+            let which = rng.below(3) as usize;
+            let reps = replicas.lock().await;
+            let (name, proxy) = reps[r].proxies()[which];
+            log.push(format!(
+                "{at:6.1}s replica {r} {name} proxy: every connection reset"
+            ));
+            proxy.reset_all();
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+struct Summary {
+    rows: Vec<(String, String)>,
+    failures: Vec<String>,
+}
+
+impl Summary {
+    fn row(&mut self, name: &str, value: impl ToString) {
+        self.rows.push((name.to_owned(), value.to_string()));
+    }
+    fn must(&mut self, name: &str, value: usize, expected: usize) {
+        let mark = if value == expected { "" } else { "  ← FAIL" };
+        self.rows.push((
+            format!("{name} (must be {expected})"),
+            format!("{value}{mark}"),
+        ));
+        if value != expected {
+            self.failures
+                .push(format!("{name}: {value}, expected {expected}"));
+        }
+    }
+}
+
+async fn list_all_keys(bucket: &str) -> Vec<String> {
+    let client = harness::s3_client();
+    let mut keys = Vec::new();
+    let mut token: Option<String> = None;
+    loop {
+        let mut req = client.list_objects_v2().bucket(bucket);
+        if let Some(t) = &token {
+            req = req.continuation_token(t);
+        }
+        let page = req.send().await.expect("list objects");
+        keys.extend(
+            page.contents()
+                .iter()
+                .filter_map(|o| o.key().map(str::to_owned)),
+        );
+        match page.next_continuation_token() {
+            Some(t) if page.is_truncated() == Some(true) => token = Some(t.to_owned()),
+            _ => break,
+        }
+    }
+    keys
+}
+
+async fn scenario(world: &World) -> Summary {
+    let seed = env_num("CHAOS_SEED", 42);
+    let count = env_num("CHAOS_JOBS", 2000) as usize;
+    let rate = env_num("CHAOS_RATE", 25);
+    let mut rng = Rng::new(seed);
+    let jobs = make_jobs(world, &mut rng, count);
+    let kinds: HashMap<Uuid, Kind> = jobs.iter().map(|j| (j.id, j.kind)).collect();
+
+    // Replicas, each behind its own proxies.
+    let target = |port: u16| SocketAddr::from(([127, 0, 0, 1], port));
+    let mut replicas = Vec::new();
+    for index in 0..3 {
+        let mut r = Replica {
+            index,
+            pg: FaultProxy::start(target(5432)).await,
+            amqp: FaultProxy::start(target(5672)).await,
+            s3: FaultProxy::start(target(9000)).await,
+            process: None,
+            generation: 0,
+        };
+        r.spawn(world);
+        replicas.push(r);
+    }
+    for r in &replicas {
+        r.process
+            .as_ref()
+            .expect("spawned")
+            .wait_ready(Duration::from_secs(90))
+            .await;
+    }
+    let replicas = Arc::new(tokio::sync::Mutex::new(replicas));
+
+    // Events listener.
+    let listen_queue = format!("fetcher.chaos.listen.{}", world.id);
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    let listener = tokio::spawn(listen_forever(
+        world.exchange.clone(),
+        listen_queue.clone(),
+        world.keys.clone(),
+        seen.clone(),
+    ));
+    // Let the listener's queue be bound before the first event.
+    let (_c, ch) = amqp_channel().await.expect("RabbitMQ");
+    declare_listener(&ch, &world.exchange, &listen_queue)
+        .await
+        .expect("declare listener");
+
+    let t0 = Instant::now();
+    let submitter = tokio::spawn(submit_all(
+        world.queue.clone(),
+        world.keys.clone(),
+        jobs.iter().map(|j| (j.id, j.body.clone())).collect(),
+        rate,
+    ));
+
+    // The faults, in a seeded order at seeded moments.
+    let mut faults = vec![
+        Fault::RabbitRestart,
+        Fault::RabbitRestart,
+        Fault::PostgresRestart,
+        Fault::S3Down,
+        Fault::KillReplica,
+        Fault::KillReplica,
+        Fault::KillReplica,
+        Fault::ProxyCut,
+        Fault::ProxyCut,
+        Fault::ProxyCut,
+        Fault::ProxyReset,
+        Fault::ProxyReset,
+        Fault::ProxyStall,
+        Fault::ProxyLatency,
+    ];
+    for i in (1..faults.len()).rev() {
+        let j = rng.below(i as u64 + 1) as usize;
+        faults.swap(i, j);
+    }
+    let mut log = Vec::new();
+    tokio::time::sleep(rng.range_ms(2000, 4000)).await;
+    let mut last_fault = Instant::now();
+    let mut last_outage_end = Instant::now();
+    for (i, fault) in faults.iter().enumerate() {
+        run_fault(*fault, &mut rng, world, &replicas, &mut log, t0).await;
+        last_fault = Instant::now();
+        if !matches!(
+            fault,
+            Fault::ProxyCut | Fault::ProxyReset | Fault::ProxyStall | Fault::ProxyLatency
+        ) {
+            last_outage_end = last_fault;
+        }
+        eprintln!("[chaos] {}", log.last().map(String::as_str).unwrap_or(""));
+        if i + 1 < faults.len() {
+            tokio::time::sleep(rng.range_ms(1500, 5000)).await;
+        }
+    }
+    log.push(format!(
+        "{:6.1}s last fault over",
+        t0.elapsed().as_secs_f64()
+    ));
+    eprintln!("[chaos] {}", log.last().map(String::as_str).unwrap_or(""));
+
+    // Every replica up again (a restarted one may still be starting).
+    for r in replicas.lock().await.iter() {
+        if let Some(p) = &r.process {
+            p.wait_ready(Duration::from_secs(90)).await;
+        }
+    }
+    let confirmed = submitter.await.expect("submitter");
+    let submitted_at = t0.elapsed();
+    eprintln!("[chaos] all {count} jobs submitted after {submitted_at:?}");
+
+    // Wait for the outcome: every job terminal and its event seen, or give up after 4 minutes.
+    let ids: Vec<Uuid> = jobs.iter().map(|j| j.id).collect();
+    let settle_deadline = Instant::now() + Duration::from_secs(240);
+    let mut states: HashMap<Uuid, (String, Option<String>, Option<String>)>;
+    loop {
+        let rows: Vec<(Uuid, String, Option<String>, Option<String>)> = sqlx::query_as(
+            "SELECT job_id, status, result_path, result_hmac FROM jobs WHERE job_id = ANY($1)",
+        )
+        .bind(&ids)
+        .fetch_all(&world.state)
+        .await
+        .expect("jobs");
+        states = rows
+            .into_iter()
+            .map(|(id, s, p, h)| (id, (s, p, h)))
+            .collect();
+        let terminal = states
+            .values()
+            .filter(|(s, _, _)| s == "completed" || s == "failed")
+            .count();
+        let distinct = {
+            let seen = seen.lock().unwrap_or_else(|e| e.into_inner());
+            seen.events
+                .iter()
+                .map(|e| &e.0)
+                .collect::<HashSet<_>>()
+                .len()
+        };
+        if (terminal == count && distinct >= count) || Instant::now() > settle_deadline {
+            break;
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    // A little longer, for late duplicates.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    listener.abort();
+
+    // Count.
+    let seen = std::mem::take(&mut *seen.lock().unwrap_or_else(|e| e.into_inner()));
+    let mut s = Summary {
+        rows: Vec::new(),
+        failures: Vec::new(),
+    };
+    s.row("seed", seed);
+    s.row("replicas", 3);
+    s.row("jobs submitted", count);
+    let mut by_kind: BTreeMap<Kind, usize> = BTreeMap::new();
+    for j in &jobs {
+        *by_kind.entry(j.kind).or_default() += 1;
+    }
+    s.row(
+        "job mix",
+        by_kind
+            .iter()
+            .map(|(k, n)| format!("{k:?} {n}"))
+            .collect::<Vec<_>>()
+            .join(", "),
+    );
+    let mut by_state: BTreeMap<String, usize> = BTreeMap::new();
+    for (st, _, _) in states.values() {
+        *by_state.entry(st.clone()).or_default() += 1;
+    }
+    let completed = *by_state.get("completed").unwrap_or(&0);
+    let failed = *by_state.get("failed").unwrap_or(&0);
+    s.row("jobs completed", completed);
+    s.row("jobs failed", failed);
+    let terminal = completed + failed;
+    s.must("jobs not terminal", count - terminal, 0);
+    let success_failed: Vec<Uuid> = states
+        .iter()
+        .filter(|(id, (st, _, _))| kinds[id] == Kind::Success && st == "failed")
+        .map(|(id, _)| *id)
+        .collect();
+    s.row(
+        "successful-kind jobs failed by a fault (datasource cut; allowed)",
+        success_failed.len(),
+    );
+    if !success_failed.is_empty() {
+        let errors: Vec<String> = sqlx::query_scalar(
+            "SELECT DISTINCT coalesce(error_message, '') FROM jobs WHERE job_id = ANY($1)",
+        )
+        .bind(&success_failed)
+        .fetch_all(&world.state)
+        .await
+        .expect("errors");
+        s.row("their errors", errors.join(" / ").replace('|', "\\|"));
+    }
+    s.must(
+        "failure-kind jobs completed",
+        states
+            .iter()
+            .filter(|(id, (st, _, _))| kinds[id] != Kind::Success && st == "completed")
+            .count(),
+        0,
+    );
+    s.row("events received", seen.events.len());
+    s.row(
+        "events redelivered to the test's own consumer",
+        seen.events.iter().filter(|e| e.2).count(),
+    );
+    let distinct: HashSet<&String> = seen.events.iter().map(|e| &e.0).collect();
+    // Latency: from the job's confirmed submission to its event's first arrival.
+    let mut first_seen: HashMap<Uuid, Instant> = HashMap::new();
+    for (ce, _, _, at) in &seen.events {
+        if let Some(id) = ce.rsplit('.').next().and_then(|id| id.parse::<Uuid>().ok()) {
+            first_seen.entry(id).or_insert(*at);
+        }
+    }
+    let mut latencies: Vec<f64> = first_seen
+        .iter()
+        .filter_map(|(id, at)| {
+            confirmed
+                .get(id)
+                .map(|sent| at.saturating_duration_since(*sent).as_secs_f64())
+        })
+        .collect();
+    latencies.sort_by(f64::total_cmp);
+    let pct = |p: f64| {
+        latencies
+            .get(((latencies.len() as f64 - 1.0) * p).round() as usize)
+            .copied()
+            .unwrap_or(0.0)
+    };
+    s.row(
+        "submission → event latency p50 / p99 / max",
+        format!("{:.2} s / {:.1} s / {:.1} s", pct(0.5), pct(0.99), pct(1.0)),
+    );
+    s.must(
+        "distinct ce-ids minus terminal jobs",
+        distinct.len().abs_diff(terminal),
+        0,
+    );
+    s.row(
+        "duplicate events (same ce-id again; the redeliveries above included)",
+        seen.events.len() - distinct.len(),
+    );
+    s.must("events with a bad signature", seen.bad_signatures, 0);
+    // Every terminal job has the event of its own status, and no event contradicts a state.
+    let missing_events = states
+        .iter()
+        .filter(|(_, (st, _, _))| st == "completed" || st == "failed")
+        .filter(|(id, (st, _, _))| !distinct.contains(&format!("fetcher.job.{st}.{id}")))
+        .count();
+    s.must("terminal jobs without their event", missing_events, 0);
+    let contradicting = distinct
+        .iter()
+        .filter(|ce| {
+            let parts: Vec<&str> = ce.splitn(4, '.').collect();
+            let (Some(st), Some(id)) = (parts.get(2), parts.get(3)) else {
+                return true;
+            };
+            let Ok(id) = id.parse::<Uuid>() else {
+                return true;
+            };
+            states.get(&id).map(|(s, _, _)| s.as_str()) != Some(*st)
+        })
+        .count();
+    s.must("events contradicting the job's state", contradicting, 0);
+
+    // Stored objects.
+    let mut bad_objects = 0;
+    for (id, (st, path, hmac)) in &states {
+        if st != "completed" {
+            continue;
+        }
+        let ok = match (path, hmac) {
+            (Some(path), Some(hmac)) => match world.objects.get(path).await {
+                Ok(sealed) => match world.keys.storage().open_bytes(&sealed) {
+                    Ok(plain) => &world.keys.external_hmac().sign_hex(&plain) == hmac,
+                    Err(_) => false,
+                },
+                Err(_) => false,
+            },
+            _ => false,
+        };
+        if !ok {
+            eprintln!("[chaos] completed job {id}: object missing or bad");
+            bad_objects += 1;
+        }
+    }
+    s.must(
+        "completed jobs whose object is missing or fails its HMAC",
+        bad_objects,
+        0,
+    );
+    let keys = list_all_keys(&world.bucket).await;
+    let orphan = keys
+        .iter()
+        .filter(|k| {
+            let id = k
+                .trim_start_matches("external-data/")
+                .trim_end_matches(".json")
+                .parse::<Uuid>();
+            match id {
+                Ok(id) => states.get(&id).map(|(s, _, _)| s.as_str()) != Some("completed"),
+                Err(_) => true,
+            }
+        })
+        .count();
+    s.must("stored objects of jobs not completed", orphan, 0);
+    s.row("stored objects", keys.len());
+    s.row(
+        "time from the last fault to the last event",
+        match seen.last {
+            Some(last) if last > last_fault => {
+                format!("{:.1} s", (last - last_fault).as_secs_f64())
+            }
+            Some(_) => "0 s (the last event came before the last fault ended)".to_owned(),
+            None => "no event".to_owned(),
+        },
+    );
+    s.row(
+        "time from the end of the last outage (broker, database, S3, SIGKILL) to the last event",
+        match seen.last {
+            Some(last) if last > last_outage_end => {
+                format!("{:.1} s", (last - last_outage_end).as_secs_f64())
+            }
+            Some(_) => "0 s".to_owned(),
+            None => "no event".to_owned(),
+        },
+    );
+    s.row(
+        "scenario length",
+        format!("{:.0} s", t0.elapsed().as_secs_f64()),
+    );
+    s.row("faults", log.len() - 1);
+    s.row(
+        "fault log",
+        log.iter().map(|l| l.trim()).collect::<Vec<_>>().join("; "),
+    );
+
+    // Stop the replicas; keep their logs on failure.
+    let mut reps = replicas.lock().await;
+    if !s.failures.is_empty() {
+        for r in reps.iter() {
+            if let Some(p) = &r.process {
+                let path = format!("/tmp/fetcher-chaos-replica{}.log", r.index);
+                let _ = std::fs::write(&path, p.output());
+                eprintln!("[chaos] replica {} log: {path}", r.index);
+            }
+        }
+    }
+    for r in reps.iter_mut() {
+        r.process = None;
+    }
+    drop(reps);
+    // A fresh channel: the first one died with the broker restarts.
+    let (_c, ch) = amqp_channel().await.expect("RabbitMQ");
+    let _ = ch
+        .queue_delete(listen_queue.as_str().into(), QueueDeleteOptions::default())
+        .await;
+    let _ = ch
+        .queue_delete(world.queue.as_str().into(), QueueDeleteOptions::default())
+        .await;
+    let _ = ch
+        .exchange_delete(
+            world.exchange.as_str().into(),
+            ExchangeDeleteOptions::default(),
+        )
+        .await;
+    s
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "long chaos soak: run with `make chaos`"]
+async fn soak_under_faults() {
+    let world = Arc::new(World::new().await);
+    let w = world.clone();
+    let outcome = tokio::spawn(async move { scenario(&w).await }).await;
+    // The world is cleaned up whatever happened.
+    if let Ok(world) = Arc::try_unwrap(world) {
+        world.cleanup().await;
+    }
+    let summary = match outcome {
+        Ok(summary) => summary,
+        Err(e) => std::panic::resume_unwind(e.into_panic()),
+    };
+    println!("CHAOS-SUMMARY-BEGIN");
+    println!("| measure | value |");
+    println!("|---|---|");
+    for (name, value) in &summary.rows {
+        println!("| {name} | {value} |");
+    }
+    println!("CHAOS-SUMMARY-END");
+    assert!(
+        summary.failures.is_empty(),
+        "the Worker broke its guarantees under faults: {:#?}",
+        summary.failures
+    );
+}

@@ -1,0 +1,468 @@
+//! A small TCP fault proxy: listens on 127.0.0.1:0 and forwards every connection to a target,
+//! with faults switchable at run time:
+//!
+//! - `set_latency(d)`: every forwarded chunk waits `d` first (both directions);
+//! - `set_stall(true)`: connections (current and new) are accepted but nothing is forwarded;
+//! - `set_refuse(true)`: new connections are accepted and reset at once (the client sees a
+//!   connection reset before any byte), current ones continue;
+//! - `reset_all()`: every current connection is closed with a TCP reset on both sides;
+//! - `set_cut_after(Some(n))`: every connection (current and new) is reset once it has forwarded
+//!   `n` more bytes (both directions counted) since the cut was armed: a publish or a transaction
+//!   is cut mid-way. `None` disarms it.
+//! - `heal()`: clears every fault (it does not reopen what was closed).
+
+#![allow(dead_code)]
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio_util::sync::CancellationToken;
+
+#[derive(Clone, Debug, Default)]
+struct Faults {
+    latency: Duration,
+    stall: bool,
+    refuse: bool,
+    /// (arming epoch, bytes each connection may still forward after it was armed)
+    cut: Option<(u64, u64)>,
+}
+
+struct Shared {
+    target: SocketAddr,
+    faults: Mutex<Faults>,
+    /// Cancelled by `reset_all`; replaced by a fresh token at once.
+    reset: Mutex<CancellationToken>,
+    epoch: AtomicU64,
+    active: AtomicUsize,
+    accepted: AtomicU64,
+    killed: AtomicU64,
+}
+
+impl Shared {
+    fn faults(&self) -> Faults {
+        self.faults
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+}
+
+pub struct FaultProxy {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    accept: tokio::task::JoinHandle<()>,
+}
+
+struct Killed;
+
+impl FaultProxy {
+    /// Starts a proxy to `target` on a free port of 127.0.0.1. It runs on its own runtime, so a
+    /// test that blocks its own threads (a synchronous HTTP probe) never stalls the proxy.
+    pub async fn start(target: SocketAddr) -> FaultProxy {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind proxy");
+        listener.set_nonblocking(true).expect("nonblocking");
+        let addr = listener.local_addr().expect("proxy addr");
+        let shared = Arc::new(Shared {
+            target,
+            faults: Mutex::new(Faults::default()),
+            reset: Mutex::new(CancellationToken::new()),
+            epoch: AtomicU64::new(0),
+            active: AtomicUsize::new(0),
+            accepted: AtomicU64::new(0),
+            killed: AtomicU64::new(0),
+        });
+        let accept = runtime().spawn(accept_loop(listener, shared.clone()));
+        FaultProxy {
+            addr,
+            shared,
+            accept,
+        }
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    pub fn port(&self) -> u16 {
+        self.addr.port()
+    }
+
+    fn update(&self, change: impl FnOnce(&mut Faults)) {
+        change(&mut self.shared.faults.lock().unwrap_or_else(|e| e.into_inner()));
+    }
+
+    pub fn set_latency(&self, latency: Duration) {
+        self.update(|f| f.latency = latency);
+    }
+
+    pub fn set_stall(&self, on: bool) {
+        self.update(|f| f.stall = on);
+    }
+
+    pub fn set_refuse(&self, on: bool) {
+        self.update(|f| f.refuse = on);
+    }
+
+    pub fn set_cut_after(&self, bytes: Option<u64>) {
+        let epoch = self.shared.epoch.fetch_add(1, Ordering::SeqCst) + 1;
+        self.update(|f| f.cut = bytes.map(|n| (epoch, n)));
+    }
+
+    /// Resets every current connection.
+    pub fn reset_all(&self) {
+        let old = std::mem::replace(
+            &mut *self.shared.reset.lock().unwrap_or_else(|e| e.into_inner()),
+            CancellationToken::new(),
+        );
+        old.cancel();
+    }
+
+    /// Clears every fault.
+    pub fn heal(&self) {
+        self.update(|f| *f = Faults::default());
+    }
+
+    /// Connections currently open through the proxy.
+    pub fn active(&self) -> usize {
+        self.shared.active.load(Ordering::SeqCst)
+    }
+
+    /// Connections accepted so far.
+    pub fn accepted(&self) -> u64 {
+        self.shared.accepted.load(Ordering::SeqCst)
+    }
+
+    /// Connections the proxy has reset so far (refused, reset or cut).
+    pub fn killed(&self) -> u64 {
+        self.shared.killed.load(Ordering::SeqCst)
+    }
+}
+
+impl Drop for FaultProxy {
+    fn drop(&mut self) {
+        self.accept.abort();
+        self.reset_all();
+    }
+}
+
+fn rst(stream: &TcpStream) {
+    #[allow(deprecated)]
+    let _ = stream.set_linger(Some(Duration::ZERO));
+}
+
+/// The proxies' own runtime.
+fn runtime() -> &'static tokio::runtime::Runtime {
+    static RUNTIME: std::sync::OnceLock<tokio::runtime::Runtime> = std::sync::OnceLock::new();
+    RUNTIME.get_or_init(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("fault-proxy")
+            .enable_all()
+            .build()
+            .expect("proxy runtime")
+    })
+}
+
+async fn accept_loop(listener: std::net::TcpListener, shared: Arc<Shared>) {
+    let listener = TcpListener::from_std(listener).expect("proxy listener");
+    loop {
+        let Ok((client, _)) = listener.accept().await else {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            continue;
+        };
+        shared.accepted.fetch_add(1, Ordering::SeqCst);
+        if shared.faults().refuse {
+            shared.killed.fetch_add(1, Ordering::SeqCst);
+            rst(&client);
+            drop(client);
+            continue;
+        }
+        let token = shared
+            .reset
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        tokio::spawn(handle(client, shared.clone(), token));
+    }
+}
+
+async fn handle(mut client: TcpStream, shared: Arc<Shared>, token: CancellationToken) {
+    let _ = client.set_nodelay(true);
+    let mut upstream = match TcpStream::connect(shared.target).await {
+        Ok(upstream) => upstream,
+        Err(_) => {
+            rst(&client);
+            return;
+        }
+    };
+    let _ = upstream.set_nodelay(true);
+    shared.active.fetch_add(1, Ordering::SeqCst);
+    // (epoch seen, bytes forwarded since then), shared by both directions.
+    let budget = Mutex::new((0u64, 0u64));
+    let killed = {
+        let (cr, cw) = client.split();
+        let (ur, uw) = upstream.split();
+        tokio::select! {
+            _ = token.cancelled() => true,
+            r = async {
+                tokio::try_join!(
+                    pump(cr, uw, &shared, &budget, &token),
+                    pump(ur, cw, &shared, &budget, &token)
+                )
+            } => r.is_err(),
+        }
+    };
+    if killed {
+        shared.killed.fetch_add(1, Ordering::SeqCst);
+        rst(&client);
+        rst(&upstream);
+    }
+    drop(client);
+    drop(upstream);
+    shared.active.fetch_sub(1, Ordering::SeqCst);
+}
+
+async fn pump<R, W>(
+    mut from: R,
+    mut to: W,
+    shared: &Shared,
+    budget: &Mutex<(u64, u64)>,
+    token: &CancellationToken,
+) -> Result<(), Killed>
+where
+    R: tokio::io::AsyncRead + Unpin,
+    W: tokio::io::AsyncWrite + Unpin,
+{
+    let mut buf = vec![0u8; 16 * 1024];
+    loop {
+        let n = match from.read(&mut buf).await {
+            Ok(0) | Err(_) => {
+                let _ = to.shutdown().await;
+                return Ok(());
+            }
+            Ok(n) => n,
+        };
+        // Stalled: hold the bytes until the stall is lifted (or the connection is reset).
+        loop {
+            let faults = shared.faults();
+            if !faults.stall {
+                if !faults.latency.is_zero() {
+                    tokio::time::sleep(faults.latency).await;
+                }
+                break;
+            }
+            if token.is_cancelled() {
+                return Err(Killed);
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let mut allowed = n;
+        let mut cut = false;
+        if let Some((epoch, limit)) = shared.faults().cut {
+            let mut b = budget.lock().unwrap_or_else(|e| e.into_inner());
+            if b.0 != epoch {
+                *b = (epoch, 0);
+            }
+            let left = limit.saturating_sub(b.1) as usize;
+            if n > left {
+                allowed = left;
+                cut = true;
+            }
+            b.1 += allowed as u64;
+        }
+        if allowed > 0 && to.write_all(&buf[..allowed]).await.is_err() {
+            return Err(Killed);
+        }
+        if cut {
+            let _ = to.flush().await;
+            return Err(Killed);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An echo server; its address.
+    async fn echo() -> SocketAddr {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            while let Ok((mut s, _)) = listener.accept().await {
+                tokio::spawn(async move {
+                    let mut buf = [0u8; 4096];
+                    while let Ok(n) = s.read(&mut buf).await {
+                        if n == 0 || s.write_all(&buf[..n]).await.is_err() {
+                            break;
+                        }
+                    }
+                });
+            }
+        });
+        addr
+    }
+
+    /// Sends `msg` and reads the same number of bytes back, within `within`.
+    async fn roundtrip(
+        s: &mut TcpStream,
+        msg: &[u8],
+        within: Duration,
+    ) -> std::io::Result<Vec<u8>> {
+        let work = async {
+            s.write_all(msg).await?;
+            let mut back = vec![0u8; msg.len()];
+            s.read_exact(&mut back).await?;
+            Ok(back)
+        };
+        tokio::time::timeout(within, work)
+            .await
+            .unwrap_or_else(|_| Err(std::io::Error::new(std::io::ErrorKind::TimedOut, "timeout")))
+    }
+
+    #[tokio::test]
+    async fn forwards_and_applies_latency() {
+        let proxy = FaultProxy::start(echo().await).await;
+        let mut s = TcpStream::connect(proxy.addr()).await.unwrap();
+        assert_eq!(
+            roundtrip(&mut s, b"hello", Duration::from_secs(2))
+                .await
+                .unwrap(),
+            b"hello"
+        );
+        proxy.set_latency(Duration::from_millis(150));
+        let t = std::time::Instant::now();
+        roundtrip(&mut s, b"slow", Duration::from_secs(2))
+            .await
+            .unwrap();
+        assert!(
+            t.elapsed() >= Duration::from_millis(300),
+            "{:?}",
+            t.elapsed()
+        );
+        proxy.heal();
+        let t = std::time::Instant::now();
+        roundtrip(&mut s, b"fast", Duration::from_secs(2))
+            .await
+            .unwrap();
+        assert!(t.elapsed() < Duration::from_millis(150));
+    }
+
+    #[tokio::test]
+    async fn stall_holds_bytes_until_lifted() {
+        let proxy = FaultProxy::start(echo().await).await;
+        let mut s = TcpStream::connect(proxy.addr()).await.unwrap();
+        roundtrip(&mut s, b"a", Duration::from_secs(2))
+            .await
+            .unwrap();
+        proxy.set_stall(true);
+        assert!(roundtrip(&mut s, b"b", Duration::from_millis(300))
+            .await
+            .is_err());
+        // A new connection is accepted but stalled too.
+        let mut s2 = TcpStream::connect(proxy.addr()).await.unwrap();
+        assert!(roundtrip(&mut s2, b"c", Duration::from_millis(300))
+            .await
+            .is_err());
+        proxy.set_stall(false);
+        let mut back = [0u8; 1];
+        s2.read_exact(&mut back).await.unwrap();
+        assert_eq!(&back, b"c");
+        let mut fresh = TcpStream::connect(proxy.addr()).await.unwrap();
+        roundtrip(&mut fresh, b"d", Duration::from_secs(2))
+            .await
+            .unwrap();
+    }
+
+    #[tokio::test]
+    async fn refuse_resets_new_connections_only() {
+        let proxy = FaultProxy::start(echo().await).await;
+        let mut old = TcpStream::connect(proxy.addr()).await.unwrap();
+        roundtrip(&mut old, b"x", Duration::from_secs(2))
+            .await
+            .unwrap();
+        proxy.set_refuse(true);
+        // The reset may already reach the client's connect.
+        if let Ok(mut new) = TcpStream::connect(proxy.addr()).await {
+            assert!(roundtrip(&mut new, b"y", Duration::from_secs(2))
+                .await
+                .is_err());
+        }
+        roundtrip(&mut old, b"z", Duration::from_secs(2))
+            .await
+            .unwrap();
+        proxy.set_refuse(false);
+        let mut again = TcpStream::connect(proxy.addr()).await.unwrap();
+        roundtrip(&mut again, b"w", Duration::from_secs(2))
+            .await
+            .unwrap();
+    }
+
+    #[tokio::test]
+    async fn reset_all_closes_current_connections() {
+        let proxy = FaultProxy::start(echo().await).await;
+        let mut a = TcpStream::connect(proxy.addr()).await.unwrap();
+        let mut b = TcpStream::connect(proxy.addr()).await.unwrap();
+        roundtrip(&mut a, b"1", Duration::from_secs(2))
+            .await
+            .unwrap();
+        roundtrip(&mut b, b"2", Duration::from_secs(2))
+            .await
+            .unwrap();
+        proxy.reset_all();
+        assert!(roundtrip(&mut a, b"3", Duration::from_secs(2))
+            .await
+            .is_err());
+        assert!(roundtrip(&mut b, b"4", Duration::from_secs(2))
+            .await
+            .is_err());
+        let mut c = TcpStream::connect(proxy.addr()).await.unwrap();
+        roundtrip(&mut c, b"5", Duration::from_secs(2))
+            .await
+            .unwrap();
+        for _ in 0..50 {
+            if proxy.killed() >= 2 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(proxy.killed() >= 2, "{}", proxy.killed());
+    }
+
+    #[tokio::test]
+    async fn cut_closes_after_n_bytes() {
+        let proxy = FaultProxy::start(echo().await).await;
+        let mut s = TcpStream::connect(proxy.addr()).await.unwrap();
+        roundtrip(&mut s, b"before", Duration::from_secs(2))
+            .await
+            .unwrap();
+        // 10 bytes out + 10 back = 20: the connection survives; the next 10 out cut it at 25.
+        proxy.set_cut_after(Some(25));
+        roundtrip(&mut s, b"0123456789", Duration::from_secs(2))
+            .await
+            .unwrap();
+        s.write_all(b"abcdefghij").await.unwrap();
+        let mut got = Vec::new();
+        let mut buf = [0u8; 64];
+        loop {
+            match tokio::time::timeout(Duration::from_secs(2), s.read(&mut buf)).await {
+                Ok(Ok(0)) | Ok(Err(_)) => break,
+                Ok(Ok(n)) => got.extend_from_slice(&buf[..n]),
+                Err(_) => panic!("the connection was not cut"),
+            }
+        }
+        assert!(
+            got.len() < 10,
+            "only part of the message got through: {got:?}"
+        );
+        proxy.set_cut_after(None);
+        let mut fresh = TcpStream::connect(proxy.addr()).await.unwrap();
+        roundtrip(&mut fresh, &[7u8; 5000], Duration::from_secs(2))
+            .await
+            .unwrap();
+    }
+}
