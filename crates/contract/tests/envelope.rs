@@ -219,3 +219,14 @@ proptest! {
         prop_assert_eq!(ok, Ok(Verified::V1));
     }
 }
+
+#[test]
+fn signing_with_the_known_job_id_is_signing_the_body() {
+    let job_id = envelope::signed_job_id(BODY);
+    assert_eq!(job_id, "019391a2-7c1e-7a3b-9f00-0123456789ab");
+    let mac = |p: &[u8]| key().sign_hex(p);
+    assert_eq!(
+        envelope::sign_with_job_id(NOW, &route(), &job_id, BODY, mac),
+        envelope::sign(NOW, &route(), BODY, mac)
+    );
+}

@@ -1,6 +1,8 @@
 //! One event as an AMQP message: properties, CloudEvents headers, tenant, request id, signature.
 
-use contract::envelope::{sign, Route, SIGNATURE_HEADER, TIMESTAMP_HEADER, VERSION_HEADER};
+use contract::envelope::{
+    sign_with_job_id, Route, SIGNATURE_HEADER, TIMESTAMP_HEADER, VERSION_HEADER,
+};
 use contract::event::OutboundEvent;
 use crypto::HmacKey;
 use lapin::types::{AMQPValue, ByteArray, FieldTable, LongString, ShortString};
@@ -42,7 +44,12 @@ pub(crate) fn properties(
         exchange,
         routing_key: event.routing_key(),
     };
-    let signature = sign(now, &route, &event.body, |payload| key.sign_hex(payload));
+    // The event's subject is its job id, the body's `jobId`: no need to parse the body for it.
+    let job_id = event.attributes.subject.as_str();
+    debug_assert_eq!(contract::envelope::signed_job_id(&event.body), job_id);
+    let signature = sign_with_job_id(now, &route, job_id, &event.body, |payload| {
+        key.sign_hex(payload)
+    });
 
     let mut headers = FieldTable::default();
     for (name, value) in event.attributes.headers() {

@@ -1,7 +1,14 @@
 //! Publishing leased outbox rows and recording the outcome of each.
 
+use std::time::Duration;
+
 use outbox::{backoff, OutboxError, PendingEvent, Store};
-use publisher::Publisher;
+use publisher::{PublishError, Publisher};
+
+/// The shortest wait before a failed event is due again. [`backoff()`] draws "full jitter" from
+/// zero, so without a floor a failed row could be due at once and be leased again by the same
+/// repair pass, which would only fail it again (a returned message is returned again at once).
+pub const MIN_RETRY_DELAY: Duration = Duration::from_secs(1);
 
 /// What one relay of a batch did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -10,25 +17,63 @@ pub struct RelayReport {
     pub published: u64,
     /// Not confirmed (unroutable, nacked, broker unreachable): backed off, to be retried.
     pub failed: u64,
+    /// Of `failed`, those the broker answered for (returned as unroutable, nacked) or that cannot
+    /// be built as a message: failures of the event, not of the broker, which is reachable.
+    pub rejected: u64,
 }
 
 /// Publishes `events` (leased to `owner`) in one pipelined batch, marks the confirmed ones
-/// published, and gives each failed one back with a backoff that grows with its attempts.
-/// A failed publish never stops the others. Errors are only the state database's: then rows
-/// stay leased until their lease ends, and are taken again.
+/// published, and gives each failed one back with a backoff that grows with its attempts (at
+/// least [`MIN_RETRY_DELAY`]). A failed publish never stops the others. Errors are only the
+/// state database's: then rows not yet marked stay leased until their lease ends, and are taken
+/// again.
 pub async fn relay(
     store: &Store,
     publisher: &Publisher,
     owner: &str,
     events: &[PendingEvent],
 ) -> Result<RelayReport, OutboxError> {
+    let outcomes = send(publisher, events).await;
+    record(store, owner, events, outcomes).await
+}
+
+/// One result per event of a batch, in order.
+pub(crate) type Outcomes = Vec<Result<(), PublishError>>;
+
+/// The first half of [`relay`]: publishes the batch and waits for its confirms.
+pub(crate) async fn send(publisher: &Publisher, events: &[PendingEvent]) -> Outcomes {
+    if events.is_empty() {
+        return Vec::new();
+    }
+    let outbound: Vec<_> = events.iter().map(|p| p.event.clone()).collect();
+    publisher.publish_batch(&outbound).await
+}
+
+/// Whether a batch's outcomes say the broker is away: nothing confirmed, and not only because
+/// the broker returned or refused the events (then it answered, and is there).
+pub(crate) fn broker_away(outcomes: &Outcomes) -> bool {
+    let mut away = false;
+    for outcome in outcomes {
+        match outcome {
+            Ok(()) => return false,
+            Err(error) => away |= !is_rejection(error),
+        }
+    }
+    away
+}
+
+/// The second half of [`relay`]: records each event's outcome in the outbox.
+pub(crate) async fn record(
+    store: &Store,
+    owner: &str,
+    events: &[PendingEvent],
+    outcomes: Outcomes,
+) -> Result<RelayReport, OutboxError> {
     if events.is_empty() {
         return Ok(RelayReport::default());
     }
-    let outbound: Vec<_> = events.iter().map(|p| p.event.clone()).collect();
-    let outcomes = publisher.publish_batch(&outbound).await;
     let mut confirmed = Vec::with_capacity(events.len());
-    let mut report = RelayReport::default();
+    let mut failures = Vec::new();
     for (pending, outcome) in events.iter().zip(outcomes) {
         match outcome {
             Ok(()) => {
@@ -37,23 +82,45 @@ pub async fn relay(
                     crate::metrics::republished(pending.event.routing_key());
                 }
             }
-            Err(error) => {
-                report.failed += 1;
-                let retry_after = backoff(pending.attempts);
-                tracing::warn!(
-                    ce_id = %pending.event.ce_id(),
-                    job_id = %pending.job_id,
-                    attempts = pending.attempts,
-                    error = %error,
-                    retry_in_ms = retry_after.as_millis() as u64,
-                    "Event not published; it will be retried."
-                );
-                store
-                    .mark_failed(pending.id, owner, &error.to_string(), retry_after)
-                    .await?;
-            }
+            Err(error) => failures.push((pending, error)),
         }
     }
-    report.published = store.mark_published(&confirmed, owner).await?;
+    // The confirmed rows first: they are on the broker, and a database error while backing off
+    // the failed ones must not leave them leased, to be published a second time.
+    let mut report = RelayReport {
+        published: if confirmed.is_empty() {
+            0
+        } else {
+            store.mark_published(&confirmed, owner).await?
+        },
+        ..RelayReport::default()
+    };
+    for (pending, error) in failures {
+        report.failed += 1;
+        if is_rejection(&error) {
+            report.rejected += 1;
+        }
+        let retry_after = backoff(pending.attempts).max(MIN_RETRY_DELAY);
+        tracing::warn!(
+            ce_id = %pending.event.ce_id(),
+            job_id = %pending.job_id,
+            attempts = pending.attempts,
+            error = %error,
+            retry_in_ms = retry_after.as_millis() as u64,
+            "Event not published; it will be retried."
+        );
+        store
+            .mark_failed(pending.id, owner, &error.to_string(), retry_after)
+            .await?;
+    }
     Ok(report)
+}
+
+/// A failure of this one event while the broker itself answered: publishing other events now
+/// can still succeed.
+fn is_rejection(error: &PublishError) -> bool {
+    matches!(
+        error,
+        PublishError::Returned { .. } | PublishError::Nack | PublishError::Message(_)
+    )
 }

@@ -3,11 +3,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use outbox::{OutboxError, Store};
+use futures_util::future::join_all;
+use outbox::{OutboxError, PendingEvent, Store};
 use publisher::Publisher;
 use tokio_util::sync::CancellationToken;
 
-use crate::relay::{relay, RelayReport};
+use crate::relay::{broker_away, record, send, RelayReport};
 
 /// How the repairer works (the Worker maps `OUTBOX_*` onto this).
 #[derive(Debug, Clone)]
@@ -19,6 +20,11 @@ pub struct RepairerConfig {
     /// Rows leased per batch (upstream: 25 per pass; a pass here drains the backlog in
     /// batches of this size).
     pub batch: i64,
+    /// Batches a pass relays at once, each on its own publisher channel and state-database
+    /// connection, so that one batch's database round trips overlap another's publish (3:
+    /// see `BENCHMARKS.md`). At least 1; keep it below the publisher's channels (4 by default),
+    /// which the Worker's own publishes share.
+    pub batches_in_flight: usize,
     /// Rows younger than this are left to the Worker that recorded them.
     pub grace: Duration,
     /// How long a leased row is the repairer's: longer than a batch's publish can take, so
@@ -36,6 +42,7 @@ impl RepairerConfig {
             owner: owner.into(),
             interval: Duration::from_secs(30),
             batch: 25,
+            batches_in_flight: 3,
             grace: Duration::from_secs(10),
             lease: Duration::from_secs(60),
             retention: Duration::from_secs(7 * 24 * 3600),
@@ -68,8 +75,9 @@ impl Repairer {
         }
     }
 
-    /// Runs passes every interval until `stop` is cancelled; a pass in progress finishes its
-    /// current batch first. A failing pass is logged and counted, and the next one runs as usual.
+    /// Runs passes every interval until `stop` is cancelled; a pass in progress first finishes
+    /// the batches it has leased. A failing pass is logged and counted, and the next one runs
+    /// as usual.
     pub async fn run(&self, stop: CancellationToken) {
         let mut ticks = tokio::time::interval(self.config.interval);
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -101,28 +109,14 @@ impl Repairer {
 
     /// One pass: relay due unpublished rows batch by batch until none is left (or `stop`),
     /// delete expired published rows, and refresh the outbox gauges.
+    ///
+    /// Several batches are relayed at once ([`RepairerConfig::batches_in_flight`]), so the state
+    /// database's round trips for one overlap the broker's for another instead of adding to
+    /// them. Each batch is leased right before it is published and recorded right after its
+    /// confirms.
     pub async fn repair_once(&self, stop: &CancellationToken) -> Result<PassReport, OutboxError> {
         let mut report = PassReport::default();
-        while !stop.is_cancelled() {
-            let leased = self
-                .store
-                .claim_unpublished(
-                    &self.config.owner,
-                    self.config.grace,
-                    self.config.lease,
-                    self.config.batch,
-                )
-                .await?;
-            report.leased += leased.len() as u64;
-            let relayed = relay(&self.store, &self.publisher, &self.config.owner, &leased).await?;
-            report.relayed.published += relayed.published;
-            report.relayed.failed += relayed.failed;
-            // A short batch means the backlog is drained; a batch that failed whole means the
-            // broker is away, and trying the rest now would only fail too.
-            if (leased.len() as i64) < self.config.batch || relayed.published == 0 {
-                break;
-            }
-        }
+        self.drain(stop, &mut report).await?;
         report.purged = self
             .store
             .purge_published(self.config.retention, self.config.purge_batch)
@@ -130,4 +124,70 @@ impl Repairer {
         self.store.stats().await?.record();
         Ok(report)
     }
+
+    async fn claim(&self) -> Result<Vec<PendingEvent>, OutboxError> {
+        self.store
+            .claim_unpublished(
+                &self.config.owner,
+                self.config.grace,
+                self.config.lease,
+                self.config.batch,
+            )
+            .await
+    }
+
+    /// Relays batches until the backlog is drained, `stop` is cancelled, or the broker is away:
+    /// [`RepairerConfig::batches_in_flight`] loops at once, each leasing, publishing and
+    /// recording one batch at a time. All loops run to their end (none is dropped with a batch
+    /// published and not recorded); the first error is returned.
+    async fn drain(
+        &self,
+        stop: &CancellationToken,
+        report: &mut PassReport,
+    ) -> Result<(), OutboxError> {
+        let loops = (0..self.config.batches_in_flight.max(1)).map(|_| self.drain_loop(stop));
+        let mut first_error = None;
+        for (done, result) in join_all(loops).await {
+            report.leased += done.leased;
+            add(&mut report.relayed, done.relayed);
+            if let Err(error) = result {
+                first_error.get_or_insert(error);
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+
+    /// One loop of [`Repairer::drain`]: what it did, and how it ended.
+    async fn drain_loop(&self, stop: &CancellationToken) -> (PassReport, Result<(), OutboxError>) {
+        let mut report = PassReport::default();
+        let owner = self.config.owner.as_str();
+        while !stop.is_cancelled() {
+            let leased = match self.claim().await {
+                Ok(leased) => leased,
+                Err(error) => return (report, Err(error)),
+            };
+            report.leased += leased.len() as u64;
+            let outcomes = send(&self.publisher, &leased).await;
+            let away = broker_away(&outcomes);
+            match record(&self.store, owner, &leased, outcomes).await {
+                Ok(recorded) => add(&mut report.relayed, recorded),
+                Err(error) => return (report, Err(error)),
+            }
+            // A short batch means the backlog is drained (what is left is leased to the other
+            // loops). A batch that failed whole, not only because the broker returned or refused
+            // its events, means the broker is away: trying more now would only fail too. A
+            // batch the broker returned whole (no queue bound for its routing key) says nothing
+            // of the events behind it: go on.
+            if (leased.len() as i64) < self.config.batch || away {
+                break;
+            }
+        }
+        (report, Ok(()))
+    }
+}
+
+fn add(total: &mut RelayReport, batch: RelayReport) {
+    total.published += batch.published;
+    total.failed += batch.failed;
+    total.rejected += batch.rejected;
 }

@@ -51,6 +51,7 @@ macro_rules! embed {
 const EMBEDDED: &[Embedded] = &[
     embed!(1, "connections", "0001_connections.sql"),
     embed!(2, "jobs and outbox", "0002_jobs_and_outbox.sql"),
+    embed!(3, "outbox fillfactor", "0003_outbox_fillfactor.sql"),
 ];
 
 /// The embedded migrations as sqlx runs them.

@@ -1,0 +1,193 @@
+//! Publishes that do not land (no queue bound, exchange deleted) leave the rows unpublished with
+//! their error and a backoff; once the events can be routed and are due, they are published.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use repairer::relay::MIN_RETRY_DELAY;
+use repairer::{Repairer, RepairerConfig};
+use tokio_util::sync::CancellationToken;
+
+use crate::support::{self, Broker, OutboxRow, TestDb};
+
+const EVENTS: usize = 12;
+
+/// Asserts every row is unpublished, unleased, with an error containing `error`, and due again
+/// only after a backoff taken between `before` and `after` (database clock).
+fn assert_backed_off(rows: &[OutboxRow], error: &str, before: DateTime<Utc>, after: DateTime<Utc>) {
+    // Leased once by the repairer after the record's own lease: attempts 2, whose backoff
+    // ceiling is 2 s; never under MIN_RETRY_DELAY.
+    let floor = chrono::Duration::from_std(MIN_RETRY_DELAY).expect("floor");
+    let ceiling = chrono::Duration::from_std(outbox::backoff::ceiling(2)).expect("ceiling");
+    for row in rows {
+        assert!(row.published_at.is_none(), "{row:?}");
+        assert_eq!(row.leased_by, None, "{row:?}");
+        assert_eq!(row.lease_until, None, "{row:?}");
+        assert_eq!(row.attempts, 2, "{row:?}");
+        let last_error = row.last_error.as_deref().unwrap_or_default();
+        assert!(last_error.contains(error), "{row:?}");
+        assert!(row.next_attempt_at >= before + floor, "{row:?}");
+        assert!(row.next_attempt_at <= after + ceiling, "{row:?}");
+        assert!(row.next_attempt_at > after, "in the future: {row:?}");
+    }
+}
+
+/// Waits until the latest backoff of the unpublished rows has ended (database clock).
+async fn wait_until_due(pool: &sqlx::PgPool) {
+    let latest: Option<DateTime<Utc>> =
+        sqlx::query_scalar("SELECT max(next_attempt_at) FROM outbox WHERE published_at IS NULL")
+            .fetch_one(pool)
+            .await
+            .expect("latest backoff");
+    if let Some(latest) = latest {
+        let now = support::db_now(pool).await;
+        if let Ok(wait) = (latest - now).to_std() {
+            tokio::time::sleep(wait + Duration::from_millis(20)).await;
+        }
+    }
+}
+
+#[tokio::test]
+async fn returned_events_are_backed_off_and_published_once_a_queue_is_bound() {
+    let db = TestDb::migrated().await;
+    let broker = Broker::connect().await;
+    let exchange = support::unique("exchange");
+    let publisher = support::publisher(&exchange);
+    publisher
+        .declare_exchange()
+        .await
+        .expect("declare exchange");
+    broker.track_exchange(&exchange);
+
+    let recorded = support::record_many(&db.store, EVENTS, 2, support::mixed, Duration::ZERO).await;
+    let repairer = Repairer::new(
+        db.store.clone(),
+        publisher.clone(),
+        support::config("repairer-unroutable", 5),
+    );
+    let stop = CancellationToken::new();
+
+    // No queue is bound: the broker confirms and returns every event. The broker is fine, so the
+    // pass goes through all three batches.
+    let before = support::db_now(db.pool()).await;
+    let pass = repairer.repair_once(&stop).await.expect("pass");
+    let after = support::db_now(db.pool()).await;
+    assert_eq!(pass.leased, EVENTS as u64, "{pass:?}");
+    assert_eq!(pass.relayed.published, 0, "{pass:?}");
+    assert_eq!(pass.relayed.failed, EVENTS as u64, "{pass:?}");
+    assert_eq!(pass.relayed.rejected, EVENTS as u64, "{pass:?}");
+    let rows = support::outbox_rows(db.pool()).await;
+    assert_backed_off(&rows, "returned the message as unroutable", before, after);
+
+    // Backed off: a pass right away leases none of them.
+    let pass = repairer.repair_once(&stop).await.expect("pass");
+    assert_eq!(pass.leased, 0, "{pass:?}");
+
+    // Routable now, and due once the backoff ends: all published, each once.
+    let queue = broker.bound_queue(&exchange, "job.*").await;
+    wait_until_due(db.pool()).await;
+    let pass = repairer.repair_once(&stop).await.expect("pass");
+    assert_eq!(pass.relayed.published, EVENTS as u64, "{pass:?}");
+    let received = broker
+        .receive(&queue, EVENTS, Duration::from_secs(10))
+        .await;
+    let expected = support::by_ce_id(&recorded);
+    for delivery in &received {
+        let recorded = expected[&support::ce_id(delivery)];
+        support::assert_delivered_as_recorded(delivery, &recorded.event, &exchange);
+    }
+    assert_eq!(support::duplicates(&received).0, 0);
+    let rows = support::outbox_rows(db.pool()).await;
+    assert!(rows.iter().all(|r| r.published_at.is_some()), "{rows:?}");
+    assert!(rows.iter().all(|r| r.attempts == 3), "{rows:?}");
+
+    publisher.close().await;
+    broker.close().await;
+    db.drop().await;
+}
+
+#[tokio::test]
+async fn events_for_a_deleted_exchange_are_backed_off_and_published_once_it_is_back() {
+    let db = TestDb::migrated().await;
+    let broker = Broker::connect().await;
+    let exchange = support::unique("exchange");
+    let publisher = support::publisher(&exchange);
+    publisher
+        .declare_exchange()
+        .await
+        .expect("declare exchange");
+    broker.track_exchange(&exchange);
+    // The publisher has published before: its channel is open when the exchange disappears.
+    let queue = broker.bound_queue(&exchange, "job.*").await;
+    let first = support::record(&db.store, 0, support::mixed(0), Duration::ZERO).await;
+    let repairer = Repairer::new(
+        db.store.clone(),
+        publisher.clone(),
+        RepairerConfig {
+            batches_in_flight: 2,
+            ..support::config("repairer-no-exchange", 5)
+        },
+    );
+    let stop = CancellationToken::new();
+    let pass = repairer.repair_once(&stop).await.expect("pass");
+    assert_eq!(pass.relayed.published, 1, "{pass:?}");
+    broker.receive(&queue, 1, Duration::from_secs(10)).await;
+
+    broker.delete_exchange(&exchange).await;
+    let recorded = support::record_many(&db.store, EVENTS, 2, support::mixed, Duration::ZERO).await;
+
+    // The broker closes the channel (404 NOT_FOUND): a failure of the broker side, so the pass
+    // stops instead of failing the whole backlog. Each of its two loops (batches in flight)
+    // stops at its first failed batch: two batches of 5 are tried and backed off.
+    let before = support::db_now(db.pool()).await;
+    let pass = repairer.repair_once(&stop).await.expect("pass");
+    let after = support::db_now(db.pool()).await;
+    println!("exchange deleted: {pass:?}");
+    const TRIED: usize = 10;
+    assert_eq!(pass.leased, TRIED as u64, "{pass:?}");
+    assert_eq!(pass.relayed.published, 0, "{pass:?}");
+    assert_eq!(pass.relayed.failed, TRIED as u64, "{pass:?}");
+    assert_eq!(pass.relayed.rejected, 0, "{pass:?}");
+    let rows = support::outbox_rows(db.pool()).await;
+    let failed: Vec<_> = rows
+        .iter()
+        .filter(|r| r.last_error.is_some())
+        .cloned()
+        .collect();
+    assert_eq!(failed.len(), TRIED, "{rows:?}");
+    assert_backed_off(&failed, "AMQP channel failed", before, after);
+    let untouched = rows
+        .iter()
+        .filter(|r| r.id != first.outbox_id && r.last_error.is_none());
+    assert!(untouched
+        .inspect(|r| assert_eq!(r.attempts, 1, "{r:?}"))
+        .all(|r| r.published_at.is_none()));
+
+    // The exchange is back (declared again by the Worker at startup, here by the test) and the
+    // queue bound again: the next passes, once the failed rows are due, publish everything.
+    publisher
+        .declare_exchange()
+        .await
+        .expect("declare exchange");
+    broker.bind(&queue, &exchange, "job.*").await;
+    let pass = repairer.repair_once(&stop).await.expect("pass");
+    assert_eq!(pass.relayed.published, (EVENTS - TRIED) as u64, "{pass:?}");
+    wait_until_due(db.pool()).await;
+    let pass = repairer.repair_once(&stop).await.expect("pass");
+    assert_eq!(pass.relayed.published, TRIED as u64, "{pass:?}");
+    assert_eq!(support::unpublished_count(db.pool()).await, 0);
+    let received = broker
+        .receive(&queue, EVENTS, Duration::from_secs(10))
+        .await;
+    assert_eq!(support::duplicates(&received).0, 0);
+    let expected = support::by_ce_id(&recorded);
+    for delivery in &received {
+        let recorded = expected[&support::ce_id(delivery)];
+        support::assert_delivered_as_recorded(delivery, &recorded.event, &exchange);
+    }
+    assert_eq!(broker.depth(&queue).await, 0);
+
+    publisher.close().await;
+    broker.close().await;
+    db.drop().await;
+}
