@@ -114,18 +114,7 @@ impl JobContext {
         match self.store.record_terminal(&record).await {
             Ok(Recorded::Inserted { outbox_id }) => {
                 metrics::job_finished("failed", Duration::ZERO);
-                let pending = [outbox::PendingEvent {
-                    id: outbox_id,
-                    job_id,
-                    event,
-                    attempts: 1,
-                    created_at: Utc::now(),
-                }];
-                if let Err(error) =
-                    repairer::relay(&self.store, &self.publisher, &owner, &pending).await
-                {
-                    tracing::warn!(%job_id, %error, "Could not record the publish; the repairer will publish the event.");
-                }
+                pipeline::publish_now(self, outbox_id, job_id, event, &owner).await;
                 Disposition::Ack
             }
             Ok(Recorded::AlreadyTerminal { .. }) => self.republish(job_id).await,

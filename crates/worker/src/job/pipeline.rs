@@ -103,7 +103,7 @@ pub(crate) async fn run(
         Ok(Recorded::Inserted { outbox_id }) => {
             metrics::job_finished(status.as_str(), started.elapsed());
             tracing::info!(job_id = %job.job_id, tenant = tenant.unwrap_or(""), status = %status, "Job finished.");
-            publish_now(ctx, outbox_id, job, event, owner).await;
+            publish_now(ctx, outbox_id, job.job_id, event, owner).await;
             RunEnd::Recorded
         }
         Ok(Recorded::AlreadyTerminal { .. }) => RunEnd::Recorded,
@@ -182,24 +182,25 @@ async fn produce(
     ))
 }
 
-/// Publishes the just-recorded event; the repairer retries it if this does not land.
-async fn publish_now(
+/// Publishes a just-recorded event (its outbox row leased to `owner`); the repairer retries it
+/// if this does not land.
+pub(crate) async fn publish_now(
     ctx: &JobContext,
     outbox_id: i64,
-    job: &JobMessage,
+    job_id: uuid::Uuid,
     event: OutboundEvent,
     owner: &str,
 ) {
     let publishing = Instant::now();
     let pending = [PendingEvent {
         id: outbox_id,
-        job_id: job.job_id,
+        job_id,
         event,
         attempts: 1,
         created_at: Utc::now(),
     }];
     if let Err(error) = repairer::relay(&ctx.store, &ctx.publisher, owner, &pending).await {
-        tracing::warn!(job_id = %job.job_id, %error, "Could not record the publish; the repairer will publish the event.");
+        tracing::warn!(%job_id, %error, "Could not record the publish; the repairer will publish the event.");
     }
     metrics::stage("publish", publishing.elapsed());
 }
