@@ -12,9 +12,15 @@ use crate::sql::Dialect;
 /// Columns of the requested schemas and table names (base tables and views), in declaration
 /// order. `VERSION()` rides along so MariaDB is recognised without another round trip.
 /// Equality lists keep `information_schema`'s lookup optimisation; exact (case-sensitive)
-/// pairs are matched afterwards.
+/// pairs are matched afterwards. System schemas are never seen (see [`NOT_SYSTEM`]).
 const COLUMNS: &str = "SELECT TABLE_SCHEMA, TABLE_NAME, COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, \
      VERSION() FROM information_schema.COLUMNS";
+
+/// Hides the server's own schemas, whatever their spelling: with a privileged datasource user
+/// `mysql.user` would hand out password hashes, so a job naming one fails like a missing table.
+/// Literals, never input.
+const NOT_SYSTEM: &str = " AND LOWER(TABLE_SCHEMA) NOT IN \
+     ('mysql', 'information_schema', 'performance_schema', 'sys')";
 
 /// MariaDB's `JSON` is `LONGTEXT` with a `CHECK (json_valid(col))`; MySQL 8's
 /// `CHECK_CONSTRAINTS` has no `TABLE_NAME` column, so this runs on MariaDB only.
@@ -59,7 +65,9 @@ pub(crate) async fn load_catalog(
         placeholders(schemas.len()),
         placeholders(names.len())
     );
-    let sql = format!("{COLUMNS}{filter} ORDER BY TABLE_SCHEMA, TABLE_NAME, ORDINAL_POSITION");
+    let sql = format!(
+        "{COLUMNS}{filter}{NOT_SYSTEM} ORDER BY TABLE_SCHEMA, TABLE_NAME, ORDINAL_POSITION"
+    );
     let args = text_args(schemas.iter().chain(names.iter()).copied())?;
     let rows = sqlx::query_with(&sql, args.clone())
         .fetch_all(&mut *conn)

@@ -9,7 +9,10 @@ use crate::error::{EngineError, Result};
 
 /// Columns of every requested table that exists (tables, views, materialized views, partitioned
 /// and foreign tables). Absent tables are simply not in the catalog. Domains map as their base
-/// type; the declared type name is kept for casts.
+/// type; the declared type name is kept for casts. System schemas (`pg_catalog`,
+/// `information_schema`, `pg_toast*`, `pg_temp*`) are never seen: with a privileged datasource
+/// user they would hand out `pg_authid`'s password hashes, so a job naming one fails like a
+/// missing table.
 const COLUMNS: &str = r#"
 SELECT n.nspname AS schema_name, c.relname AS table_name, a.attname AS column_name,
        format_type(a.atttypid, NULL) AS db_type,
@@ -22,6 +25,8 @@ JOIN pg_catalog.pg_type t ON t.oid = a.atttypid
 JOIN pg_catalog.pg_type bt ON bt.oid = CASE WHEN t.typtype = 'd' THEN t.typbasetype ELSE t.oid END
 LEFT JOIN pg_catalog.pg_type et ON et.oid = bt.typelem AND bt.typcategory = 'A'
 WHERE c.relkind IN ('r', 'v', 'm', 'p', 'f') AND a.attnum > 0 AND NOT a.attisdropped
+  AND n.nspname NOT IN ('pg_catalog', 'information_schema')
+  AND n.nspname !~ '^pg_(toast|temp)'
   AND (n.nspname, c.relname) IN (SELECT * FROM unnest($1::text[], $2::text[]))
 ORDER BY n.nspname, c.relname, a.attnum
 "#;
