@@ -4,6 +4,7 @@
 mod support;
 
 use std::process::Output;
+use std::time::Duration;
 
 use contract::envelope::{verify, HeaderValue, Route, SignatureHeaders, VerifyPolicy};
 use contract::JobMessage;
@@ -95,7 +96,7 @@ async fn a_job_from_flags_arrives_signed_persistent_and_valid() {
     let job = submitted_job(&output);
     assert_eq!(job.get_version_num(), 7, "a generated v7 UUID");
 
-    let received = broker.receive(&queue, 1).await;
+    let received = broker.receive(&queue, 1, Duration::from_secs(10)).await;
     let delivery = &received[0];
     assert_eq!(delivery.exchange.as_str(), "");
     assert_eq!(delivery.routing_key.as_str(), queue);
@@ -168,7 +169,7 @@ async fn a_file_is_sent_as_given_and_gets_a_job_id_only_when_it_lacks_one() {
     );
     let generated = submitted_job(&output);
 
-    let received = broker.receive(&queue, 2).await;
+    let received = broker.receive(&queue, 2, Duration::from_secs(10)).await;
     assert_eq!(received[0].data, given.as_bytes());
     assert!(
         support::header(&received[0], "X-Tenant-ID").is_none(),

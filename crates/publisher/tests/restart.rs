@@ -11,35 +11,13 @@
 mod support;
 
 use std::net::{SocketAddr, TcpStream};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
-use metrics_util::debugging::{DebugValue, DebuggingRecorder};
 use publisher::PublishError;
+use testkit::amqp::{rabbitmqctl, RestartGuard};
+use testkit::metrics::{counter, take, with_recorder};
 
 use support::Broker;
-
-/// Runs `rabbitmqctl <action>`, failing loudly when it cannot.
-fn rabbitmqctl(action: &str) {
-    let output = Command::new("rabbitmqctl")
-        .arg(action)
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run rabbitmqctl {action}: {e}"));
-    assert!(
-        output.status.success(),
-        "rabbitmqctl {action} failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-}
-
-/// Starts the broker app again when dropped, so a failing test never leaves it down.
-struct RestartGuard;
-
-impl Drop for RestartGuard {
-    fn drop(&mut self) {
-        let _ = Command::new("rabbitmqctl").arg("start_app").output();
-    }
-}
 
 fn wait_for_port(open: bool, within: Duration) {
     let addr: SocketAddr = "127.0.0.1:5672".parse().expect("address");
@@ -57,44 +35,22 @@ fn wait_for_port(open: bool, within: Duration) {
     );
 }
 
-fn counter(snapshot: &[(metrics_util::CompositeKey, DebugValue)], name: &str) -> u64 {
-    snapshot
-        .iter()
-        .filter(|(key, _)| key.key().name() == name)
-        .map(|(_, value)| match value {
-            DebugValue::Counter(n) => *n,
-            _ => 0,
-        })
-        .sum()
-}
-
 #[test]
 fn publishes_fail_while_the_broker_is_down_and_succeed_after_it_restarts() {
-    let recorder = DebuggingRecorder::new();
-    let snapshotter = recorder.snapshotter();
-    metrics::with_local_recorder(&recorder, || {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("runtime");
-        runtime.block_on(restart_scenario());
+    with_recorder(|snapshotter| async move {
+        restart_scenario().await;
+        let snapshot = take(&snapshotter);
+        assert_eq!(
+            counter(&snapshot, publisher::metrics::PUBLISHED, &[]),
+            2,
+            "only the publishes before the stop and after the start count"
+        );
+        assert!(counter(&snapshot, publisher::metrics::PUBLISH_FAILED, &[]) >= 2);
     });
-    let snapshot: Vec<_> = snapshotter
-        .snapshot()
-        .into_vec()
-        .into_iter()
-        .map(|(key, _, _, value)| (key, value))
-        .collect();
-    assert_eq!(
-        counter(&snapshot, publisher::metrics::PUBLISHED),
-        2,
-        "only the publishes before the stop and after the start count"
-    );
-    assert!(counter(&snapshot, publisher::metrics::PUBLISH_FAILED) >= 2);
 }
 
 async fn restart_scenario() {
-    let broker = Broker::connect().await;
+    let mut broker = Broker::connect().await;
     let exchange = support::unique("exchange");
     let publisher = support::publisher(&exchange);
     publisher.declare_exchange().await.expect("declare");
@@ -104,10 +60,10 @@ async fn restart_scenario() {
         .await
         .expect("published before the stop");
     assert!(publisher.is_connected());
-    broker.close().await;
+    broker.disconnect().await;
 
     // Down: keep this window short, other test binaries may be using the broker.
-    let guard = RestartGuard;
+    let guard = RestartGuard { armed: true };
     rabbitmqctl("stop_app");
     wait_for_port(false, Duration::from_secs(30));
     for _ in 0..2 {
@@ -156,7 +112,7 @@ async fn restart_scenario() {
     assert!(publisher.is_connected());
 
     // Both confirmed events were persistent in a durable queue: both survived or arrived.
-    let broker = Broker::connect().await;
+    broker.reconnect().await;
     assert_eq!(broker.depth(&queue).await, 2);
     broker.delete_queue(&queue).await;
     broker.delete_exchange(&exchange).await;

@@ -12,10 +12,10 @@
 mod support;
 
 use std::net::{SocketAddr, TcpStream};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use repairer::Repairer;
+use testkit::amqp::{rabbitmqctl, RestartGuard};
 use tokio_util::sync::CancellationToken;
 
 use support::{Broker, TestDb};
@@ -24,32 +24,6 @@ const EVENTS: usize = 1_000;
 const INTERVAL: Duration = Duration::from_secs(2);
 /// How long the database is watched while the broker is down.
 const DOWN_FOR: Duration = Duration::from_secs(5);
-
-/// Runs `rabbitmqctl <action>`, failing loudly when it cannot.
-fn rabbitmqctl(action: &str) {
-    let output = Command::new("rabbitmqctl")
-        .arg(action)
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run rabbitmqctl {action}: {e}"));
-    assert!(
-        output.status.success(),
-        "rabbitmqctl {action} failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-}
-
-/// Starts the broker app again when dropped, so a failing test never leaves it down.
-struct RestartGuard {
-    armed: bool,
-}
-
-impl Drop for RestartGuard {
-    fn drop(&mut self) {
-        if self.armed {
-            let _ = Command::new("rabbitmqctl").arg("start_app").output();
-        }
-    }
-}
 
 fn port_open() -> bool {
     let addr: SocketAddr = "127.0.0.1:5672".parse().expect("address");
@@ -191,7 +165,5 @@ async fn a_broker_outage_delays_events_and_loses_none() {
         support::assert_delivered_as_recorded(delivery, &recorded.event, &exchange);
     }
 
-    publisher.close().await;
-    broker.close().await;
-    db.drop().await;
+    support::finish(publisher, broker, db).await;
 }

@@ -142,26 +142,15 @@ impl Drop for MyDb {
         if self.dropped {
             return;
         }
-        // The test panicked before `drop(...).await`. This may run inside the test's runtime,
-        // which cannot be blocked on, so the cleanup gets a thread and a runtime of its own.
-        // Best effort: a failure here must not turn one panic into an abort.
+        // The test panicked before `drop(...).await`.
         let admin = self.admin.clone();
         let statement = drop_statement(&self.name);
-        let cleanup = std::thread::spawn(move || {
-            let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-            else {
-                return;
-            };
-            runtime.block_on(async {
-                if let Ok(mut conn) = MySqlConnection::connect_with(&admin).await {
-                    let _ = sqlx::raw_sql(&statement).execute(&mut conn).await;
-                    let _ = conn.close().await;
-                }
-            });
+        testkit::cleanup::run_detached(move || async move {
+            if let Ok(mut conn) = MySqlConnection::connect_with(&admin).await {
+                let _ = sqlx::raw_sql(&statement).execute(&mut conn).await;
+                let _ = conn.close().await;
+            }
         });
-        let _ = cleanup.join();
     }
 }
 

@@ -1,26 +1,19 @@
-//! A fresh, migrated database per test on the real local PostgreSQL, and job/event builders.
+//! A fresh, migrated database per test on the real local PostgreSQL (`testkit`'s `TestDb` with
+//! the store under test on it), and job/event builders.
 //!
 //! The server is `TEST_DATABASE_URL`, default `postgres://postgres@127.0.0.1:5432/postgres`
 //! (what `scripts/services.sh postgres` provides). A server that cannot be reached fails the
 //! test with a message saying so: tests never skip a missing dependency.
 
-use std::str::FromStr;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use chrono::Utc;
 use contract::event::{CloudEventAttributes, OutboundEvent, Outcome, StoredResult, TerminalStatus};
 use contract::Redacted;
 use outbox::{Claim, ClaimRequest, Recorded, Store, TerminalOutcome, TerminalRecord};
 use serde_json::{Map, Value};
-use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
-use sqlx::{ConnectOptions, Connection, PgConnection, PgPool};
+use sqlx::PgPool;
 use uuid::Uuid;
-
-/// The server used when `TEST_DATABASE_URL` is unset.
-const DEFAULT_DATABASE_URL: &str = "postgres://postgres@127.0.0.1:5432/postgres";
-
-/// How long to keep trying a server that refuses connections (it may be starting).
-const CONNECT_PATIENCE: Duration = Duration::from_secs(5);
 
 /// `STREAMING_CLOUDEVENTS_SOURCE` of the test events.
 pub const SOURCE: &str = "//lerian/fetcher/test";
@@ -32,41 +25,18 @@ pub const LONG: Duration = Duration::from_secs(3600);
 /// schema. Call [`TestDb::drop`] at the end of the test; a test that panics first never gets
 /// there, and then `Drop` removes the database on a thread of its own.
 pub struct TestDb {
-    pub name: String,
     /// The store under test (a pool of at most 5 connections).
     pub store: Store,
-    options: PgConnectOptions,
-    admin: PgConnectOptions,
-    dropped: bool,
+    db: testkit::pg::TestDb,
 }
 
 impl TestDb {
     pub async fn migrated() -> TestDb {
-        let url =
-            std::env::var("TEST_DATABASE_URL").unwrap_or_else(|_| DEFAULT_DATABASE_URL.to_owned());
-        let admin = PgConnectOptions::from_str(&url)
-            .unwrap_or_else(|e| panic!("TEST_DATABASE_URL is not a PostgreSQL URL: {e}"))
-            .disable_statement_logging();
-        let name = format!("fetcher_test_{}", Uuid::new_v4().simple());
-        let server = connect_admin(&admin).await;
-        sqlx::raw_sql(&format!("CREATE DATABASE \"{name}\""))
-            .execute(&server)
-            .await
-            .unwrap_or_else(|e| panic!("cannot create test database {name}: {e}"));
-        server.close().await;
-
-        let options = admin.clone().database(&name);
-        let db = TestDb {
-            store: Store::new(pool(&options, 5).await),
-            name,
-            options,
-            admin,
-            dropped: false,
-        };
-        schema::migrate(db.pool())
-            .await
-            .unwrap_or_else(|e| panic!("migrating {} failed: {e}", db.name));
-        db
+        let db = testkit::pg::TestDb::migrated().await;
+        TestDb {
+            store: Store::new(db.pool.clone()),
+            db,
+        }
     }
 
     pub fn pool(&self) -> &PgPool {
@@ -76,84 +46,12 @@ impl TestDb {
     /// Another store on the same database, with a pool of `connections`: concurrent callers
     /// that really run at the same time.
     pub async fn store_with(&self, connections: u32) -> Store {
-        Store::new(pool(&self.options, connections).await)
+        Store::new(self.db.pool_with(connections).await)
     }
 
-    /// Closes the pool and drops the database, ending any connection still open on it.
-    pub async fn drop(mut self) {
-        self.store.pool().close().await;
-        let server = connect_admin(&self.admin).await;
-        sqlx::raw_sql(&drop_statement(&self.name))
-            .execute(&server)
-            .await
-            .unwrap_or_else(|e| panic!("cannot drop test database {}: {e}", self.name));
-        server.close().await;
-        self.dropped = true;
-    }
-}
-
-impl Drop for TestDb {
-    fn drop(&mut self) {
-        if self.dropped {
-            return;
-        }
-        // The test panicked before `drop(...).await`. This may run inside the test's runtime,
-        // which cannot be blocked on, so the cleanup gets a thread and a runtime of its own.
-        // Best effort: a failure here must not turn one panic into an abort.
-        let admin = self.admin.clone();
-        let statement = drop_statement(&self.name);
-        let cleanup = std::thread::spawn(move || {
-            let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-            else {
-                return;
-            };
-            runtime.block_on(async {
-                if let Ok(mut conn) = PgConnection::connect_with(&admin).await {
-                    let _ = sqlx::raw_sql(&statement).execute(&mut conn).await;
-                    let _ = conn.close().await;
-                }
-            });
-        });
-        let _ = cleanup.join();
-    }
-}
-
-async fn pool(options: &PgConnectOptions, connections: u32) -> PgPool {
-    PgPoolOptions::new()
-        .max_connections(connections)
-        .acquire_timeout(Duration::from_secs(10))
-        .connect_with(options.clone())
-        .await
-        .unwrap_or_else(|e| panic!("cannot connect to the test database: {e}"))
-}
-
-fn drop_statement(name: &str) -> String {
-    format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)")
-}
-
-/// One connection to the administrative database, retrying for a few seconds, or a failed test
-/// with a message that says what to start.
-async fn connect_admin(admin: &PgConnectOptions) -> PgPool {
-    let started = Instant::now();
-    loop {
-        let attempt = PgPoolOptions::new()
-            .max_connections(1)
-            .connect_with(admin.clone())
-            .await;
-        match attempt {
-            Ok(server) => return server,
-            Err(_) if started.elapsed() < CONNECT_PATIENCE => {
-                tokio::time::sleep(Duration::from_millis(250)).await;
-            }
-            Err(error) => panic!(
-                "PostgreSQL for the integration tests is not reachable at {}:{} ({error}). \
-                 Start it with `scripts/services.sh postgres`, or set TEST_DATABASE_URL.",
-                admin.get_host(),
-                admin.get_port(),
-            ),
-        }
+    /// Closes the pools and drops the database, ending any connection still open on it.
+    pub async fn drop(self) {
+        self.db.drop().await;
     }
 }
 

@@ -1,4 +1,5 @@
-//! Shared helpers: the real RabbitMQ, per-test exchange and queue names, events, received headers.
+//! Shared helpers: the real RabbitMQ (a test-side [`Broker`] from `testkit`), per-test exchange
+//! and queue names, events, received headers.
 
 use std::time::Duration;
 
@@ -6,24 +7,14 @@ use chrono::Utc;
 use contract::event::{CloudEventAttributes, OutboundEvent, Outcome, StoredResult, TerminalStatus};
 use contract::Redacted;
 use crypto::HmacKey;
-use futures_util::StreamExt;
-use lapin::message::Delivery;
-use lapin::options::{
-    BasicConsumeOptions, ExchangeDeclareOptions, ExchangeDeleteOptions, QueueBindOptions,
-    QueueDeclareOptions, QueueDeleteOptions,
-};
-use lapin::types::{AMQPValue, FieldTable};
-use lapin::{Channel, Connection, ConnectionProperties, ExchangeKind};
 use publisher::{AmqpUri, Publisher, PublisherConfig};
 use uuid::Uuid;
 
-pub const DEFAULT_AMQP_URI: &str = "amqp://guest:guest@127.0.0.1:5672/%2f";
-pub const SOURCE: &str = "//lerian/fetcher-tests";
+// Not every binary that includes this module uses every re-export.
+#[allow(unused_imports)]
+pub use testkit::amqp::{amqp_uri, byte_array, long_string, Broker};
 
-/// `TEST_AMQP_URI`, or the local broker.
-pub fn amqp_uri() -> String {
-    std::env::var("TEST_AMQP_URI").unwrap_or_else(|_| DEFAULT_AMQP_URI.to_owned())
-}
+pub const SOURCE: &str = "//lerian/fetcher-tests";
 
 /// The external HMAC key of the tests.
 pub fn key() -> HmacKey {
@@ -38,144 +29,9 @@ pub fn publisher(exchange: &str) -> Publisher {
     Publisher::new(config, key()).expect("publisher config")
 }
 
-/// A unique name for this test's exchange or queue.
+/// A unique name for this test's exchange or queue: `publisher-test.<kind>.<uuid>`.
 pub fn unique(kind: &str) -> String {
-    format!("publisher-test.{kind}.{}", Uuid::new_v4().simple())
-}
-
-/// A test-side connection for declaring, binding, consuming and cleaning up.
-pub struct Broker {
-    pub connection: Connection,
-    pub channel: Channel,
-}
-
-impl Broker {
-    /// Connects to the test broker; a broker that cannot be reached fails the test loudly.
-    pub async fn connect() -> Broker {
-        let connection =
-            match Connection::connect(&amqp_uri(), ConnectionProperties::default()).await {
-                Ok(connection) => connection,
-                Err(error) => panic!(
-                "RabbitMQ is unreachable ({error}). These tests need a real broker: start it, or \
-                 point TEST_AMQP_URI at one (default amqp://guest:***@127.0.0.1:5672/%2f)."
-            ),
-            };
-        let channel = connection.create_channel().await.expect("test channel");
-        Broker {
-            connection,
-            channel,
-        }
-    }
-
-    pub async fn declare_exchange(&self, exchange: &str) {
-        self.channel
-            .exchange_declare(
-                exchange.into(),
-                ExchangeKind::Topic,
-                ExchangeDeclareOptions {
-                    durable: true,
-                    ..ExchangeDeclareOptions::default()
-                },
-                FieldTable::default(),
-            )
-            .await
-            .expect("declare exchange");
-    }
-
-    /// Declares a queue bound to `exchange` with `pattern`. It expires after 10 idle minutes, so
-    /// a test that dies before its cleanup leaves nothing behind for long.
-    pub async fn bound_queue(&self, exchange: &str, pattern: &str) -> String {
-        let queue = unique("queue");
-        let mut arguments = FieldTable::default();
-        arguments.insert("x-expires".into(), AMQPValue::LongInt(600_000));
-        self.channel
-            .queue_declare(
-                queue.as_str().into(),
-                QueueDeclareOptions {
-                    durable: true,
-                    ..QueueDeclareOptions::default()
-                },
-                arguments,
-            )
-            .await
-            .expect("declare queue");
-        self.channel
-            .queue_bind(
-                queue.as_str().into(),
-                exchange.into(),
-                pattern.into(),
-                QueueBindOptions::default(),
-                FieldTable::default(),
-            )
-            .await
-            .expect("bind queue");
-        queue
-    }
-
-    /// Receives exactly `count` messages from `queue` (auto-ack), failing after `within`.
-    pub async fn receive(&self, queue: &str, count: usize, within: Duration) -> Vec<Delivery> {
-        let mut consumer = self
-            .channel
-            .basic_consume(
-                queue.into(),
-                "".into(),
-                BasicConsumeOptions {
-                    no_ack: true,
-                    ..BasicConsumeOptions::default()
-                },
-                FieldTable::default(),
-            )
-            .await
-            .expect("consume");
-        let mut received = Vec::with_capacity(count);
-        let collect = async {
-            while received.len() < count {
-                match consumer.next().await {
-                    Some(Ok(delivery)) => received.push(delivery),
-                    Some(Err(error)) => panic!("consumer failed: {error}"),
-                    None => panic!("consumer ended"),
-                }
-            }
-        };
-        if tokio::time::timeout(within, collect).await.is_err() {
-            panic!("received {} of {count} messages", received.len());
-        }
-        received
-    }
-
-    /// How many messages wait in `queue`.
-    pub async fn depth(&self, queue: &str) -> u32 {
-        self.channel
-            .queue_declare(
-                queue.into(),
-                QueueDeclareOptions {
-                    passive: true,
-                    ..QueueDeclareOptions::default()
-                },
-                FieldTable::default(),
-            )
-            .await
-            .expect("passive declare")
-            .message_count()
-    }
-
-    pub async fn delete_queue(&self, queue: &str) {
-        self.channel
-            .queue_delete(queue.into(), QueueDeleteOptions::default())
-            .await
-            .expect("delete queue");
-    }
-
-    pub async fn delete_exchange(&self, exchange: &str) {
-        self.channel
-            .exchange_delete(exchange.into(), ExchangeDeleteOptions::default())
-            .await
-            .expect("delete exchange");
-    }
-
-    pub async fn close(self) {
-        let _ = self.connection.close(200, "OK".into()).await;
-    }
+    testkit::amqp::unique("publisher-test", kind)
 }
 
 /// A `job.completed` event for a fresh job.
@@ -226,30 +82,4 @@ fn event(
         request_id.map(str::to_owned),
     )
     .expect("event body")
-}
-
-/// A received header by exact name.
-pub fn header<'a>(delivery: &'a Delivery, name: &str) -> &'a AMQPValue {
-    delivery
-        .properties
-        .headers()
-        .as_ref()
-        .and_then(|headers| headers.inner().get(name))
-        .unwrap_or_else(|| panic!("header {name:?} is missing"))
-}
-
-/// A received header that must be an AMQP long string.
-pub fn long_string<'a>(delivery: &'a Delivery, name: &str) -> &'a [u8] {
-    match header(delivery, name) {
-        AMQPValue::LongString(value) => value.as_bytes(),
-        other => panic!("header {name:?} must be a long string, got {other:?}"),
-    }
-}
-
-/// A received header that must be an AMQP byte array.
-pub fn byte_array<'a>(delivery: &'a Delivery, name: &str) -> &'a [u8] {
-    match header(delivery, name) {
-        AMQPValue::ByteArray(value) => value.as_slice(),
-        other => panic!("header {name:?} must be a byte array, got {other:?}"),
-    }
 }

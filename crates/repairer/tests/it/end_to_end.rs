@@ -6,21 +6,13 @@ use std::time::Duration;
 use repairer::Repairer;
 use tokio_util::sync::CancellationToken;
 
-use crate::support::{self, Broker, TestDb};
+use crate::support;
 
 const EVENTS: usize = 60;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn recorded_events_reach_the_consumer_signed_with_every_header_and_the_frozen_body() {
-    let db = TestDb::migrated().await;
-    let broker = Broker::connect().await;
-    let exchange = support::unique("exchange");
-    let publisher = support::publisher(&exchange);
-    publisher
-        .declare_exchange()
-        .await
-        .expect("declare exchange");
-    broker.track_exchange(&exchange);
+    let (db, broker, exchange, publisher) = support::start().await;
     let queue = broker.bound_queue(&exchange, "job.*").await;
     let mut consumer = broker.consume(&queue).await;
 
@@ -62,13 +54,7 @@ async fn recorded_events_reach_the_consumer_signed_with_every_header_and_the_fro
     );
     assert_eq!(repeated, 0);
     assert_eq!(seen.len(), EVENTS);
-    for delivery in &deliveries {
-        let ce_id = support::ce_id(delivery);
-        let recorded = expected
-            .get(&ce_id)
-            .unwrap_or_else(|| panic!("an event that was not recorded: {ce_id}"));
-        support::assert_delivered_as_recorded(delivery, &recorded.event, &exchange);
-    }
+    support::assert_all_delivered_as_recorded(&deliveries, &recorded, &exchange);
 
     // Every row ends published, its lease cleared, its body still the bytes that were sent.
     support::wait_unpublished(db.pool(), 0, Duration::from_secs(10)).await;
@@ -89,22 +75,12 @@ async fn recorded_events_reach_the_consumer_signed_with_every_header_and_the_fro
     }
 
     broker.cancel(&consumer).await;
-    publisher.close().await;
-    broker.close().await;
-    db.drop().await;
+    support::finish(publisher, broker, db).await;
 }
 
 #[tokio::test]
 async fn young_rows_and_rows_leased_to_their_recorder_are_left_alone() {
-    let db = TestDb::migrated().await;
-    let broker = Broker::connect().await;
-    let exchange = support::unique("exchange");
-    let publisher = support::publisher(&exchange);
-    publisher
-        .declare_exchange()
-        .await
-        .expect("declare exchange");
-    broker.track_exchange(&exchange);
+    let (db, broker, exchange, publisher) = support::start().await;
     let queue = broker.bound_queue(&exchange, "job.*").await;
 
     // One row still leased to the Worker that recorded it, one young (inside the grace), one
@@ -138,7 +114,5 @@ async fn young_rows_and_rows_leased_to_their_recorder_are_left_alone() {
     }
     assert_eq!(broker.depth(&queue).await, 0);
 
-    publisher.close().await;
-    broker.close().await;
-    db.drop().await;
+    support::finish(publisher, broker, db).await;
 }

@@ -5,77 +5,16 @@
 //! publisher's calls, the repairer loop) records on that thread. lapin's I/O thread records
 //! nothing.
 
-use std::future::Future;
 use std::time::Duration;
 
-use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
-use metrics_util::CompositeKey;
 use outbox::{PendingEvent, OLDEST_UNPUBLISHED_AGE_SECONDS, PENDING_EVENTS};
 use publisher::metrics::{PUBLISHED, PUBLISH_FAILED, RETURNED};
 use repairer::metrics::{REPAIR_PASSES, REPUBLISHED};
 use repairer::Repairer;
+use testkit::metrics::{counter, gauge, take, with_recorder};
 use tokio_util::sync::CancellationToken;
 
 use crate::support::{self, Broker, TestDb};
-
-type Snapshot = Vec<(CompositeKey, DebugValue)>;
-
-/// Runs `body` on a current-thread runtime with a debugging recorder installed for this thread.
-fn with_recorder<F>(body: impl FnOnce(Snapshotter) -> F)
-where
-    F: Future<Output = ()>,
-{
-    let recorder = DebuggingRecorder::new();
-    let snapshotter = recorder.snapshotter();
-    metrics::with_local_recorder(&recorder, || {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("runtime");
-        runtime.block_on(body(snapshotter));
-    });
-}
-
-/// What was recorded since the previous snapshot (counters and gauges are reset by taking one).
-fn take(snapshotter: &Snapshotter) -> Snapshot {
-    snapshotter
-        .snapshot()
-        .into_vec()
-        .into_iter()
-        .map(|(key, _, _, value)| (key, value))
-        .collect()
-}
-
-fn counter(snapshot: &Snapshot, name: &str, labels: &[(&str, &str)]) -> u64 {
-    snapshot
-        .iter()
-        .filter(|(key, _)| key.key().name() == name)
-        .filter(|(key, _)| {
-            labels.iter().all(|(k, v)| {
-                key.key()
-                    .labels()
-                    .any(|label| label.key() == *k && label.value() == *v)
-            })
-        })
-        .map(|(_, value)| match value {
-            DebugValue::Counter(n) => *n,
-            other => panic!("{name} is not a counter: {other:?}"),
-        })
-        .sum()
-}
-
-fn gauge(snapshot: &Snapshot, name: &str) -> f64 {
-    let values: Vec<f64> = snapshot
-        .iter()
-        .filter(|(key, _)| key.key().name() == name)
-        .map(|(_, value)| match value {
-            DebugValue::Gauge(v) => v.into_inner(),
-            other => panic!("{name} is not a gauge: {other:?}"),
-        })
-        .collect();
-    assert_eq!(values.len(), 1, "gauge {name} set once, without labels");
-    values[0]
-}
 
 const COMPLETED: (&str, &str) = ("routing_key", "job.completed");
 const FAILED: (&str, &str) = ("routing_key", "job.failed");
@@ -83,15 +22,7 @@ const FAILED: (&str, &str) = ("routing_key", "job.failed");
 #[test]
 fn published_failed_returned_republished_and_the_outbox_gauges() {
     with_recorder(|snapshotter| async move {
-        let db = TestDb::migrated().await;
-        let broker = Broker::connect().await;
-        let exchange = support::unique("exchange");
-        let publisher = support::publisher(&exchange);
-        publisher
-            .declare_exchange()
-            .await
-            .expect("declare exchange");
-        broker.track_exchange(&exchange);
+        let (db, broker, exchange, publisher) = support::start().await;
         // Only completed events route for now.
         let queue = broker.bound_queue(&exchange, "job.completed").await;
         let completed = |i| support::Spec {
@@ -177,9 +108,7 @@ fn published_failed_returned_republished_and_the_outbox_gauges() {
         assert_eq!(gauge(&s, OLDEST_UNPUBLISHED_AGE_SECONDS), 0.0);
 
         assert_eq!(broker.depth(&queue).await, 7);
-        publisher.close().await;
-        broker.close().await;
-        db.drop().await;
+        support::finish(publisher, broker, db).await;
     });
 }
 
@@ -223,8 +152,6 @@ fn repair_passes_are_counted_by_outcome() {
         assert!(errors >= 2, "{errors}");
         assert_eq!(counter(&s, REPAIR_PASSES, &[("outcome", "ok")]), 0);
 
-        publisher.close().await;
-        broker.close().await;
-        db.drop().await;
+        support::finish(publisher, broker, db).await;
     });
 }

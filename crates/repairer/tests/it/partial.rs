@@ -7,7 +7,7 @@ use contract::event::TerminalStatus;
 use repairer::Repairer;
 use tokio_util::sync::CancellationToken;
 
-use crate::support::{self, Broker, Spec, TestDb};
+use crate::support::{self, Spec};
 
 fn alternating(i: usize) -> Spec<'static> {
     Spec {
@@ -37,15 +37,7 @@ async fn one_pass_with_only_completed_events_routable(
     spec: fn(usize) -> Spec<'static>,
     batch: i64,
 ) {
-    let db = TestDb::migrated().await;
-    let broker = Broker::connect().await;
-    let exchange = support::unique("exchange");
-    let publisher = support::publisher(&exchange);
-    publisher
-        .declare_exchange()
-        .await
-        .expect("declare exchange");
-    broker.track_exchange(&exchange);
+    let (db, broker, exchange, publisher) = support::start().await;
     let queue = broker.bound_queue(&exchange, "job.completed").await;
 
     let recorded = support::record_many(&db.store, 20, 1, spec, Duration::ZERO).await;
@@ -71,16 +63,10 @@ async fn one_pass_with_only_completed_events_routable(
         assert_eq!(row.last_error.is_some(), !completed, "{row:?}");
     }
     let received = broker.receive(&queue, 10, Duration::from_secs(10)).await;
-    let expected = support::by_ce_id(&recorded);
-    for delivery in &received {
-        let recorded = expected[&support::ce_id(delivery)];
-        support::assert_delivered_as_recorded(delivery, &recorded.event, &exchange);
-    }
+    support::assert_all_delivered_as_recorded(&received, &recorded, &exchange);
     assert_eq!(broker.depth(&queue).await, 0);
 
-    publisher.close().await;
-    broker.close().await;
-    db.drop().await;
+    support::finish(publisher, broker, db).await;
 }
 
 #[tokio::test]
@@ -97,15 +83,7 @@ async fn batches_returned_whole_do_not_stop_the_pass() {
 
 #[tokio::test]
 async fn an_event_that_cannot_be_sent_fails_alone() {
-    let db = TestDb::migrated().await;
-    let broker = Broker::connect().await;
-    let exchange = support::unique("exchange");
-    let publisher = support::publisher(&exchange);
-    publisher
-        .declare_exchange()
-        .await
-        .expect("declare exchange");
-    broker.track_exchange(&exchange);
+    let (db, broker, exchange, publisher) = support::start().await;
     let queue = broker.bound_queue(&exchange, "job.*").await;
 
     // A ce-id too long for an AMQP message id, recorded by hand between good events.
@@ -153,18 +131,8 @@ async fn an_event_that_cannot_be_sent_fails_alone() {
         }
     }
     let received = broker.receive(&queue, 6, Duration::from_secs(10)).await;
-    let expected = support::by_ce_id(&before);
-    let expected_after = support::by_ce_id(&after);
-    for delivery in &received {
-        let ce_id = support::ce_id(delivery);
-        let recorded = expected
-            .get(&ce_id)
-            .or_else(|| expected_after.get(&ce_id))
-            .unwrap_or_else(|| panic!("unexpected {ce_id}"));
-        support::assert_delivered_as_recorded(delivery, &recorded.event, &exchange);
-    }
+    let good = [before, after].concat();
+    support::assert_all_delivered_as_recorded(&received, &good, &exchange);
 
-    publisher.close().await;
-    broker.close().await;
-    db.drop().await;
+    support::finish(publisher, broker, db).await;
 }

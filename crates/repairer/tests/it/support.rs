@@ -1,18 +1,17 @@
 //! Shared helpers of the repairer's integration tests: a fresh migrated database per test on the
-//! real local PostgreSQL, a per-test exchange and queues on the real local RabbitMQ, recorded
-//! terminal events, and checks of what a consumer receives.
+//! real local PostgreSQL and a per-test exchange and queues on the real local RabbitMQ (both from
+//! `testkit`), recorded terminal events, and checks of what a consumer receives.
 //!
 //! Servers: `TEST_DATABASE_URL` (default `postgres://postgres@127.0.0.1:5432/postgres`) and
 //! `TEST_AMQP_URI` (default `amqp://guest:guest@127.0.0.1:5672/%2f`). A server that cannot be
 //! reached fails the test with a message saying so: tests never skip a missing dependency.
 //!
-//! Every test creates its own database (`fetcher_test_<uuid>`), exchange and queues
-//! (`repairer-test.<kind>.<uuid>`) and removes them at its end; a test that panics first removes
-//! them from `Drop`, on a thread of its own.
+//! Every test creates its own database (`fetcher_test_<uuid>`), exchange
+//! (`repairer-test.exchange.<uuid>`) and queues (`<exchange>.queue.<uuid>`) and removes them at
+//! its end; a test that panics first removes them from `Drop`, on a thread of its own.
 
 use std::collections::HashMap;
-use std::str::FromStr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
@@ -22,71 +21,32 @@ use contract::Redacted;
 use crypto::HmacKey;
 use futures_util::StreamExt;
 use lapin::message::Delivery;
-use lapin::options::{
-    BasicCancelOptions, BasicConsumeOptions, ExchangeDeclareOptions, ExchangeDeleteOptions,
-    QueueBindOptions, QueueDeclareOptions, QueueDeleteOptions,
-};
-use lapin::types::{AMQPValue, FieldTable, ShortString};
-use lapin::{Channel, Connection, ConnectionProperties, Consumer, ExchangeKind};
+use lapin::types::ShortString;
 use outbox::{Recorded, Store, TerminalOutcome, TerminalRecord};
 use publisher::{AmqpUri, Publisher, PublisherConfig};
 use repairer::RepairerConfig;
 use serde_json::{Map, Value};
-use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
-use sqlx::{ConnectOptions, Connection as _, PgConnection, PgPool, Row};
+use sqlx::{PgPool, Row};
 use uuid::Uuid;
 
 // ---------------------------------------------------------------------------------------------
 // PostgreSQL
 // ---------------------------------------------------------------------------------------------
 
-/// The server used when `TEST_DATABASE_URL` is unset.
-const DEFAULT_DATABASE_URL: &str = "postgres://postgres@127.0.0.1:5432/postgres";
-
-/// How long to keep trying a server that refuses connections (it may be starting).
-const CONNECT_PATIENCE: Duration = Duration::from_secs(5);
-
-/// A database created for one test and brought to the Worker's schema. Call [`TestDb::drop`] at
-/// the end of the test; a test that panics first never gets there, and then `Drop` removes the
-/// database on a thread of its own.
+/// A database created for one test and brought to the Worker's schema, with a store on it.
+/// Call [`TestDb::drop`] at the end of the test; a test that panics first never gets there, and
+/// then `Drop` removes the database on a thread of its own.
 pub struct TestDb {
-    pub name: String,
     /// A store on the database (a pool of at most 8 connections).
     pub store: Store,
-    options: PgConnectOptions,
-    admin: PgConnectOptions,
-    extra: Vec<Store>,
-    dropped: bool,
+    db: testkit::pg::TestDb,
 }
 
 impl TestDb {
     pub async fn migrated() -> TestDb {
-        let url =
-            std::env::var("TEST_DATABASE_URL").unwrap_or_else(|_| DEFAULT_DATABASE_URL.to_owned());
-        let admin = PgConnectOptions::from_str(&url)
-            .unwrap_or_else(|e| panic!("TEST_DATABASE_URL is not a PostgreSQL URL: {e}"))
-            .disable_statement_logging();
-        let name = format!("fetcher_test_{}", Uuid::new_v4().simple());
-        let server = connect_admin(&admin).await;
-        sqlx::raw_sql(&format!("CREATE DATABASE \"{name}\""))
-            .execute(&server)
-            .await
-            .unwrap_or_else(|e| panic!("cannot create test database {name}: {e}"));
-        server.close().await;
-
-        let options = admin.clone().database(&name);
-        let db = TestDb {
-            store: Store::new(pool(&options, 8).await),
-            name,
-            options,
-            admin,
-            extra: Vec::new(),
-            dropped: false,
-        };
-        schema::migrate(db.pool())
-            .await
-            .unwrap_or_else(|e| panic!("migrating {} failed: {e}", db.name));
-        db
+        let db = testkit::pg::TestDb::migrated_with(8).await;
+        let store = Store::new(db.pool.clone());
+        TestDb { store, db }
     }
 
     pub fn pool(&self) -> &PgPool {
@@ -95,89 +55,12 @@ impl TestDb {
 
     /// Another store on the same database with a pool of its own (another Worker process).
     pub async fn another_store(&mut self, connections: u32) -> Store {
-        let store = Store::new(pool(&self.options, connections).await);
-        self.extra.push(store.clone());
-        store
+        Store::new(self.db.pool_with(connections).await)
     }
 
     /// Closes the pools and drops the database, ending any connection still open on it.
-    pub async fn drop(mut self) {
-        for store in &self.extra {
-            store.pool().close().await;
-        }
-        self.store.pool().close().await;
-        let server = connect_admin(&self.admin).await;
-        sqlx::raw_sql(&drop_statement(&self.name))
-            .execute(&server)
-            .await
-            .unwrap_or_else(|e| panic!("cannot drop test database {}: {e}", self.name));
-        server.close().await;
-        self.dropped = true;
-    }
-}
-
-impl Drop for TestDb {
-    fn drop(&mut self) {
-        if self.dropped {
-            return;
-        }
-        // The test panicked before `drop(...).await`. This may run inside the test's runtime,
-        // which cannot be blocked on, so the cleanup gets a thread and a runtime of its own.
-        // Best effort: a failure here must not turn one panic into an abort.
-        let admin = self.admin.clone();
-        let statement = drop_statement(&self.name);
-        let cleanup = std::thread::spawn(move || {
-            let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-            else {
-                return;
-            };
-            runtime.block_on(async {
-                if let Ok(mut conn) = PgConnection::connect_with(&admin).await {
-                    let _ = sqlx::raw_sql(&statement).execute(&mut conn).await;
-                    let _ = conn.close().await;
-                }
-            });
-        });
-        let _ = cleanup.join();
-    }
-}
-
-async fn pool(options: &PgConnectOptions, connections: u32) -> PgPool {
-    PgPoolOptions::new()
-        .max_connections(connections)
-        .acquire_timeout(Duration::from_secs(10))
-        .connect_with(options.clone())
-        .await
-        .unwrap_or_else(|e| panic!("cannot connect to the test database: {e}"))
-}
-
-fn drop_statement(name: &str) -> String {
-    format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)")
-}
-
-/// One connection to the administrative database, retrying for a few seconds, or a failed test
-/// with a message that says what to start.
-async fn connect_admin(admin: &PgConnectOptions) -> PgPool {
-    let started = Instant::now();
-    loop {
-        let attempt = PgPoolOptions::new()
-            .max_connections(1)
-            .connect_with(admin.clone())
-            .await;
-        match attempt {
-            Ok(server) => return server,
-            Err(_) if started.elapsed() < CONNECT_PATIENCE => {
-                tokio::time::sleep(Duration::from_millis(250)).await;
-            }
-            Err(error) => panic!(
-                "PostgreSQL for the integration tests is not reachable at {}:{} ({error}). \
-                 Start it with `scripts/services.sh postgres`, or set TEST_DATABASE_URL.",
-                admin.get_host(),
-                admin.get_port(),
-            ),
-        }
+    pub async fn drop(self) {
+        self.db.drop().await;
     }
 }
 
@@ -421,16 +304,36 @@ pub fn config(owner: &str, batch: i64) -> RepairerConfig {
     config
 }
 
+/// What a relay test starts from: its database, a test-side broker connection, the name of a
+/// fresh exchange, and a publisher for it that declared it (the broker deletes it at the end).
+pub async fn start() -> (TestDb, Broker, String, Arc<Publisher>) {
+    let db = TestDb::migrated().await;
+    let broker = Broker::connect().await;
+    let exchange = unique("exchange");
+    let publisher = publisher(&exchange);
+    publisher
+        .declare_exchange()
+        .await
+        .expect("declare exchange");
+    broker.track_exchange(&exchange);
+    (db, broker, exchange, publisher)
+}
+
+/// Ends what [`start`] began: closes the publisher, deletes what the test created on the broker
+/// and drops the database.
+pub async fn finish(publisher: Arc<Publisher>, broker: Broker, db: TestDb) {
+    publisher.close().await;
+    broker.close().await;
+    db.drop().await;
+}
+
 // ---------------------------------------------------------------------------------------------
 // RabbitMQ
 // ---------------------------------------------------------------------------------------------
 
-pub const DEFAULT_AMQP_URI: &str = "amqp://guest:guest@127.0.0.1:5672/%2f";
-
-/// `TEST_AMQP_URI`, or the local broker.
-pub fn amqp_uri() -> String {
-    std::env::var("TEST_AMQP_URI").unwrap_or_else(|_| DEFAULT_AMQP_URI.to_owned())
-}
+// Not every binary that includes this module (tests, bench) uses every re-export.
+#[allow(unused_imports)]
+pub use testkit::amqp::{amqp_uri, byte_array, collect, long_string, Broker};
 
 /// The external HMAC key of the tests (events are signed with it).
 pub fn key() -> HmacKey {
@@ -445,279 +348,9 @@ pub fn publisher(exchange: &str) -> Arc<Publisher> {
     Arc::new(Publisher::new(config, key()).expect("publisher config"))
 }
 
-/// A unique name for this test's exchange or queue.
+/// A unique name for this test's exchange or queue: `repairer-test.<kind>.<uuid>`.
 pub fn unique(kind: &str) -> String {
-    format!("repairer-test.{kind}.{}", Uuid::new_v4().simple())
-}
-
-/// What a test created on the broker, deleted by [`Broker::close`] (or by `Drop` after a panic).
-#[derive(Default)]
-struct Created {
-    exchanges: Vec<String>,
-    queues: Vec<String>,
-}
-
-/// A test-side connection for declaring, binding, consuming and cleaning up.
-pub struct Broker {
-    pub connection: Connection,
-    pub channel: Channel,
-    created: Mutex<Created>,
-    closed: bool,
-}
-
-impl Broker {
-    /// Connects to the test broker; a broker that cannot be reached fails the test loudly.
-    pub async fn connect() -> Broker {
-        let (connection, channel) = open().await;
-        Broker {
-            connection,
-            channel,
-            created: Mutex::new(Created::default()),
-            closed: false,
-        }
-    }
-
-    /// Closes the connection but keeps what the test created (before stopping the broker).
-    #[allow(dead_code)] // Used by `tests/broker_outage.rs`.
-    pub async fn disconnect(&self) {
-        let _ = self.connection.close(200, "OK".into()).await;
-    }
-
-    /// Opens a new connection, for a broker that was restarted.
-    #[allow(dead_code)] // Used by `tests/broker_outage.rs`.
-    pub async fn reconnect(&mut self) {
-        let (connection, channel) = open().await;
-        self.connection = connection;
-        self.channel = channel;
-    }
-
-    fn created(&self) -> std::sync::MutexGuard<'_, Created> {
-        self.created.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Declares the topic exchange `exchange` (durable, as the publisher declares it) and
-    /// deletes it at the end of the test.
-    pub async fn declare_exchange(&self, exchange: &str) {
-        self.channel
-            .exchange_declare(
-                exchange.into(),
-                ExchangeKind::Topic,
-                ExchangeDeclareOptions {
-                    durable: true,
-                    ..ExchangeDeclareOptions::default()
-                },
-                FieldTable::default(),
-            )
-            .await
-            .expect("declare exchange");
-        self.track_exchange(exchange);
-    }
-
-    /// Deletes `exchange` at the end of the test (one the publisher declared).
-    pub fn track_exchange(&self, exchange: &str) {
-        let mut created = self.created();
-        if !created.exchanges.iter().any(|e| e == exchange) {
-            created.exchanges.push(exchange.to_owned());
-        }
-    }
-
-    /// Declares a durable queue bound to `exchange` with `pattern`. It also expires after 10 idle
-    /// minutes, so even a test killed outright leaves nothing behind for long.
-    pub async fn bound_queue(&self, exchange: &str, pattern: &str) -> String {
-        let queue = unique("queue");
-        let mut arguments = FieldTable::default();
-        arguments.insert("x-expires".into(), AMQPValue::LongInt(600_000));
-        self.channel
-            .queue_declare(
-                queue.as_str().into(),
-                QueueDeclareOptions {
-                    durable: true,
-                    ..QueueDeclareOptions::default()
-                },
-                arguments,
-            )
-            .await
-            .expect("declare queue");
-        self.created().queues.push(queue.clone());
-        self.bind(&queue, exchange, pattern).await;
-        queue
-    }
-
-    pub async fn bind(&self, queue: &str, exchange: &str, pattern: &str) {
-        self.channel
-            .queue_bind(
-                queue.into(),
-                exchange.into(),
-                pattern.into(),
-                QueueBindOptions::default(),
-                FieldTable::default(),
-            )
-            .await
-            .expect("bind queue");
-    }
-
-    /// Starts consuming `queue` (auto-ack).
-    pub async fn consume(&self, queue: &str) -> Consumer {
-        self.channel
-            .basic_consume(
-                queue.into(),
-                ShortString::from(format!("consumer-{}", Uuid::new_v4().simple())),
-                BasicConsumeOptions {
-                    no_ack: true,
-                    ..BasicConsumeOptions::default()
-                },
-                FieldTable::default(),
-            )
-            .await
-            .expect("consume")
-    }
-
-    /// Stops `consumer`.
-    pub async fn cancel(&self, consumer: &Consumer) {
-        self.channel
-            .basic_cancel(consumer.tag(), BasicCancelOptions::default())
-            .await
-            .expect("cancel consumer");
-    }
-
-    /// Receives exactly `count` messages from `queue` (auto-ack), failing after `within`.
-    pub async fn receive(&self, queue: &str, count: usize, within: Duration) -> Vec<Delivery> {
-        let mut consumer = self.consume(queue).await;
-        let received = collect(&mut consumer, count, within, Duration::ZERO).await;
-        self.cancel(&consumer).await;
-        received
-    }
-
-    /// How many messages wait in `queue`.
-    pub async fn depth(&self, queue: &str) -> u32 {
-        self.channel
-            .queue_declare(
-                queue.into(),
-                QueueDeclareOptions {
-                    passive: true,
-                    ..QueueDeclareOptions::default()
-                },
-                FieldTable::default(),
-            )
-            .await
-            .expect("passive declare")
-            .message_count()
-    }
-
-    pub async fn delete_exchange(&self, exchange: &str) {
-        self.channel
-            .exchange_delete(exchange.into(), ExchangeDeleteOptions::default())
-            .await
-            .expect("delete exchange");
-    }
-
-    /// Deletes everything the test created, then closes the connection.
-    pub async fn close(mut self) {
-        let created = std::mem::take(&mut *self.created());
-        for queue in &created.queues {
-            self.channel
-                .queue_delete(queue.as_str().into(), QueueDeleteOptions::default())
-                .await
-                .unwrap_or_else(|e| panic!("cannot delete queue {queue}: {e}"));
-        }
-        for exchange in &created.exchanges {
-            self.delete_exchange(exchange).await;
-        }
-        let _ = self.connection.close(200, "OK".into()).await;
-        self.closed = true;
-    }
-}
-
-impl Drop for Broker {
-    fn drop(&mut self) {
-        if self.closed {
-            return;
-        }
-        // The test panicked first: clean up on a thread and a runtime of our own, best effort.
-        let created = std::mem::take(&mut *self.created());
-        let cleanup = std::thread::spawn(move || {
-            let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-            else {
-                return;
-            };
-            runtime.block_on(async {
-                // The broker may be down for a moment (a test that restarts it): retry a while,
-                // or the exchange outlives the test (queues expire on their own).
-                let mut connection = None;
-                for _ in 0..30 {
-                    let properties = ConnectionProperties::default();
-                    match Connection::connect(&amqp_uri(), properties).await {
-                        Ok(open) => {
-                            connection = Some(open);
-                            break;
-                        }
-                        Err(_) => tokio::time::sleep(Duration::from_secs(1)).await,
-                    }
-                }
-                let Some(connection) = connection else {
-                    return;
-                };
-                if let Ok(channel) = connection.create_channel().await {
-                    for queue in &created.queues {
-                        let options = QueueDeleteOptions::default();
-                        let _ = channel.queue_delete(queue.as_str().into(), options).await;
-                    }
-                    for exchange in &created.exchanges {
-                        let options = ExchangeDeleteOptions::default();
-                        let _ = channel
-                            .exchange_delete(exchange.as_str().into(), options)
-                            .await;
-                    }
-                }
-                let _ = connection.close(200, "OK".into()).await;
-            });
-        });
-        let _ = cleanup.join();
-    }
-}
-
-async fn open() -> (Connection, Channel) {
-    let connection = match Connection::connect(&amqp_uri(), ConnectionProperties::default()).await {
-        Ok(connection) => connection,
-        Err(error) => panic!(
-            "RabbitMQ is unreachable ({error}). These tests need a real broker: start it, or \
-             point TEST_AMQP_URI at one (default amqp://guest:***@127.0.0.1:5672/%2f)."
-        ),
-    };
-    let channel = connection.create_channel().await.expect("test channel");
-    (connection, channel)
-}
-
-/// Collects at least `count` deliveries, then keeps collecting until none arrives for `idle`
-/// (zero: stop at `count`). Fails when `count` did not arrive within `within`.
-pub async fn collect(
-    consumer: &mut Consumer,
-    count: usize,
-    within: Duration,
-    idle: Duration,
-) -> Vec<Delivery> {
-    let mut received = Vec::with_capacity(count);
-    let deadline = tokio::time::Instant::now() + within;
-    while received.len() < count {
-        match tokio::time::timeout_at(deadline, consumer.next()).await {
-            Ok(Some(Ok(delivery))) => received.push(delivery),
-            Ok(Some(Err(error))) => panic!("consumer failed: {error}"),
-            Ok(None) => panic!("consumer ended"),
-            Err(_) => panic!("received {} of {count} messages", received.len()),
-        }
-    }
-    if !idle.is_zero() {
-        while let Ok(next) = tokio::time::timeout(idle, consumer.next()).await {
-            match next {
-                Some(Ok(delivery)) => received.push(delivery),
-                Some(Err(error)) => panic!("consumer failed: {error}"),
-                None => break,
-            }
-        }
-    }
-    received
+    testkit::amqp::unique("repairer-test", kind)
 }
 
 /// The `ce-id` of a delivery.
@@ -735,29 +368,20 @@ pub fn duplicates(deliveries: &[Delivery]) -> (usize, HashMap<String, usize>) {
     (repeated, seen)
 }
 
-/// A received header by exact name.
-pub fn header<'a>(delivery: &'a Delivery, name: &str) -> &'a AMQPValue {
-    delivery
-        .properties
-        .headers()
-        .as_ref()
-        .and_then(|headers| headers.inner().get(name))
-        .unwrap_or_else(|| panic!("header {name:?} is missing"))
-}
-
-/// A received header that must be an AMQP long string.
-pub fn long_string<'a>(delivery: &'a Delivery, name: &str) -> &'a [u8] {
-    match header(delivery, name) {
-        AMQPValue::LongString(value) => value.as_bytes(),
-        other => panic!("header {name:?} must be a long string, got {other:?}"),
-    }
-}
-
-/// A received header that must be an AMQP byte array.
-pub fn byte_array<'a>(delivery: &'a Delivery, name: &str) -> &'a [u8] {
-    match header(delivery, name) {
-        AMQPValue::ByteArray(value) => value.as_slice(),
-        other => panic!("header {name:?} must be a byte array, got {other:?}"),
+/// Asserts that every delivery is one of `recorded`, delivered on `exchange` exactly as it was
+/// recorded ([`assert_delivered_as_recorded`]).
+pub fn assert_all_delivered_as_recorded(
+    deliveries: &[Delivery],
+    recorded: &[RecordedEvent],
+    exchange: &str,
+) {
+    let expected = by_ce_id(recorded);
+    for delivery in deliveries {
+        let ce_id = ce_id(delivery);
+        let recorded = expected
+            .get(&ce_id)
+            .unwrap_or_else(|| panic!("an event that was not recorded: {ce_id}"));
+        assert_delivered_as_recorded(delivery, &recorded.event, exchange);
     }
 }
 

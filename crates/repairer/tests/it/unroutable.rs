@@ -8,7 +8,7 @@ use repairer::relay::MIN_RETRY_DELAY;
 use repairer::{Repairer, RepairerConfig};
 use tokio_util::sync::CancellationToken;
 
-use crate::support::{self, Broker, OutboxRow, TestDb};
+use crate::support::{self, OutboxRow};
 
 const EVENTS: usize = 12;
 
@@ -49,15 +49,7 @@ async fn wait_until_due(pool: &sqlx::PgPool) {
 
 #[tokio::test]
 async fn returned_events_are_backed_off_and_published_once_a_queue_is_bound() {
-    let db = TestDb::migrated().await;
-    let broker = Broker::connect().await;
-    let exchange = support::unique("exchange");
-    let publisher = support::publisher(&exchange);
-    publisher
-        .declare_exchange()
-        .await
-        .expect("declare exchange");
-    broker.track_exchange(&exchange);
+    let (db, broker, exchange, publisher) = support::start().await;
 
     let recorded = support::record_many(&db.store, EVENTS, 2, support::mixed, Duration::ZERO).await;
     let repairer = Repairer::new(
@@ -91,32 +83,18 @@ async fn returned_events_are_backed_off_and_published_once_a_queue_is_bound() {
     let received = broker
         .receive(&queue, EVENTS, Duration::from_secs(10))
         .await;
-    let expected = support::by_ce_id(&recorded);
-    for delivery in &received {
-        let recorded = expected[&support::ce_id(delivery)];
-        support::assert_delivered_as_recorded(delivery, &recorded.event, &exchange);
-    }
+    support::assert_all_delivered_as_recorded(&received, &recorded, &exchange);
     assert_eq!(support::duplicates(&received).0, 0);
     let rows = support::outbox_rows(db.pool()).await;
     assert!(rows.iter().all(|r| r.published_at.is_some()), "{rows:?}");
     assert!(rows.iter().all(|r| r.attempts == 3), "{rows:?}");
 
-    publisher.close().await;
-    broker.close().await;
-    db.drop().await;
+    support::finish(publisher, broker, db).await;
 }
 
 #[tokio::test]
 async fn events_for_a_deleted_exchange_are_backed_off_and_published_once_it_is_back() {
-    let db = TestDb::migrated().await;
-    let broker = Broker::connect().await;
-    let exchange = support::unique("exchange");
-    let publisher = support::publisher(&exchange);
-    publisher
-        .declare_exchange()
-        .await
-        .expect("declare exchange");
-    broker.track_exchange(&exchange);
+    let (db, broker, exchange, publisher) = support::start().await;
     // The publisher has published before: its channel is open when the exchange disappears.
     let queue = broker.bound_queue(&exchange, "job.*").await;
     let first = support::record(&db.store, 0, support::mixed(0), Duration::ZERO).await;
@@ -180,14 +158,8 @@ async fn events_for_a_deleted_exchange_are_backed_off_and_published_once_it_is_b
         .receive(&queue, EVENTS, Duration::from_secs(10))
         .await;
     assert_eq!(support::duplicates(&received).0, 0);
-    let expected = support::by_ce_id(&recorded);
-    for delivery in &received {
-        let recorded = expected[&support::ce_id(delivery)];
-        support::assert_delivered_as_recorded(delivery, &recorded.event, &exchange);
-    }
+    support::assert_all_delivered_as_recorded(&received, &recorded, &exchange);
     assert_eq!(broker.depth(&queue).await, 0);
 
-    publisher.close().await;
-    broker.close().await;
-    db.drop().await;
+    support::finish(publisher, broker, db).await;
 }

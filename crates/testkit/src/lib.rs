@@ -1,0 +1,29 @@
+//! Test support shared by the workspace's integration tests. **For tests only**: crates take it
+//! as a `[dev-dependencies]` entry, never as a normal dependency, and it is never published.
+//!
+//! Every helper works against the real local servers (`scripts/services.sh` brings them up) and
+//! gives each test its own resources, named with a random suffix, removed at the test's end; a
+//! test that panics first removes them from `Drop`, on a thread of its own. A server that cannot
+//! be reached fails the test with a message saying what to start: tests never skip a missing
+//! dependency.
+//!
+//! # Layout
+//!
+//! - [`pg`]: [`pg::TestDb`], a fresh PostgreSQL database per test (`TEST_DATABASE_URL`),
+//!   empty or brought to the Worker's schema.
+//! - [`amqp`]: [`amqp::Broker`], a test-side RabbitMQ connection (`TEST_AMQP_URI`) that
+//!   declares, binds, consumes and cleans up; received-header accessors; `rabbitmqctl` for the
+//!   tests that stop the local broker.
+//! - [`metrics`]: what the code under test recorded, read back from a thread-local recorder.
+//! - [`cleanup`]: the cleanup a test resource runs from `Drop` after a panic.
+//!
+//! # Dependencies
+//!
+//! `sqlx`, `lapin`, `tokio`, `metrics`/`metrics-util` and `schema` (the embedded migrations)
+//! only. Never `worker`, and nothing of the domain: the fixtures (jobs, events, stores) stay in
+//! each crate's `tests/` support module, on top of this crate.
+
+pub mod amqp;
+pub mod cleanup;
+pub mod metrics;
+pub mod pg;
