@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
-# The reliability run: brings up the servers, runs the chaos soak (3 replicas behind fault
-# proxies, RabbitMQ/PostgreSQL/S3 outages, SIGKILLs, cut connections) and, when it exists, the
-# hostile-input test, then appends the soak's summary table to RELIABILITY.md with the date and
-# the machine. Needs root (it restarts RabbitMQ with rabbitmqctl). Exit code: the tests'.
-# Knobs: CHAOS_SEED (42), CHAOS_JOBS (2000), CHAOS_RATE (jobs/s submitted, 25).
+# The reliability run (issue 6, items 2-5): brings up the servers, runs the chaos soak
+# (3 replicas behind fault proxies, RabbitMQ restarted twice, PostgreSQL restarted, S3 down,
+# SIGKILLs, cut connections), the hostile-input tests (the 100,000-message flood, replay and
+# scope, secrets, poison) and the fuzz targets, then appends the run's summary (soak table,
+# flood figures, fuzz runs) to RELIABILITY.md with the date and the machine. Needs root (it
+# restarts RabbitMQ with rabbitmqctl and PostgreSQL with pg_ctlcluster), and the machine to
+# itself: other tests sharing these servers would see the restarts. Exit code: non-zero if any
+# part failed.
+# Knobs: CHAOS_SEED (42), CHAOS_JOBS (2000), CHAOS_RATE (jobs/s submitted, 25),
+# CHAOS_FUZZ_SEC (seconds per fuzz target, 60; 0 skips fuzzing).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -25,6 +30,22 @@ if [ -f crates/worker/tests/hostile/main.rs ] || [ -f crates/worker/tests/hostil
   [ "$hostile" -eq 0 ] && hostile=passed || hostile="FAILED (exit $hostile)"
 fi
 
+# Fuzzing: cargo-fuzz needs nightly flags; RUSTC_BOOTSTRAP lets the stable toolchain take them.
+fuzz_sec=${CHAOS_FUZZ_SEC:-60}
+fuzz_rows=""
+if [ "$fuzz_sec" -gt 0 ]; then
+  command -v cargo-fuzz >/dev/null || $CARGO install cargo-fuzz --locked || status=1
+  for target in message_parser signature_verifier json_writer; do
+    out=$(cd fuzz && RUSTC_BOOTSTRAP=1 $CARGO fuzz run -O "$target" -- \
+      -max_total_time="$fuzz_sec" -rss_limit_mb=2048 2>&1)
+    code=$?
+    printf '%s\n' "$out" | tail -5 >> "$LOG"
+    runs=$(printf '%s\n' "$out" | sed -n 's/^Done \([0-9]*\) runs in \([0-9]*\) second.*/\1 runs in \2 s/p' | tail -1)
+    if [ "$code" -eq 0 ]; then verdict="${runs:-?}, no crash"; else verdict="FAILED (exit $code; see $LOG)"; status=1; fi
+    fuzz_rows="$fuzz_rows| \`$target\` | $verdict |"$'\n'
+  done
+fi
+
 table=$(sed -n '/^CHAOS-SUMMARY-BEGIN$/,/^CHAOS-SUMMARY-END$/p' "$LOG" | sed '1d;$d')
 if [ -n "$table" ]; then
   cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
@@ -40,6 +61,11 @@ DOC
     printf '### Soak run %s — %s CPUs, %s\n\n' "$(date -u '+%Y-%m-%d %H:%M UTC')" "$(nproc)" "${cpu:-unknown CPU}"
     printf 'Soak test exit code %s; hostile-input test: %s.\n\n' "$soak" "$hostile"
     printf '%s\n' "$table"
+    flood=$(grep '^hostile flood: [0-9]* messages\|^hostile flood: [0-9]* dead-lettered' "$LOG" | sed 's/^hostile flood: /- /')
+    [ -z "$flood" ] || printf '\nHostile flood:\n\n%s\n' "$flood"
+    if [ -n "$fuzz_rows" ]; then
+      printf '\nFuzzing, %s s per target:\n\n| target | result |\n|---|---|\n%s' "$fuzz_sec" "$fuzz_rows"
+    fi
   } > "$run"
   # The run goes at the end of the "## Soak" section (other sections may follow it).
   awk -v runfile="$run" '

@@ -106,6 +106,18 @@ impl Store {
         Ok(decode_all(STEP, &rows))
     }
 
+    /// The outbox row of the event `ce_id` and who holds its lease, if the event was recorded.
+    /// How a caller whose commit went unanswered (the connection broke after the `COMMIT` left)
+    /// learns whether the terminal state and its event were committed: they are, together,
+    /// exactly when the row exists.
+    pub async fn recorded_event(&self, ce_id: &str) -> Result<Option<(i64, Option<String>)>> {
+        sqlx::query_as("SELECT id, leased_by FROM outbox WHERE ce_id = $1")
+            .bind(ce_id)
+            .fetch_optional(self.pool())
+            .await
+            .map_err(|e| OutboxError::sqlx("looking up a recorded event", e))
+    }
+
     /// Marks the rows published (the broker confirmed them) and clears their lease. Only rows
     /// still leased to `owner`, or not leased at all, are marked: a row whose lease ended and
     /// that another publisher took is left to it. Returns how many rows were marked.

@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 
+use serde::{Serialize, Serializer};
 use serde_json::Number;
 
 use super::error::MessageError;
@@ -79,10 +80,28 @@ pub enum FilterValue {
     String(String),
 }
 
-/// The operators applied to one field; all of them must hold (AND).
+/// A value serializes as the JSON scalar it was sent as.
+impl Serialize for FilterValue {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            FilterValue::Bool(b) => serializer.serialize_bool(*b),
+            FilterValue::Number(n) => n.serialize(serializer),
+            FilterValue::String(s) => serializer.serialize_str(s),
+        }
+    }
+}
+
+/// The operators applied to one field; all of them must hold (AND). Serializes as the message
+/// form `{"<operator>": [values]}`, operators by their contract names.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct FilterCondition {
     clauses: BTreeMap<Operator, Vec<FilterValue>>,
+}
+
+impl Serialize for FilterCondition {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_map(self.clauses().map(|(op, values)| (op.name(), values)))
+    }
 }
 
 impl FilterCondition {
@@ -198,6 +217,18 @@ mod tests {
         let c = condition(r#"{"EQ":[1],"Between":["a","b"]}"#).expect("valid");
         let ops: Vec<Operator> = c.clauses().map(|(op, _)| op).collect();
         assert_eq!(ops, [Operator::Eq, Operator::Between]);
+    }
+
+    #[test]
+    fn serializes_as_the_message_form_with_contract_names() {
+        let c = condition(r#"{"Between":["2024-01-01","2024-01-31"],"IN":[1,2.5,true]}"#)
+            .expect("valid");
+        assert_eq!(
+            serde_json::to_value(&c).expect("serialize"),
+            serde_json::json!({"in": [1, 2.5, true], "between": ["2024-01-01", "2024-01-31"]})
+        );
+        let back = condition(&serde_json::to_string(&c).expect("serialize")).expect("reparse");
+        assert_eq!(back, c);
     }
 
     #[test]

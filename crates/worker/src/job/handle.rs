@@ -133,7 +133,7 @@ impl JobContext {
         headers: &InboundHeaders<'_>,
         stop: &CancellationToken,
     ) -> Disposition {
-        let spec = json!({"mappedFields": job.mapped_fields, "filters": filters_spec(job)});
+        let spec = json!({"mappedFields": job.mapped_fields, "filters": job.filters});
         let waited_since = tokio::time::Instant::now();
         loop {
             let owner = self.owner();
@@ -158,6 +158,7 @@ impl JobContext {
                         headers.tenant,
                         headers.request_id,
                         &owner,
+                        attempt,
                     )
                     .await
                     {
@@ -232,32 +233,4 @@ impl JobContext {
     fn owner(&self) -> String {
         format!("{}/{}", self.worker_id, Uuid::new_v4().simple())
     }
-}
-
-fn filters_spec(job: &JobMessage) -> serde_json::Value {
-    let mut connections = Map::new();
-    for (connection, tables) in &job.filters {
-        let mut t = Map::new();
-        for (table, fields) in tables {
-            let mut f = Map::new();
-            for (field, condition) in fields {
-                let mut ops = Map::new();
-                for (op, values) in condition.clauses() {
-                    let values = values
-                        .iter()
-                        .map(|v| match v {
-                            contract::message::FilterValue::Bool(b) => json!(b),
-                            contract::message::FilterValue::Number(n) => json!(n),
-                            contract::message::FilterValue::String(s) => json!(s),
-                        })
-                        .collect::<Vec<_>>();
-                    ops.insert(op.name().to_owned(), json!(values));
-                }
-                f.insert(field.clone(), serde_json::Value::Object(ops));
-            }
-            t.insert(table.clone(), serde_json::Value::Object(f));
-        }
-        connections.insert(connection.clone(), serde_json::Value::Object(t));
-    }
-    serde_json::Value::Object(connections)
 }

@@ -1,10 +1,15 @@
 //! A claimed job's run: extract, HMAC, seal, store, then record the terminal state with its
 //! event and publish it. Fail-fast: any failure ends the job `failed` (without a stored
 //! object), except transient ones, which send the message back to be retried.
+//!
+//! A job's object has one key (contract §7), so every run of a job writes the same object.
+//! Whoever ends a job `failed` after an earlier run may have stored it deletes it; a run whose
+//! commit went unanswered asks the database whether it happened before deleting anything.
 
 use std::time::{Duration, Instant};
 
 use chrono::Utc;
+use contract::event::TerminalStatus;
 use contract::event::{OutboundEvent, StoredResult};
 use contract::{JobMessage, Redacted};
 use outbox::{PendingEvent, Recorded, TerminalOutcome, TerminalRecord};
@@ -41,6 +46,7 @@ pub(crate) async fn run(
     tenant: Option<&str>,
     request_id: Option<&str>,
     owner: &str,
+    attempt: u32,
 ) -> RunEnd {
     let started = Instant::now();
     let lost = CancellationToken::new();
@@ -103,22 +109,71 @@ pub(crate) async fn run(
         Ok(Recorded::Inserted { outbox_id }) => {
             metrics::job_finished(status.as_str(), started.elapsed());
             tracing::info!(job_id = %job.job_id, tenant = tenant.unwrap_or(""), status = %status, "Job finished.");
+            if status == TerminalStatus::Failed && attempt > 1 {
+                delete_result_of(ctx, tenant, job.job_id).await;
+            }
             publish_now(ctx, outbox_id, job.job_id, event, owner).await;
             RunEnd::Recorded
         }
-        Ok(Recorded::AlreadyTerminal { .. }) => RunEnd::Recorded,
+        Ok(Recorded::AlreadyTerminal { status }) => {
+            // Another run ended the job; an object this run stored belongs to no completed job.
+            if status == TerminalStatus::Failed {
+                if let Some(key) = stored_key {
+                    delete_quietly(ctx, &key).await;
+                }
+            }
+            RunEnd::Recorded
+        }
         Ok(Recorded::LostClaim) => RunEnd::LostClaim,
         Ok(Recorded::DuplicateEvent { ce_id }) => {
             tracing::error!(job_id = %job.job_id, %ce_id, "The job's event already exists for a job that had not ended; the state database was edited by hand.");
             RunEnd::Recorded
         }
-        Err(error) => {
-            // Not committed: the job is not completed, so its object must not stay.
-            if let Some(key) = stored_key {
-                delete_quietly(ctx, &key).await;
+        Err(error) => match commit_outcome(ctx, event.ce_id()).await {
+            Some(Some((outbox_id, leased_by))) => {
+                tracing::info!(job_id = %job.job_id, tenant = tenant.unwrap_or(""), status = %status, "Job finished (the commit's answer was lost; the commit is confirmed).");
+                if leased_by.as_deref() == Some(owner) {
+                    metrics::job_finished(status.as_str(), started.elapsed());
+                    publish_now(ctx, outbox_id, job.job_id, event, owner).await;
+                }
+                RunEnd::Recorded
             }
-            RunEnd::Retry(error.to_string())
+            Some(None) => {
+                // Not committed: the job is not completed, so its object must not stay.
+                if let Some(key) = stored_key {
+                    delete_quietly(ctx, &key).await;
+                }
+                RunEnd::Retry(error.to_string())
+            }
+            // Unknown: the object stays. The message's next run finds the job ended (the commit
+            // happened) or runs it again: it overwrites the object, or deletes it if it fails.
+            None => RunEnd::Retry(error.to_string()),
+        },
+    }
+}
+
+/// After `record_terminal` failed: whether its transaction was committed anyway (the
+/// connection can break after the `COMMIT` left), as the event's outbox row and its lease
+/// holder; `None` when the database does not answer within a few seconds.
+async fn commit_outcome(ctx: &JobContext, ce_id: &str) -> Option<Option<(i64, Option<String>)>> {
+    let mut wait = Duration::from_millis(250);
+    for _ in 0..5 {
+        match ctx.store.recorded_event(ce_id).await {
+            Ok(found) => return Some(found),
+            Err(_) => {
+                tokio::time::sleep(wait).await;
+                wait *= 2;
+            }
         }
+    }
+    None
+}
+
+/// Deletes the object an earlier run of a job that ended `failed` may have stored.
+pub(crate) async fn delete_result_of(ctx: &JobContext, tenant: Option<&str>, job_id: uuid::Uuid) {
+    // A tenant that cannot be part of a key never had an object stored.
+    if let Ok(key) = object_key(&ctx.objects.config().key_prefix, tenant, job_id) {
+        delete_quietly(ctx, &key.full).await;
     }
 }
 

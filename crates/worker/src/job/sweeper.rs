@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use chrono::Utc;
 use contract::Redacted;
-use outbox::{PendingEvent, Recorded, TerminalOutcome, TerminalRecord, WORKER_LOST};
+use outbox::{Recorded, TerminalOutcome, TerminalRecord, WORKER_LOST};
 use tokio_util::sync::CancellationToken;
 
 use super::events::EventContext;
@@ -63,14 +63,9 @@ impl Sweeper {
                 failed += 1;
                 tracing::warn!(job_id = %job.job_id, tenant = job.tenant_id.as_deref().unwrap_or(""), "Job failed: its Worker was lost during extraction.");
                 crate::metrics::job_finished("failed", Duration::ZERO);
-                let pending = [PendingEvent {
-                    id: outbox_id,
-                    job_id: job.job_id,
-                    event,
-                    attempts: 1,
-                    created_at: Utc::now(),
-                }];
-                repairer::relay(&ctx.store, &ctx.publisher, &owner, &pending).await?;
+                // The lost run may have stored its object before it died.
+                super::pipeline::delete_result_of(ctx, job.tenant_id.as_deref(), job.job_id).await;
+                super::pipeline::publish_now(ctx, outbox_id, job.job_id, event, &owner).await;
             }
         }
         Ok(failed)

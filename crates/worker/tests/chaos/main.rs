@@ -1,7 +1,7 @@
 //! Chaos soak: 3 Worker replicas, each reaching PostgreSQL (state and datasource), RabbitMQ and
-//! S3 through its own fault proxies, process a seeded mix of jobs while RabbitMQ restarts, the
-//! state database "restarts" (proxied connections cut, new ones refused), S3 is down for 20 s, a
-//! replica is SIGKILLed three times and proxies cut connections mid-way. At the end every job
+//! S3 through its own fault proxies, process a seeded mix of jobs while RabbitMQ restarts twice,
+//! PostgreSQL (state database and datasource) restarts once, S3 is down for 20 s, a replica is
+//! SIGKILLed three times and proxies cut, reset, stall and slow connections. At the end every job
 //! must be terminal, every terminal job must have exactly its event (by ce-id), every completed
 //! job's object must open and match its HMAC, and no failed job may have an object.
 //!
@@ -9,6 +9,7 @@
 //! `cargo test -p worker --test chaos -- --ignored --nocapture`). Knobs: `CHAOS_SEED` (42),
 //! `CHAOS_JOBS` (2000), `CHAOS_RATE` (jobs per second submitted, 25).
 
+mod cuts;
 #[path = "../e2e/harness.rs"]
 mod harness;
 mod proxy;
@@ -199,6 +200,59 @@ impl Drop for RabbitDown {
             {
                 break;
             }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// A PostgreSQL restart (the server itself: state database and datasource), always undone
+
+struct PostgresDown {
+    cluster: String,
+}
+
+impl PostgresDown {
+    /// The machine's cluster version (`/etc/postgresql/<version>/main`).
+    fn cluster() -> String {
+        std::fs::read_dir("/etc/postgresql")
+            .expect("/etc/postgresql: PostgreSQL is not installed as a Debian cluster")
+            .filter_map(|e| e.ok()?.file_name().into_string().ok())
+            .max()
+            .expect("a PostgreSQL cluster")
+    }
+
+    fn ctl(cluster: &str, args: &[&str]) -> std::process::Output {
+        Command::new("pg_ctlcluster")
+            .args(["--skip-systemctl-redirect", cluster, "main"])
+            .args(args)
+            .output()
+            .expect("pg_ctlcluster")
+    }
+
+    fn stop() -> PostgresDown {
+        let guard = PostgresDown {
+            cluster: Self::cluster(),
+        };
+        let out = Self::ctl(&guard.cluster, &["stop", "-m", "fast"]);
+        assert!(out.status.success(), "pg_ctlcluster stop: {out:?}");
+        guard
+    }
+}
+
+impl Drop for PostgresDown {
+    fn drop(&mut self) {
+        for _ in 0..3 {
+            if Self::ctl(&self.cluster, &["start"]).status.success() {
+                break;
+            }
+            std::thread::sleep(Duration::from_secs(1));
+        }
+        // Wait until it accepts connections again.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while Instant::now() < deadline
+            && std::net::TcpStream::connect(("127.0.0.1", 5432)).is_err()
+        {
+            std::thread::sleep(Duration::from_millis(200));
         }
     }
 }
@@ -433,18 +487,15 @@ async fn run_fault(
         Fault::PostgresRestart => {
             let outage = rng.range_ms(4000, 6000);
             log.push(format!(
-                "{at:6.1}s PostgreSQL \"restart\": every proxied connection reset, new ones refused for {outage:?}"
+                "{at:6.1}s PostgreSQL stopped (fast shutdown) for {outage:?}, then started"
             ));
-            let reps = replicas.lock().await;
-            for r in reps.iter() {
-                r.pg.set_refuse(true);
-                r.pg.reset_all();
-            }
-            drop(reps);
+            let guard = tokio::task::spawn_blocking(PostgresDown::stop)
+                .await
+                .expect("stop PostgreSQL");
             tokio::time::sleep(outage).await;
-            for r in replicas.lock().await.iter() {
-                r.pg.heal();
-            }
+            tokio::task::spawn_blocking(move || drop(guard))
+                .await
+                .expect("start PostgreSQL");
         }
         Fault::S3Down => {
             log.push(format!(
@@ -658,6 +709,8 @@ async fn scenario(world: &World) -> Summary {
     tokio::time::sleep(rng.range_ms(2000, 4000)).await;
     let mut last_fault = Instant::now();
     let mut last_outage_end = Instant::now();
+    // (outage, when it ended): what each outage cost is read off these.
+    let mut outages: Vec<(Fault, Instant)> = Vec::new();
     for (i, fault) in faults.iter().enumerate() {
         run_fault(*fault, &mut rng, world, &replicas, &mut log, t0).await;
         last_fault = Instant::now();
@@ -666,6 +719,7 @@ async fn scenario(world: &World) -> Summary {
             Fault::ProxyCut | Fault::ProxyReset | Fault::ProxyStall | Fault::ProxyLatency
         ) {
             last_outage_end = last_fault;
+            outages.push((*fault, last_fault));
         }
         eprintln!("[chaos] {}", log.last().map(String::as_str).unwrap_or(""));
         if i + 1 < faults.len() {
@@ -908,6 +962,29 @@ async fn scenario(world: &World) -> Summary {
             Some(_) => "0 s".to_owned(),
             None => "no event".to_owned(),
         },
+    );
+    // Recovery: from an outage's end until every job submitted before it ended has its event
+    // (0 when the backlog was gone before the outage ended).
+    let recovery: Vec<String> = outages
+        .iter()
+        .map(|(fault, end)| {
+            let caught_up = confirmed
+                .iter()
+                .filter(|(_, sent)| *sent < end)
+                .filter_map(|(id, _)| first_seen.get(id))
+                .max()
+                .map_or(0.0, |last| {
+                    last.saturating_duration_since(*end).as_secs_f64()
+                });
+            format!(
+                "{:.0}s {fault:?} {caught_up:.1} s",
+                end.duration_since(t0).as_secs_f64()
+            )
+        })
+        .collect();
+    s.row(
+        "recovery after each outage (its end → every job submitted before it has its event)",
+        recovery.join("; "),
     );
     s.row(
         "scenario length",

@@ -9,6 +9,11 @@
 //! - `set_cut_after(Some(n))`: every connection (current and new) is reset once it has forwarded
 //!   `n` more bytes (both directions counted) since the cut was armed: a publish or a transaction
 //!   is cut mid-way. `None` disarms it.
+//! - `set_trap(trap)`: a one-shot cut aimed at one step of a protocol: the first connection whose
+//!   client sends `on` (after `after`, when given) is reset either before those bytes reach the
+//!   server (the step never happens) or, with [`Trap::reply_lost`], after the server got them and
+//!   before its answer comes back (the step happens; the client cannot know). A `COMMIT`, an
+//!   `INSERT`, a publish to a named exchange: a transaction or a publish cut at a chosen point.
 //! - `heal()`: clears every fault (it does not reopen what was closed).
 
 #![allow(dead_code)]
@@ -29,6 +34,79 @@ struct Faults {
     refuse: bool,
     /// (arming epoch, bytes each connection may still forward after it was armed)
     cut: Option<(u64, u64)>,
+    /// (arming epoch, the trap): disarmed once it fires.
+    trap: Option<(u64, Trap)>,
+}
+
+/// A one-shot cut triggered by what the client sends; see the module docs.
+#[derive(Clone, Debug)]
+pub struct Trap {
+    after: Option<Vec<u8>>,
+    on: Vec<u8>,
+    reply_lost: bool,
+    down: bool,
+}
+
+impl Trap {
+    /// Resets the connection before `on` reaches the server.
+    pub fn before(on: &[u8]) -> Trap {
+        Trap {
+            after: None,
+            on: on.to_vec(),
+            reply_lost: false,
+            down: false,
+        }
+    }
+
+    /// Lets `on` reach the server, then resets the connection instead of forwarding the server's
+    /// next bytes (its answer).
+    pub fn reply_lost(on: &[u8]) -> Trap {
+        Trap {
+            reply_lost: true,
+            ..Trap::before(on)
+        }
+    }
+
+    /// Fires only on a connection whose client has already sent `earlier`.
+    pub fn after(mut self, earlier: &[u8]) -> Trap {
+        self.after = Some(earlier.to_vec());
+        self
+    }
+
+    /// When it fires, the whole dependency goes down with it: every connection is reset and new
+    /// ones are refused (as with `set_refuse(true)`) until `heal()`.
+    pub fn and_go_down(mut self) -> Trap {
+        self.down = true;
+        self
+    }
+
+    fn longest(&self) -> usize {
+        self.on.len().max(self.after.as_ref().map_or(0, Vec::len))
+    }
+}
+
+/// What one connection has seen of the armed trap.
+#[derive(Default)]
+struct TrapState {
+    epoch: u64,
+    /// The tail of the client's previous chunk, so a pattern split across chunks is seen.
+    tail: Vec<u8>,
+    after_seen: bool,
+    /// The trap fired with `reply_lost`: the server's next bytes reset the connection.
+    drop_reply: bool,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Direction {
+    ToServer,
+    ToClient,
+}
+
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    if needle.is_empty() {
+        return Some(0);
+    }
+    haystack.windows(needle.len()).position(|w| w == needle)
 }
 
 struct Shared {
@@ -40,9 +118,18 @@ struct Shared {
     active: AtomicUsize,
     accepted: AtomicU64,
     killed: AtomicU64,
+    fired: AtomicU64,
 }
 
 impl Shared {
+    fn reset_all(&self) {
+        let old = std::mem::replace(
+            &mut *self.reset.lock().unwrap_or_else(|e| e.into_inner()),
+            CancellationToken::new(),
+        );
+        old.cancel();
+    }
+
     fn faults(&self) -> Faults {
         self.faults
             .lock()
@@ -74,6 +161,7 @@ impl FaultProxy {
             active: AtomicUsize::new(0),
             accepted: AtomicU64::new(0),
             killed: AtomicU64::new(0),
+            fired: AtomicU64::new(0),
         });
         let accept = runtime().spawn(accept_loop(listener, shared.clone()));
         FaultProxy {
@@ -112,13 +200,20 @@ impl FaultProxy {
         self.update(|f| f.cut = bytes.map(|n| (epoch, n)));
     }
 
+    /// Arms a one-shot [`Trap`] (replacing one not yet fired).
+    pub fn set_trap(&self, trap: Trap) {
+        let epoch = self.shared.epoch.fetch_add(1, Ordering::SeqCst) + 1;
+        self.update(|f| f.trap = Some((epoch, trap)));
+    }
+
+    /// How many traps have fired.
+    pub fn trap_fired(&self) -> u64 {
+        self.shared.fired.load(Ordering::SeqCst)
+    }
+
     /// Resets every current connection.
     pub fn reset_all(&self) {
-        let old = std::mem::replace(
-            &mut *self.shared.reset.lock().unwrap_or_else(|e| e.into_inner()),
-            CancellationToken::new(),
-        );
-        old.cancel();
+        self.shared.reset_all();
     }
 
     /// Clears every fault.
@@ -203,16 +298,25 @@ async fn handle(mut client: TcpStream, shared: Arc<Shared>, token: CancellationT
     shared.active.fetch_add(1, Ordering::SeqCst);
     // (epoch seen, bytes forwarded since then), shared by both directions.
     let budget = Mutex::new((0u64, 0u64));
+    let trap = Mutex::new(TrapState::default());
     let killed = {
         let (cr, cw) = client.split();
         let (ur, uw) = upstream.split();
+        let to_server = Link {
+            shared: &shared,
+            budget: &budget,
+            trap: &trap,
+            token: &token,
+            direction: Direction::ToServer,
+        };
+        let to_client = Link {
+            direction: Direction::ToClient,
+            ..to_server
+        };
         tokio::select! {
             _ = token.cancelled() => true,
             r = async {
-                tokio::try_join!(
-                    pump(cr, uw, &shared, &budget, &token),
-                    pump(ur, cw, &shared, &budget, &token)
-                )
+                tokio::try_join!(pump(cr, uw, to_server), pump(ur, cw, to_client))
             } => r.is_err(),
         }
     };
@@ -226,13 +330,81 @@ async fn handle(mut client: TcpStream, shared: Arc<Shared>, token: CancellationT
     shared.active.fetch_sub(1, Ordering::SeqCst);
 }
 
-async fn pump<R, W>(
-    mut from: R,
-    mut to: W,
-    shared: &Shared,
-    budget: &Mutex<(u64, u64)>,
-    token: &CancellationToken,
-) -> Result<(), Killed>
+/// One direction of a proxied connection and the state both directions share.
+#[derive(Clone, Copy)]
+struct Link<'a> {
+    shared: &'a Shared,
+    budget: &'a Mutex<(u64, u64)>,
+    trap: &'a Mutex<TrapState>,
+    token: &'a CancellationToken,
+    direction: Direction,
+}
+
+/// What the armed trap makes of a chunk.
+enum Sprung {
+    /// Not fired (or not armed): forward.
+    No,
+    /// Fired: reset before forwarding.
+    Before,
+    /// Fired with `reply_lost`: forward, and reset on the server's next bytes.
+    AfterForwarding,
+}
+
+impl Link<'_> {
+    fn spring(&self, chunk: &[u8]) -> Sprung {
+        let mut state = self.trap.lock().unwrap_or_else(|e| e.into_inner());
+        if self.direction == Direction::ToClient {
+            return if state.drop_reply {
+                Sprung::Before
+            } else {
+                Sprung::No
+            };
+        }
+        let mut faults = self.shared.faults.lock().unwrap_or_else(|e| e.into_inner());
+        let Some((epoch, trap)) = faults.trap.clone() else {
+            return Sprung::No;
+        };
+        if state.epoch != epoch {
+            *state = TrapState {
+                epoch,
+                ..TrapState::default()
+            };
+        }
+        let mut seen = std::mem::take(&mut state.tail);
+        seen.extend_from_slice(chunk);
+        let keep = trap.longest().saturating_sub(1).min(seen.len());
+        state.tail = seen[seen.len() - keep..].to_vec();
+        let from = match &trap.after {
+            _ if state.after_seen => 0,
+            None => 0,
+            Some(after) => match find(&seen, after) {
+                Some(at) => {
+                    state.after_seen = true;
+                    at + after.len()
+                }
+                None => return Sprung::No,
+            },
+        };
+        if find(&seen[from..], &trap.on).is_none() {
+            return Sprung::No;
+        }
+        faults.trap = None;
+        self.shared.fired.fetch_add(1, Ordering::SeqCst);
+        if trap.down {
+            faults.refuse = true;
+            self.shared.reset_all();
+            return Sprung::Before;
+        }
+        if trap.reply_lost {
+            state.drop_reply = true;
+            Sprung::AfterForwarding
+        } else {
+            Sprung::Before
+        }
+    }
+}
+
+async fn pump<R, W>(mut from: R, mut to: W, link: Link<'_>) -> Result<(), Killed>
 where
     R: tokio::io::AsyncRead + Unpin,
     W: tokio::io::AsyncWrite + Unpin,
@@ -246,6 +418,16 @@ where
             }
             Ok(n) => n,
         };
+        let (shared, budget, token) = (link.shared, link.budget, link.token);
+        match link.spring(&buf[..n]) {
+            Sprung::No => {}
+            Sprung::Before => return Err(Killed),
+            Sprung::AfterForwarding => {
+                let _ = to.write_all(&buf[..n]).await;
+                let _ = to.flush().await;
+                continue;
+            }
+        }
         // Stalled: hold the bytes until the stall is lifted (or the connection is reset).
         loop {
             let faults = shared.faults();
@@ -464,5 +646,80 @@ mod tests {
         roundtrip(&mut fresh, &[7u8; 5000], Duration::from_secs(2))
             .await
             .unwrap();
+    }
+
+    /// An echo server that also keeps everything it received.
+    async fn recording_echo() -> (SocketAddr, Arc<Mutex<Vec<u8>>>) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let received = Arc::new(Mutex::new(Vec::new()));
+        let log = received.clone();
+        tokio::spawn(async move {
+            while let Ok((mut s, _)) = listener.accept().await {
+                let log = log.clone();
+                tokio::spawn(async move {
+                    let mut buf = [0u8; 4096];
+                    while let Ok(n) = s.read(&mut buf).await {
+                        log.lock().unwrap().extend_from_slice(&buf[..n]);
+                        if n == 0 || s.write_all(&buf[..n]).await.is_err() {
+                            break;
+                        }
+                    }
+                });
+            }
+        });
+        (addr, received)
+    }
+
+    #[tokio::test]
+    async fn trap_before_stops_the_step_after_its_prelude_once() {
+        let (target, received) = recording_echo().await;
+        let proxy = FaultProxy::start(target).await;
+        let mut s = TcpStream::connect(proxy.addr()).await.unwrap();
+        proxy.set_trap(Trap::before(b"COMMIT").after(b"INSERT"));
+        // `COMMIT` before any `INSERT` on this connection passes.
+        roundtrip(&mut s, b"BEGIN;COMMIT", Duration::from_secs(2))
+            .await
+            .unwrap();
+        // The pattern split across two writes is still seen.
+        roundtrip(&mut s, b"BEGIN;INS", Duration::from_secs(2))
+            .await
+            .unwrap();
+        roundtrip(&mut s, b"ERT x;", Duration::from_secs(2))
+            .await
+            .unwrap();
+        assert!(roundtrip(&mut s, b"COMMIT", Duration::from_secs(2))
+            .await
+            .is_err());
+        assert_eq!(proxy.trap_fired(), 1);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let seen = received.lock().unwrap().clone();
+        assert_eq!(
+            seen, b"BEGIN;COMMITBEGIN;INSERT x;",
+            "the server never got it"
+        );
+        // One shot: the next connection passes the same bytes.
+        let mut again = TcpStream::connect(proxy.addr()).await.unwrap();
+        roundtrip(&mut again, b"INSERT;COMMIT", Duration::from_secs(2))
+            .await
+            .unwrap();
+        assert_eq!(proxy.trap_fired(), 1);
+    }
+
+    #[tokio::test]
+    async fn trap_reply_lost_lets_the_step_happen_and_drops_the_answer() {
+        let (target, received) = recording_echo().await;
+        let proxy = FaultProxy::start(target).await;
+        let mut s = TcpStream::connect(proxy.addr()).await.unwrap();
+        proxy.set_trap(Trap::reply_lost(b"publish"));
+        roundtrip(&mut s, b"hello", Duration::from_secs(2))
+            .await
+            .unwrap();
+        assert!(roundtrip(&mut s, b"publish", Duration::from_secs(2))
+            .await
+            .is_err());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert_eq!(received.lock().unwrap().as_slice(), b"hellopublish");
+        assert_eq!(proxy.trap_fired(), 1);
     }
 }

@@ -394,7 +394,7 @@ fn hostile_names(world: &World, rng: &mut Rng, now: i64) -> Message {
     let id = rng.uuid();
     let evil = *rng.pick(HOSTILE);
     let mut tenant = None;
-    let (body, expect) = match rng.below(7) {
+    let (body, expect) = match rng.below(8) {
         0 => (job(id, evil, "payments", &["id"]), Expect::Runs(id)),
         1 => (job(id, "src", evil, &["id"]), Expect::Runs(id)),
         2 => (job(id, "src", "payments", &["id", evil]), Expect::Runs(id)),
@@ -413,6 +413,16 @@ fn hostile_names(world: &World, rng: &mut Rng, now: i64) -> Message {
             let mut body = job(id, "src", "payments", &["id"]);
             body["filters"] = json!({"src": {"payments": {"id": {"gt": [evil]}}}});
             (body, Expect::Runs(id))
+        }
+        6 => {
+            // A NUL no identifier can hold and PostgreSQL cannot store: refused, the job fails.
+            let nul = *rng.pick(&["me\u{0}mo", "\u{0}", "payments\u{0}; DROP TABLE payments"]);
+            let body = match rng.below(3) {
+                0 => job(id, nul, "payments", &["id"]),
+                1 => job(id, "src", nul, &["id"]),
+                _ => job(id, "src", "payments", &["id", nul]),
+            };
+            (body, Expect::Fails(id))
         }
         _ => {
             let evil_tenant = *rng.pick(&[

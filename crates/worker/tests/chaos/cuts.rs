@@ -1,0 +1,292 @@
+//! A transaction or a publish cut at a chosen point, one job at a time: the Worker reaches the
+//! state database and RabbitMQ through fault proxies armed with a one-shot [`Trap`]. Whatever
+//! the cut, the job ends `completed` once, with exactly one outbox row, an event that verifies
+//! (the same ce-id and bytes each time it arrives) and the object its HMAC names; nothing else is
+//! stored. These run in `make test`; the soak (`soak_under_faults`) cuts at random instead.
+
+use std::collections::BTreeSet;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use uuid::Uuid;
+
+use crate::harness::{self, Event, WorkerProcess, World};
+use crate::proxy::{FaultProxy, Trap};
+
+/// Which dependency the trap sits in front of.
+#[derive(Clone, Copy, Debug)]
+enum Dependency {
+    StateDatabase,
+    Broker,
+}
+
+/// The terminal transaction's own statement (sent as text on a connection's first use of it).
+const OUTBOX_INSERT: &[u8] = b"INSERT INTO outbox";
+
+/// A World with one Worker whose state database and broker connections go through proxies.
+struct Setup {
+    world: World,
+    pg: FaultProxy,
+    amqp: FaultProxy,
+    worker: WorkerProcess,
+}
+
+impl Setup {
+    async fn start() -> Setup {
+        let world = World::new().await;
+        let pg = FaultProxy::start(addr(5432)).await;
+        let amqp = FaultProxy::start(addr(5672)).await;
+        let port = harness::free_port();
+        let mut env = world.env(port);
+        env.insert(
+            "DATABASE_URL".into(),
+            format!(
+                // In clear, so the trap can see the statements.
+                "postgres://postgres@127.0.0.1:{}/{}?sslmode=disable",
+                pg.port(),
+                world.state_db
+            ),
+        );
+        env.insert("RABBITMQ_HOST".into(), "127.0.0.1".into());
+        env.insert("RABBITMQ_PORT_AMQP".into(), amqp.port().to_string());
+        env.insert("LOG_LEVEL".into(), "debug".into());
+        let worker = WorkerProcess::spawn(env, port);
+        worker.wait_ready(Duration::from_secs(60)).await;
+        Setup {
+            world,
+            pg,
+            amqp,
+            worker,
+        }
+    }
+
+    fn proxy(&self, dependency: Dependency) -> &FaultProxy {
+        match dependency {
+            Dependency::StateDatabase => &self.pg,
+            Dependency::Broker => &self.amqp,
+        }
+    }
+}
+
+fn addr(port: u16) -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], port))
+}
+
+/// Arms `trap` in front of `dependency`, runs one job and checks its one outcome; returns how
+/// many times its event arrived.
+async fn one_job_through(dependency: Dependency, trap: impl FnOnce(&World) -> Trap) -> usize {
+    let setup = Setup::start().await;
+    let world = &setup.world;
+    let mut listener = world.listen().await;
+    let proxy = setup.proxy(dependency);
+    proxy.set_trap(trap(world));
+
+    let job_id = Uuid::now_v7();
+    world
+        .submit(
+            &world.job_body(job_id, "src", "payments", &["id", "amount"]),
+            Some("acme"),
+            &[],
+        )
+        .await;
+    let first = listener.event_for(job_id, Duration::from_secs(60)).await;
+    assert_eq!(
+        proxy.trap_fired(),
+        1,
+        "the trap never fired; worker output:\n{}",
+        setup.worker.output()
+    );
+
+    // Every event published for the job by now (the repairer's pass included) has arrived once
+    // the outbox row is marked published; wait for that, then a little for a late duplicate.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let published: Option<bool> = sqlx::query_scalar(
+            "SELECT bool_and(published_at IS NOT NULL) FROM outbox WHERE job_id = $1",
+        )
+        .bind(job_id)
+        .fetch_one(&world.state)
+        .await
+        .expect("outbox rows");
+        if published == Some(true) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the event was never marked published; worker output:\n{}",
+            setup.worker.output()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let mut events = vec![first];
+    events.extend(
+        listener
+            .drain(Duration::from_secs(3))
+            .await
+            .into_iter()
+            .filter(|e| e.text("ce-subject") == job_id.to_string()),
+    );
+    check_outcome(world, job_id, &events, &setup.worker).await;
+
+    let arrivals = events.len();
+    drop(setup.worker);
+    setup.world.cleanup().await;
+    arrivals
+}
+
+/// One terminal outcome: `completed`, one outbox row, every arrival the same signed event, and
+/// the bucket holds exactly the object the event's HMAC names.
+async fn check_outcome(world: &World, job_id: Uuid, events: &[Event], worker: &WorkerProcess) {
+    let output = || worker.output();
+    let status = world.job_status(job_id).await;
+    assert_eq!(status.as_deref(), Some("completed"), "{}", output());
+    let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM outbox WHERE job_id = $1")
+        .bind(job_id)
+        .fetch_one(&world.state)
+        .await
+        .expect("count outbox rows");
+    assert_eq!(rows, 1, "one outbox row per terminal job");
+
+    let ce_ids: BTreeSet<String> = events.iter().map(|e| e.text("ce-id")).collect();
+    assert_eq!(
+        ce_ids,
+        BTreeSet::from([format!("fetcher.job.completed.{job_id}")])
+    );
+    for event in events {
+        assert_eq!(event.delivery.data, events[0].delivery.data, "frozen bytes");
+        event
+            .verify(&world.keys)
+            .expect("every arrival verifies with the external key");
+    }
+
+    let body = events[0].body();
+    let path = body["result"]["path"].as_str().expect("result path");
+    let stored = world
+        .objects
+        .get(path)
+        .await
+        .unwrap_or_else(|e| panic!("the completed job's object is missing: {e}\n{}", output()));
+    let plaintext = world
+        .keys
+        .storage()
+        .open_bytes(&stored)
+        .expect("the object opens");
+    assert_eq!(
+        world.keys.external_hmac().sign_hex(&plaintext),
+        body["result"]["hmac"].as_str().expect("hmac")
+    );
+    assert_eq!(world.object_keys().await, vec![path.to_owned()]);
+}
+
+#[tokio::test]
+async fn a_terminal_transaction_cut_before_its_outbox_insert_is_redone() {
+    // The connection dies inside the transaction: PostgreSQL rolls it back, the Worker retries.
+    let arrivals =
+        one_job_through(Dependency::StateDatabase, |_| Trap::before(OUTBOX_INSERT)).await;
+    assert_eq!(arrivals, 1);
+}
+
+#[tokio::test]
+async fn a_commit_whose_answer_is_lost_keeps_the_object_and_publishes_once() {
+    // PostgreSQL commits; the Worker cannot know. The job is completed and must keep its object.
+    let arrivals = one_job_through(Dependency::StateDatabase, |_| {
+        Trap::reply_lost(b"COMMIT").after(OUTBOX_INSERT)
+    })
+    .await;
+    assert_eq!(arrivals, 1);
+}
+
+#[tokio::test]
+async fn a_publish_cut_before_the_broker_gets_it_is_republished() {
+    // The exchange's name is on the wire only in `basic.publish` once the Worker is ready.
+    let arrivals = one_job_through(Dependency::Broker, |world| {
+        Trap::before(world.exchange.as_bytes())
+    })
+    .await;
+    assert_eq!(arrivals, 1);
+}
+
+#[tokio::test]
+async fn a_publish_whose_confirm_is_lost_arrives_again_unchanged() {
+    // The broker routes the event; its confirm never comes back, so the event is published
+    // again (at least once: same ce-id, same bytes). It may arrive once if the broker dropped
+    // the unconfirmed publish with the connection.
+    let arrivals = one_job_through(Dependency::Broker, |world| {
+        Trap::reply_lost(world.exchange.as_bytes())
+    })
+    .await;
+    assert!((1..=2).contains(&arrivals), "{arrivals} arrivals");
+}
+
+#[tokio::test]
+async fn a_job_that_fails_after_an_unanswered_commit_leaves_no_object() {
+    // The first run stores its object, then the state database goes away inside the terminal
+    // transaction: the run cannot tell whether it committed, so it keeps the object and the
+    // message comes back. Meanwhile the source table is dropped, so the next run fails the job;
+    // the object of the first run must not outlive the job.
+    let setup = Setup::start().await;
+    let world = &setup.world;
+    let mut listener = world.listen().await;
+    setup.pg.set_trap(Trap::before(OUTBOX_INSERT).and_go_down());
+
+    let job_id = Uuid::now_v7();
+    world
+        .submit(
+            &world.job_body(job_id, "src", "payments", &["id", "amount"]),
+            None,
+            &[],
+        )
+        .await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while setup.pg.trap_fired() == 0 {
+        assert!(Instant::now() < deadline, "{}", setup.worker.output());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let stored = format!("external-data/{job_id}.json");
+    assert_eq!(world.object_keys().await, vec![stored.clone()]);
+    let source = sqlx::PgPool::connect(&format!(
+        "postgres://postgres@127.0.0.1:5432/{}",
+        world.source_db
+    ))
+    .await
+    .expect("source database");
+    sqlx::query("DROP TABLE payments CASCADE")
+        .execute(&source)
+        .await
+        .expect("drop the source table");
+    source.close().await;
+    // Longer than the run's commit check (about 8 s): it gives up and keeps the object.
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    assert_eq!(
+        world.object_keys().await,
+        vec![stored],
+        "kept while the outcome was unknown"
+    );
+    setup.pg.heal();
+
+    let event = listener.event_for(job_id, Duration::from_secs(60)).await;
+    assert_eq!(event.text("ce-type"), "studio.lerian.job.failed");
+    event.verify(&world.keys).expect("the event verifies");
+    assert_eq!(world.job_status(job_id).await.as_deref(), Some("failed"));
+    // Either the next run failed it (the table is gone) or, the claim having lapsed long
+    // before the database came back, the sweeper did (its Worker seemed lost): both end it
+    // `failed`, and neither may leave the first run's object.
+    let error = event.body()["metadata"]["error"]["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        error.contains("does not exist") || error.contains("lost"),
+        "{error}\n{}",
+        setup.worker.output()
+    );
+    assert_eq!(
+        world.object_keys().await,
+        Vec::<String>::new(),
+        "the failed job's object must be gone; worker output:\n{}",
+        setup.worker.output()
+    );
+    assert!(listener.drain(Duration::from_secs(2)).await.is_empty());
+    drop(setup.worker);
+    setup.world.cleanup().await;
+}
