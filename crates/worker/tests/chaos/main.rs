@@ -1,7 +1,7 @@
 //! Chaos soak: 3 Worker replicas, each reaching PostgreSQL (state and datasource), RabbitMQ and
 //! S3 through its own fault proxies, process a seeded mix of jobs while RabbitMQ restarts twice,
-//! PostgreSQL (state database and datasource) restarts once, S3 is down for 20 s, a replica is
-//! SIGKILLed three times and proxies cut, reset, stall and slow connections. At the end every job
+//! PostgreSQL (state database and datasource) restarts once, the S3 server is down for 20 s, a
+//! replica is SIGKILLed three times and proxies cut, reset, stall and slow connections. At the end every job
 //! must be terminal, every terminal job must have exactly its event (by ce-id), every completed
 //! job's object must open and match its HMAC, and no failed job may have an object.
 //!
@@ -258,6 +258,37 @@ impl Drop for PostgresDown {
 }
 
 // ---------------------------------------------------------------------------------------------
+// The S3 server stopped, always started again (by the script that starts it for the tests)
+
+struct S3Down;
+
+impl S3Down {
+    fn stop() -> S3Down {
+        let out = Command::new("pkill")
+            .args(["-KILL", "-x", "s3s-fs"])
+            .output()
+            .expect("pkill");
+        assert!(out.status.success(), "no s3s-fs to stop: {out:?}");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while std::net::TcpStream::connect(("127.0.0.1", 9000)).is_ok() {
+            assert!(Instant::now() < deadline, "s3s-fs still answers");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        S3Down
+    }
+}
+
+impl Drop for S3Down {
+    fn drop(&mut self) {
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/services.sh");
+        let out = Command::new("bash").args([script, "s3"]).output();
+        if !matches!(&out, Ok(o) if o.status.success()) {
+            eprintln!("[chaos] restarting s3s-fs failed: {out:?}");
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
 // Events: a durable queue (it survives broker restarts), consumed with reconnection
 
 #[derive(Default)]
@@ -499,16 +530,15 @@ async fn run_fault(
         }
         Fault::S3Down => {
             log.push(format!(
-                "{at:6.1}s S3 down 20 s (connections reset, new ones refused)"
+                "{at:6.1}s S3 server stopped (s3s-fs killed) for 20 s, then started"
             ));
-            for r in replicas.lock().await.iter() {
-                r.s3.set_refuse(true);
-                r.s3.reset_all();
-            }
+            let guard = tokio::task::spawn_blocking(S3Down::stop)
+                .await
+                .expect("stop S3");
             tokio::time::sleep(Duration::from_secs(20)).await;
-            for r in replicas.lock().await.iter() {
-                r.s3.heal();
-            }
+            tokio::task::spawn_blocking(move || drop(guard))
+                .await
+                .expect("start S3");
         }
         Fault::KillReplica => {
             let down = rng.range_ms(500, 2500);
