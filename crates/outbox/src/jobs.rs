@@ -196,6 +196,23 @@ impl Store {
         Ok(renewed.rows_affected() == 1)
     }
 
+    /// Gives up `owner`'s claim on `job_id` at once (its lease ends now), for a run that stopped
+    /// without an outcome (a dependency was unreachable) and sends its message back: the next
+    /// delivery claims the job without waiting for the lease to lapse. False when `owner` no
+    /// longer held it.
+    pub async fn release(&self, job_id: Uuid, owner: &str) -> Result<bool> {
+        let released = sqlx::query(
+            "UPDATE jobs SET lease_expires_at = now(), updated_at = now()
+             WHERE job_id = $1 AND owner = $2 AND status = 'processing'",
+        )
+        .bind(job_id)
+        .bind(owner)
+        .execute(self.pool())
+        .await
+        .map_err(|e| OutboxError::sqlx("releasing a job's claim", e))?;
+        Ok(released.rows_affected() == 1)
+    }
+
     /// Processing jobs whose lease expired more than `grace` ago, oldest first: their worker is
     /// gone and no redelivery took them over. The Worker records each failed with
     /// [`WORKER_LOST`] through [`Store::record_terminal`] with `owner: None`, which writes only

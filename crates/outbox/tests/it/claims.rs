@@ -136,6 +136,84 @@ async fn an_expired_lease_is_taken_over_and_the_old_owner_loses_the_job() {
 }
 
 #[tokio::test]
+async fn a_released_claim_is_taken_at_once_and_only_its_owner_releases_it() {
+    let db = TestDb::migrated().await;
+    let job_id = claimed(&db.store, "worker-a").await;
+    let metadata = metadata();
+    assert!(!db.store.release(job_id, "worker-b").await.expect("release"));
+    let busy = db
+        .store
+        .claim(&claim_request(job_id, "worker-b", LONG, &metadata))
+        .await
+        .expect("claim");
+    assert!(matches!(busy, Claim::Busy { .. }), "{busy:?}");
+
+    assert!(db.store.release(job_id, "worker-a").await.expect("release"));
+    let taken = db
+        .store
+        .claim(&claim_request(job_id, "worker-b", LONG, &metadata))
+        .await
+        .expect("claim");
+    assert_eq!(taken, Claim::Acquired { attempt: 2 });
+    // The old owner lost it: it can neither renew nor release it again.
+    assert!(!db
+        .store
+        .renew_lease(job_id, "worker-a", LONG)
+        .await
+        .expect("renew"));
+    assert!(!db.store.release(job_id, "worker-a").await.expect("release"));
+    // A terminal job is not released.
+    let recorded = record(
+        &db.store,
+        job_id,
+        Some("worker-b"),
+        completed(job_id),
+        "worker-b",
+        LONG,
+    )
+    .await;
+    assert!(
+        matches!(recorded, Recorded::Inserted { .. }),
+        "{recorded:?}"
+    );
+    assert!(!db.store.release(job_id, "worker-b").await.expect("release"));
+    db.drop().await;
+}
+
+#[tokio::test]
+async fn a_recorded_event_is_found_with_its_lease_holder() {
+    let db = TestDb::migrated().await;
+    let job_id = claimed(&db.store, "worker-a").await;
+    let ce_id = format!("fetcher.job.completed.{job_id}");
+    assert_eq!(
+        db.store.recorded_event(&ce_id).await.expect("look up"),
+        None
+    );
+    let recorded = record(
+        &db.store,
+        job_id,
+        Some("worker-a"),
+        completed(job_id),
+        "publisher-a",
+        LONG,
+    )
+    .await;
+    let Recorded::Inserted { outbox_id } = recorded else {
+        panic!("{recorded:?}");
+    };
+    assert_eq!(
+        db.store.recorded_event(&ce_id).await.expect("look up"),
+        Some((outbox_id, Some("publisher-a".to_owned())))
+    );
+    let other = format!("fetcher.job.failed.{job_id}");
+    assert_eq!(
+        db.store.recorded_event(&other).await.expect("look up"),
+        None
+    );
+    db.drop().await;
+}
+
+#[tokio::test]
 async fn renewing_keeps_the_lease_alive() {
     let db = TestDb::migrated().await;
     let job_id = Uuid::new_v4();

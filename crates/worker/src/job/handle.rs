@@ -165,6 +165,12 @@ impl JobContext {
                         RunEnd::Recorded | RunEnd::LostClaim => Disposition::Ack,
                         RunEnd::Retry(reason) => {
                             tracing::warn!(job_id = %job.job_id, %reason, "Job interrupted by an unreachable dependency; the message will be retried.");
+                            // The message's next delivery claims the job at once instead of
+                            // waiting for this claim to lapse (if the database cannot be told
+                            // now, it lapses by itself).
+                            if let Err(error) = self.store.release(job.job_id, &owner).await {
+                                tracing::debug!(job_id = %job.job_id, %error, "Could not release the job's claim; it will lapse.");
+                            }
                             Disposition::Retry
                         }
                     };

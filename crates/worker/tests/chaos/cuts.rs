@@ -28,14 +28,21 @@ struct Setup {
     world: World,
     pg: FaultProxy,
     amqp: FaultProxy,
+    s3: FaultProxy,
     worker: WorkerProcess,
 }
 
 impl Setup {
     async fn start() -> Setup {
+        Setup::start_with(&[]).await
+    }
+
+    /// With `overrides` of the Worker's environment.
+    async fn start_with(overrides: &[(&str, &str)]) -> Setup {
         let world = World::new().await;
         let pg = FaultProxy::start(addr(5432)).await;
         let amqp = FaultProxy::start(addr(5672)).await;
+        let s3 = FaultProxy::start(addr(9000)).await;
         let port = harness::free_port();
         let mut env = world.env(port);
         env.insert(
@@ -49,13 +56,21 @@ impl Setup {
         );
         env.insert("RABBITMQ_HOST".into(), "127.0.0.1".into());
         env.insert("RABBITMQ_PORT_AMQP".into(), amqp.port().to_string());
+        env.insert(
+            "OBJECT_STORAGE_ENDPOINT".into(),
+            format!("http://127.0.0.1:{}", s3.port()),
+        );
         env.insert("LOG_LEVEL".into(), "debug".into());
+        for (name, value) in overrides {
+            env.insert((*name).into(), (*value).into());
+        }
         let worker = WorkerProcess::spawn(env, port);
         worker.wait_ready(Duration::from_secs(60)).await;
         Setup {
             world,
             pg,
             amqp,
+            s3,
             worker,
         }
     }
@@ -161,16 +176,10 @@ async fn check_outcome(world: &World, job_id: Uuid, events: &[Event], worker: &W
 
     let body = events[0].body();
     let path = body["result"]["path"].as_str().expect("result path");
-    let stored = world
-        .objects
-        .get(path)
-        .await
-        .unwrap_or_else(|e| panic!("the completed job's object is missing: {e}\n{}", output()));
     let plaintext = world
-        .keys
-        .storage()
-        .open_bytes(&stored)
-        .expect("the object opens");
+        .open_object(path)
+        .await
+        .unwrap_or_else(|e| panic!("the completed job's object: {e}\n{}", output()));
     assert_eq!(
         world.keys.external_hmac().sign_hex(&plaintext),
         body["result"]["hmac"].as_str().expect("hmac")
@@ -287,6 +296,63 @@ async fn a_job_that_fails_after_an_unanswered_commit_leaves_no_object() {
         setup.worker.output()
     );
     assert!(listener.drain(Duration::from_secs(2)).await.is_empty());
+    drop(setup.worker);
+    setup.world.cleanup().await;
+}
+
+#[tokio::test]
+async fn a_job_interrupted_by_an_s3_outage_gives_its_claim_back_and_completes_after_it() {
+    // A lease far longer than the test: the job can only be taken again at once if the run
+    // that could not store its object released its claim.
+    let setup = Setup::start_with(&[("JOB_LEASE_SEC", "300")]).await;
+    let world = &setup.world;
+    let mut listener = world.listen().await;
+    setup.s3.set_refuse(true);
+    setup.s3.reset_all();
+
+    let job_id = Uuid::now_v7();
+    world
+        .submit(
+            &world.job_body(job_id, "src", "payments", &["id", "amount"]),
+            None,
+            &[],
+        )
+        .await;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let row: Option<(String, i32, bool)> = sqlx::query_as(
+            "SELECT status, attempts, lease_expires_at <= now() FROM jobs WHERE job_id = $1",
+        )
+        .bind(job_id)
+        .fetch_optional(&world.state)
+        .await
+        .expect("job row");
+        if let Some((status, _, released)) = &row {
+            assert_eq!(status, "processing", "{}", setup.worker.output());
+            if *released {
+                break;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the claim was never released ({row:?}); worker output:\n{}",
+            setup.worker.output()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(world.object_keys().await.is_empty());
+    setup.s3.heal();
+
+    let event = listener.event_for(job_id, Duration::from_secs(60)).await;
+    let mut events = vec![event];
+    events.extend(listener.drain(Duration::from_secs(2)).await);
+    check_outcome(world, job_id, &events, &setup.worker).await;
+    let attempts: i32 = sqlx::query_scalar("SELECT attempts FROM jobs WHERE job_id = $1")
+        .bind(job_id)
+        .fetch_one(&world.state)
+        .await
+        .expect("job row");
+    assert!(attempts >= 2, "{attempts} attempts");
     drop(setup.worker);
     setup.world.cleanup().await;
 }

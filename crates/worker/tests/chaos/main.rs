@@ -938,11 +938,8 @@ async fn scenario(world: &World) -> Summary {
             continue;
         }
         let ok = match (path, hmac) {
-            (Some(path), Some(hmac)) => match world.objects.get(path).await {
-                Ok(sealed) => match world.keys.storage().open_bytes(&sealed) {
-                    Ok(plain) => &world.keys.external_hmac().sign_hex(&plain) == hmac,
-                    Err(_) => false,
-                },
+            (Some(path), Some(hmac)) => match world.open_object(path).await {
+                Ok(plain) => &world.keys.external_hmac().sign_hex(&plain) == hmac,
                 Err(_) => false,
             },
             _ => false,

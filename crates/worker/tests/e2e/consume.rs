@@ -58,12 +58,10 @@ async fn a_signed_job_completes_with_a_verifiable_event_and_object() {
     let result = &body["result"];
     let path = result["path"].as_str().expect("path");
     assert_eq!(path, format!("acme/external-data/{job_id}.json"));
-    let stored = world.objects.get(path).await.expect("stored object");
     let plaintext = world
-        .keys
-        .storage()
-        .open_bytes(&stored)
-        .expect("the object opens");
+        .open_object(path)
+        .await
+        .expect("the stored object opens");
     assert_eq!(
         world.keys.external_hmac().sign_hex(&plaintext),
         result["hmac"].as_str().expect("hmac")

@@ -305,6 +305,19 @@ impl World {
         }
     }
 
+    /// A stored result object, opened with the storage key: its plaintext.
+    pub async fn open_object(&self, path: &str) -> Result<Vec<u8>, String> {
+        let sealed = self
+            .objects
+            .get(path)
+            .await
+            .map_err(|e| format!("stored object {path}: {e}"))?;
+        self.keys
+            .storage()
+            .open_bytes(&sealed)
+            .map_err(|e| format!("stored object {path} does not open: {e}"))
+    }
+
     pub async fn object_keys(&self) -> Vec<String> {
         let listed = s3_client()
             .list_objects_v2()
