@@ -319,49 +319,84 @@ impl World {
     }
 
     pub async fn object_keys(&self) -> Vec<String> {
-        let listed = s3_client()
-            .list_objects_v2()
-            .bucket(&self.bucket)
-            .send()
-            .await
-            .expect("list objects");
-        listed
-            .contents()
-            .iter()
-            .filter_map(|o| o.key().map(str::to_owned))
-            .collect()
+        bucket_keys(&self.bucket).await.expect("list objects")
     }
 
-    pub async fn cleanup(self) {
-        for key in self.object_keys().await {
-            let _ = self.objects.delete(&key).await;
-        }
-        let _ = s3_client()
-            .delete_bucket()
-            .bucket(&self.bucket)
-            .send()
-            .await;
-        let _ = self
-            .channel
-            .queue_delete(self.queue.as_str().into(), QueueDeleteOptions::default())
-            .await;
-        let _ = self
-            .channel
-            .exchange_delete(
-                self.exchange.as_str().into(),
-                ExchangeDeleteOptions::default(),
-            )
-            .await;
+    /// Removes everything the world created. A world dropped without it (its test panicked)
+    /// removes the same from `Drop`.
+    pub async fn cleanup(mut self) {
         let _ = self.amqp.close(200, "OK".into()).await;
         self.state.close().await;
-        if let Ok(mut admin) = PgConnection::connect(ADMIN_DB).await {
-            for db in [&self.state_db, &self.source_db] {
-                let _ = sqlx::raw_sql(&format!("DROP DATABASE IF EXISTS \"{db}\" WITH (FORCE)"))
-                    .execute(&mut admin)
-                    .await;
-            }
+        self.remover()().await;
+        self.cleaned = true;
+    }
+
+    /// What removes the world's bucket, queue, exchange and databases, by name only (so it can
+    /// run on another thread's runtime).
+    fn remover(
+        &self,
+    ) -> impl FnOnce() -> std::pin::Pin<Box<dyn std::future::Future<Output = ()>>> + Send + 'static
+    {
+        let bucket = self.bucket.clone();
+        let queue = self.queue.clone();
+        let exchange = self.exchange.clone();
+        let databases = [self.state_db.clone(), self.source_db.clone()];
+        move || {
+            Box::pin(async move {
+                let s3 = s3_client();
+                for key in bucket_keys(&bucket).await.unwrap_or_default() {
+                    let _ = s3.delete_object().bucket(&bucket).key(key).send().await;
+                }
+                let _ = s3.delete_bucket().bucket(&bucket).send().await;
+                if let Ok(amqp) = Connection::connect(AMQP, ConnectionProperties::default()).await {
+                    if let Ok(channel) = amqp.create_channel().await {
+                        let _ = channel
+                            .queue_delete(queue.as_str().into(), QueueDeleteOptions::default())
+                            .await;
+                        let _ = channel
+                            .exchange_delete(
+                                exchange.as_str().into(),
+                                ExchangeDeleteOptions::default(),
+                            )
+                            .await;
+                    }
+                    let _ = amqp.close(200, "OK".into()).await;
+                }
+                if let Ok(mut admin) = PgConnection::connect(ADMIN_DB).await {
+                    for db in databases {
+                        let _ = sqlx::raw_sql(&format!(
+                            "DROP DATABASE IF EXISTS \"{db}\" WITH (FORCE)"
+                        ))
+                        .execute(&mut admin)
+                        .await;
+                    }
+                }
+            })
         }
     }
+}
+
+impl Drop for World {
+    fn drop(&mut self) {
+        if !self.cleaned {
+            testkit::cleanup::run_detached(self.remover());
+        }
+    }
+}
+
+/// Every key of `bucket`.
+async fn bucket_keys(bucket: &str) -> Result<Vec<String>, String> {
+    let listed = s3_client()
+        .list_objects_v2()
+        .bucket(bucket)
+        .send()
+        .await
+        .map_err(|e| format!("{e:?}"))?;
+    Ok(listed
+        .contents()
+        .iter()
+        .filter_map(|o| o.key().map(str::to_owned))
+        .collect())
 }
 
 /// A plain SDK client for the test server, to look behind the Worker's back.

@@ -7,3 +7,4 @@ mod consume;
 mod delivery;
 mod failures;
 mod lifecycle;
+mod world;

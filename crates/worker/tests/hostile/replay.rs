@@ -17,7 +17,6 @@ use crate::support::{publish, signed, work_route, DeadLetters};
 async fn job_messages_replayed_out_of_scope_are_dead_lettered_without_a_job() {
     let world = World::new().await;
     let worker = world.start_worker().await;
-    let _cleanup = crate::support::PanicCleanup::new(&world, crate::harness::AMQP);
     let mut dead = DeadLetters::tap(&world).await;
     let now = chrono::Utc::now().timestamp();
     let body = |id: Uuid| world.job_body(id, "src", "payments", &["id"]);
@@ -159,7 +158,6 @@ async fn job_messages_replayed_out_of_scope_are_dead_lettered_without_a_job() {
 async fn an_event_replayed_under_another_route_fails_verification() {
     let world = World::new().await;
     let worker = world.start_worker().await;
-    let _cleanup = crate::support::PanicCleanup::new(&world, crate::harness::AMQP);
     let mut events = world.listen().await;
     let job_id = Uuid::now_v7();
     world

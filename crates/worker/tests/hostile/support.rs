@@ -263,12 +263,12 @@ pub async fn source_fingerprint(world: &World) -> (i64, String, String) {
     (rows, checksum, tables)
 }
 
-/// Removes a world's queue and databases if the test panics before `World::cleanup`: a failed
-/// flood would otherwise leave tens of thousands of messages in a durable queue.
+/// Removes the flood's work queue if the test panics before `World::cleanup`, from the broker
+/// the flood used: `HOSTILE_AMQP_URI` may name another broker than the one the world's own `Drop`
+/// cleans, and a failed flood would leave tens of thousands of messages in a durable queue.
 pub struct PanicCleanup {
     amqp: String,
     queue: String,
-    databases: [String; 2],
 }
 
 impl PanicCleanup {
@@ -276,7 +276,6 @@ impl PanicCleanup {
         PanicCleanup {
             amqp: amqp.to_owned(),
             queue: world.queue.clone(),
-            databases: [world.state_db.clone(), world.source_db.clone()],
         }
     }
 }
@@ -286,42 +285,18 @@ impl Drop for PanicCleanup {
         if !std::thread::panicking() {
             return;
         }
-        let (amqp, queue, databases) = (
-            self.amqp.clone(),
-            self.queue.clone(),
-            self.databases.clone(),
-        );
-        // A thread of its own: the test's runtime is unwinding and cannot be blocked on.
-        let cleaner = std::thread::spawn(move || {
-            let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-            else {
-                return;
-            };
-            runtime.block_on(async move {
-                if let Ok(connection) =
-                    lapin::Connection::connect(&amqp, lapin::ConnectionProperties::default()).await
-                {
-                    if let Ok(channel) = connection.create_channel().await {
-                        let _ = channel
-                            .queue_delete(queue.as_str().into(), Default::default())
-                            .await;
-                    }
-                    let _ = connection.close(200, "OK".into()).await;
-                }
-                use sqlx::Connection as _;
-                if let Ok(mut admin) = sqlx::PgConnection::connect(crate::harness::ADMIN_DB).await {
-                    for db in databases {
-                        let _ = sqlx::raw_sql(&format!(
-                            "DROP DATABASE IF EXISTS \"{db}\" WITH (FORCE)"
-                        ))
-                        .execute(&mut admin)
+        let (amqp, queue) = (self.amqp.clone(), self.queue.clone());
+        testkit::cleanup::run_detached(move || async move {
+            if let Ok(connection) =
+                lapin::Connection::connect(&amqp, lapin::ConnectionProperties::default()).await
+            {
+                if let Ok(channel) = connection.create_channel().await {
+                    let _ = channel
+                        .queue_delete(queue.as_str().into(), Default::default())
                         .await;
-                    }
                 }
-            });
+                let _ = connection.close(200, "OK".into()).await;
+            }
         });
-        let _ = cleaner.join();
     }
 }
