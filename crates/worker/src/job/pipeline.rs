@@ -38,6 +38,8 @@ enum Failure {
     Job(Redacted),
     /// A dependency was unreachable; the job may complete later.
     Transient(String),
+    /// The claim was taken over before the object was written: the new owner runs the job.
+    LostClaim,
 }
 
 pub(crate) async fn run(
@@ -67,7 +69,7 @@ pub(crate) async fn run(
         source: &ctx.source,
     };
     let produced = tokio::select! {
-        produced = produce(ctx, job, tenant) => produced,
+        produced = produce(ctx, job, tenant, owner) => produced,
         _ = lost.cancelled() => return RunEnd::LostClaim,
     };
     let (outcome, stored_key, event) = match produced {
@@ -90,6 +92,10 @@ pub(crate) async fn run(
             Err(error) => return RunEnd::Retry(error.to_string()),
         },
         Err(Failure::Transient(reason)) => return RunEnd::Retry(reason),
+        Err(Failure::LostClaim) => {
+            tracing::warn!(job_id = %job.job_id, "The job's claim was taken over during extraction; abandoning this run before storing.");
+            return RunEnd::LostClaim;
+        }
     };
 
     let status = outcome.status();
@@ -182,6 +188,7 @@ async fn produce(
     ctx: &JobContext,
     job: &JobMessage,
     tenant: Option<&str>,
+    owner: &str,
 ) -> Result<(StoredResult, String), Failure> {
     let key = object_key(&ctx.objects.config().key_prefix, tenant, job.job_id)
         .map_err(|e| Failure::Job(Redacted::new(&e.to_string())))?;
@@ -214,6 +221,14 @@ async fn produce(
     .map_err(|e| Failure::Transient(format!("sealing the result was interrupted: {e}")))?;
     metrics::stage("seal", sealing.elapsed());
 
+    // Every run of a job writes the same key. The heartbeat notices a lost claim only a third
+    // of a lease at a time, so the claim is checked (and renewed) right before the write: a run
+    // whose claim was taken over while it extracted leaves the object to the new owner.
+    match ctx.store.renew_lease(job.job_id, owner, ctx.lease).await {
+        Ok(true) => {}
+        Ok(false) => return Err(Failure::LostClaim),
+        Err(e) => return Err(Failure::Transient(e.to_string())),
+    }
     let storing = Instant::now();
     ctx.objects
         .put_sealed(&key.full, sealed)

@@ -1,11 +1,11 @@
 //! Delivery guarantees: a job delivered twice runs once; a Worker killed mid-extraction does not
-//! leave its job `processing`.
+//! leave its job `processing`; a run whose claim is taken over does not write the job's object.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use uuid::Uuid;
 
-use crate::harness::World;
+use crate::harness::{self, WorkerProcess, World};
 
 #[tokio::test]
 async fn the_same_job_delivered_twice_runs_once() {
@@ -86,5 +86,63 @@ async fn a_job_whose_worker_is_killed_is_finished_by_another() {
         "the survivor did not take the job over"
     );
     drop(workers);
+    world.cleanup().await;
+}
+
+#[tokio::test]
+async fn a_run_whose_claim_is_taken_over_while_extracting_stores_nothing() {
+    let world = World::new().await;
+    // A lease far longer than the test: the heartbeat would not notice the takeover in time.
+    let port = harness::free_port();
+    let mut env = world.env(port);
+    env.insert("JOB_LEASE_SEC".into(), "300".into());
+    let worker = WorkerProcess::spawn(env, port);
+    worker.wait_ready(Duration::from_secs(60)).await;
+
+    let job_id = Uuid::now_v7();
+    world
+        .submit(&world.job_body(job_id, "src", "slow", &["id"]), None, &[])
+        .await;
+    // While the 6-s query runs, another owner takes the job over.
+    world
+        .wait_status(job_id, "processing", Duration::from_secs(20))
+        .await;
+    let taken = sqlx::query(
+        "UPDATE jobs SET owner = 'another-worker/run', lease_expires_at = now() + interval '300 s'
+         WHERE job_id = $1 AND status = 'processing'",
+    )
+    .bind(job_id)
+    .execute(&world.state)
+    .await
+    .expect("take the job over");
+    assert_eq!(taken.rows_affected(), 1);
+
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !worker
+        .output()
+        .contains("claim was taken over during extraction")
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the run did not notice; worker output:\n{}",
+            worker.output()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        world.object_keys().await.is_empty(),
+        "the run stored its object"
+    );
+    let owner: Option<String> = sqlx::query_scalar("SELECT owner FROM jobs WHERE job_id = $1")
+        .bind(job_id)
+        .fetch_one(&world.state)
+        .await
+        .expect("job row");
+    assert_eq!(owner.as_deref(), Some("another-worker/run"));
+    assert_eq!(
+        world.job_status(job_id).await.as_deref(),
+        Some("processing")
+    );
+    drop(worker);
     world.cleanup().await;
 }
