@@ -4,7 +4,6 @@
 use std::time::Duration;
 
 use anyhow::{anyhow, bail};
-use contract::envelope::HeaderValue;
 use lapin::types::{AMQPValue, FieldTable, LongString};
 use lapin::uri::AMQPUri;
 use lapin::{Connection, ConnectionProperties};
@@ -82,29 +81,8 @@ pub fn header<'a>(headers: Option<&'a FieldTable>, name: &str) -> Option<&'a AMQ
     headers.and_then(|table| table.inner().get(name))
 }
 
-/// A header as the signature rules see it (contract §3): strings are text, integers integers,
-/// anything else (byte arrays included) is named for the error.
-pub fn signature_value(value: &AMQPValue) -> HeaderValue<'_> {
-    match value {
-        AMQPValue::LongString(s) => HeaderValue::Text(s.as_bytes()),
-        AMQPValue::ShortString(s) => HeaderValue::Text(s.as_str().as_bytes()),
-        AMQPValue::ShortShortInt(i) => HeaderValue::Integer(i64::from(*i)),
-        AMQPValue::ShortShortUInt(i) => HeaderValue::Integer(i64::from(*i)),
-        AMQPValue::ShortInt(i) => HeaderValue::Integer(i64::from(*i)),
-        AMQPValue::ShortUInt(i) => HeaderValue::Integer(i64::from(*i)),
-        AMQPValue::LongInt(i) => HeaderValue::Integer(i64::from(*i)),
-        AMQPValue::LongUInt(i) => HeaderValue::Integer(i64::from(*i)),
-        AMQPValue::LongLongInt(i) => HeaderValue::Integer(*i),
-        AMQPValue::Timestamp(t) => {
-            i64::try_from(*t).map_or(HeaderValue::Other("timestamp"), HeaderValue::Integer)
-        }
-        AMQPValue::ByteArray(_) => HeaderValue::Other("byte array"),
-        AMQPValue::Boolean(_) => HeaderValue::Other("boolean"),
-        AMQPValue::FieldTable(_) => HeaderValue::Other("table"),
-        AMQPValue::FieldArray(_) => HeaderValue::Other("array"),
-        _ => HeaderValue::Other("non-string value"),
-    }
-}
+/// A header as the signature rules see it (contract §3), read exactly as the Worker reads it.
+pub use worker::amqp::headers::header_value as signature_value;
 
 /// A header that is a string (long or short), as UTF-8 text.
 pub fn string_header<'a>(headers: Option<&'a FieldTable>, name: &str) -> Option<&'a str> {
@@ -127,6 +105,7 @@ pub fn text_header<'a>(headers: Option<&'a FieldTable>, name: &str) -> Option<&'
 #[cfg(test)]
 mod tests {
     use super::*;
+    use contract::envelope::HeaderValue;
     use lapin::types::ByteArray;
 
     #[test]

@@ -58,8 +58,9 @@ fn text(value: &AMQPValue) -> Option<&str> {
     }
 }
 
-/// AMQP strings are text; integers (a `t` sent as a number) are integers; the rest is named.
-fn header_value(value: &AMQPValue) -> HeaderValue<'_> {
+/// A header as the signature rules see it (contract §3): AMQP strings are text, integers (a `t`
+/// sent as a number) are integers, anything else (byte arrays included) is named for the error.
+pub fn header_value(value: &AMQPValue) -> HeaderValue<'_> {
     match value {
         AMQPValue::LongString(s) => HeaderValue::Text(s.as_bytes()),
         AMQPValue::ShortString(s) => HeaderValue::Text(s.as_str().as_bytes()),

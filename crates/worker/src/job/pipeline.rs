@@ -32,6 +32,17 @@ pub(crate) enum RunEnd {
     LostClaim,
 }
 
+impl Failure {
+    /// A dependency's error: transient when it says a retry may succeed, else the job's end.
+    fn of(retriable: bool, error: &dyn std::fmt::Display) -> Failure {
+        if retriable {
+            Failure::Transient(error.to_string())
+        } else {
+            Failure::Job(Redacted::new(&error.to_string()))
+        }
+    }
+}
+
 /// Why a job did not complete.
 enum Failure {
     /// The job fails, with this (redacted) reason.
@@ -198,13 +209,7 @@ async fn produce(
         .engine
         .extract(&job.mapped_fields, &job.filters)
         .await
-        .map_err(|e| {
-            if e.is_retriable() {
-                Failure::Transient(e.to_string())
-            } else {
-                Failure::Job(Redacted::new(&e.to_string()))
-            }
-        })?;
+        .map_err(|e| Failure::of(e.is_retriable(), &e))?;
     metrics::stage("extract", extracting.elapsed());
     let size_bytes = extraction.size_bytes();
     let row_count = extraction.row_count;
@@ -233,13 +238,7 @@ async fn produce(
     ctx.objects
         .put_sealed(&key.full, sealed)
         .await
-        .map_err(|e| {
-            if e.is_retriable() {
-                Failure::Transient(e.to_string())
-            } else {
-                Failure::Job(Redacted::new(&e.to_string()))
-            }
-        })?;
+        .map_err(|e| Failure::of(e.is_retriable(), &e))?;
     metrics::stage("store", storing.elapsed());
     Ok((
         StoredResult {

@@ -4,8 +4,6 @@
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use lapin::options::{BasicConsumeOptions, QueueBindOptions, QueueDeclareOptions};
-use lapin::types::FieldTable;
 use uuid::Uuid;
 
 use crate::harness::World;
@@ -81,42 +79,7 @@ async fn bad_signatures_are_dead_lettered_and_unusable_bodies_fail_or_drop() {
 
     // A queue of our own on the dead-letter exchange.
     let dlq = format!("fetcher.test.dlq.{}", world.id);
-    world
-        .channel
-        .queue_declare(
-            dlq.as_str().into(),
-            QueueDeclareOptions {
-                auto_delete: true,
-                ..Default::default()
-            },
-            FieldTable::default(),
-        )
-        .await
-        .expect("dlq");
-    world
-        .channel
-        .queue_bind(
-            dlq.as_str().into(),
-            "fetcher.dlx".into(),
-            "fetcher.dlq.key".into(),
-            QueueBindOptions::default(),
-            FieldTable::default(),
-        )
-        .await
-        .expect("bind dlq");
-    let mut dead = world
-        .channel
-        .basic_consume(
-            dlq.as_str().into(),
-            "".into(),
-            BasicConsumeOptions {
-                no_ack: true,
-                ..Default::default()
-            },
-            FieldTable::default(),
-        )
-        .await
-        .expect("consume dlq");
+    let mut dead = world.tap(&dlq, "fetcher.dlx", "fetcher.dlq.key").await;
 
     // Bad signature: dead-lettered, no event, the job untouched.
     let bad_job = Uuid::now_v7();

@@ -160,6 +160,44 @@ impl World {
         worker
     }
 
+    /// Declares `queue` (auto-deleted with its consumer), binds it to `exchange` with
+    /// `routing_key` and consumes it without acknowledgements.
+    pub async fn tap(&self, queue: &str, exchange: &str, routing_key: &str) -> lapin::Consumer {
+        self.channel
+            .queue_declare(
+                queue.into(),
+                QueueDeclareOptions {
+                    auto_delete: true,
+                    ..Default::default()
+                },
+                FieldTable::default(),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("declare {queue}: {e}"));
+        self.channel
+            .queue_bind(
+                queue.into(),
+                exchange.into(),
+                routing_key.into(),
+                QueueBindOptions::default(),
+                FieldTable::default(),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("bind {queue} to {exchange}: {e}"));
+        self.channel
+            .basic_consume(
+                queue.into(),
+                "".into(),
+                BasicConsumeOptions {
+                    no_ack: true,
+                    ..Default::default()
+                },
+                FieldTable::default(),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("consume {queue}: {e}"))
+    }
+
     /// A queue bound to the events exchange (declared here too: the Worker declares it the same).
     pub async fn listen(&self) -> Listener {
         self.channel
@@ -175,40 +213,7 @@ impl World {
             .await
             .expect("declare exchange");
         let queue = format!("fetcher.test.listen.{}", Uuid::new_v4().simple());
-        self.channel
-            .queue_declare(
-                queue.as_str().into(),
-                QueueDeclareOptions {
-                    auto_delete: true,
-                    ..Default::default()
-                },
-                FieldTable::default(),
-            )
-            .await
-            .expect("declare listener");
-        self.channel
-            .queue_bind(
-                queue.as_str().into(),
-                self.exchange.as_str().into(),
-                "job.*".into(),
-                QueueBindOptions::default(),
-                FieldTable::default(),
-            )
-            .await
-            .expect("bind listener");
-        let consumer = self
-            .channel
-            .basic_consume(
-                queue.as_str().into(),
-                "".into(),
-                BasicConsumeOptions {
-                    no_ack: true,
-                    ..Default::default()
-                },
-                FieldTable::default(),
-            )
-            .await
-            .expect("consume");
+        let consumer = self.tap(&queue, &self.exchange, "job.*").await;
         Listener {
             consumer,
             skipped: Vec::new(),
@@ -327,51 +332,62 @@ impl World {
     pub async fn cleanup(mut self) {
         let _ = self.amqp.close(200, "OK".into()).await;
         self.state.close().await;
-        self.remover()().await;
+        self.created().remove().await;
         self.cleaned = true;
     }
 
-    /// What removes the world's bucket, queue, exchange and databases, by name only (so it can
-    /// run on another thread's runtime).
-    fn remover(
-        &self,
-    ) -> impl FnOnce() -> std::pin::Pin<Box<dyn std::future::Future<Output = ()>>> + Send + 'static
-    {
-        let bucket = self.bucket.clone();
-        let queue = self.queue.clone();
-        let exchange = self.exchange.clone();
-        let databases = [self.state_db.clone(), self.source_db.clone()];
-        move || {
-            Box::pin(async move {
-                let s3 = s3_client();
-                for key in bucket_keys(&bucket).await.unwrap_or_default() {
-                    let _ = s3.delete_object().bucket(&bucket).key(key).send().await;
-                }
-                let _ = s3.delete_bucket().bucket(&bucket).send().await;
-                if let Ok(amqp) = Connection::connect(AMQP, ConnectionProperties::default()).await {
-                    if let Ok(channel) = amqp.create_channel().await {
-                        let _ = channel
-                            .queue_delete(queue.as_str().into(), QueueDeleteOptions::default())
-                            .await;
-                        let _ = channel
-                            .exchange_delete(
-                                exchange.as_str().into(),
-                                ExchangeDeleteOptions::default(),
-                            )
-                            .await;
-                    }
-                    let _ = amqp.close(200, "OK".into()).await;
-                }
-                if let Ok(mut admin) = PgConnection::connect(ADMIN_DB).await {
-                    for db in databases {
-                        let _ = sqlx::raw_sql(&format!(
-                            "DROP DATABASE IF EXISTS \"{db}\" WITH (FORCE)"
-                        ))
-                        .execute(&mut admin)
-                        .await;
-                    }
-                }
-            })
+    /// The names of what the world created on the servers.
+    fn created(&self) -> Created {
+        Created {
+            bucket: self.bucket.clone(),
+            queue: self.queue.clone(),
+            exchange: self.exchange.clone(),
+            databases: [self.state_db.clone(), self.source_db.clone()],
+        }
+    }
+}
+
+/// What a world created, by name only, so it can be removed from another thread's runtime.
+struct Created {
+    bucket: String,
+    queue: String,
+    exchange: String,
+    databases: [String; 2],
+}
+
+impl Created {
+    /// Removes all of it, best effort.
+    async fn remove(self) {
+        let s3 = s3_client();
+        for key in bucket_keys(&self.bucket).await.unwrap_or_default() {
+            let _ = s3
+                .delete_object()
+                .bucket(&self.bucket)
+                .key(key)
+                .send()
+                .await;
+        }
+        let _ = s3.delete_bucket().bucket(&self.bucket).send().await;
+        if let Ok(amqp) = Connection::connect(AMQP, ConnectionProperties::default()).await {
+            if let Ok(channel) = amqp.create_channel().await {
+                let _ = channel
+                    .queue_delete(self.queue.as_str().into(), QueueDeleteOptions::default())
+                    .await;
+                let _ = channel
+                    .exchange_delete(
+                        self.exchange.as_str().into(),
+                        ExchangeDeleteOptions::default(),
+                    )
+                    .await;
+            }
+            let _ = amqp.close(200, "OK".into()).await;
+        }
+        if let Ok(mut admin) = PgConnection::connect(ADMIN_DB).await {
+            for db in self.databases {
+                let _ = sqlx::raw_sql(&format!("DROP DATABASE IF EXISTS \"{db}\" WITH (FORCE)"))
+                    .execute(&mut admin)
+                    .await;
+            }
         }
     }
 }
@@ -379,7 +395,8 @@ impl World {
 impl Drop for World {
     fn drop(&mut self) {
         if !self.cleaned {
-            testkit::cleanup::run_detached(self.remover());
+            let created = self.created();
+            testkit::cleanup::run_detached(move || created.remove());
         }
     }
 }
@@ -537,6 +554,20 @@ impl Listener {
     }
 }
 
+/// GET on a Worker's health port: status and body (`None` when nothing answered).
+pub fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .ok()?;
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").ok()?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).ok()?;
+    let status = response.split_whitespace().nth(1)?.parse().ok()?;
+    let body = response.split("\r\n\r\n").nth(1).unwrap_or("").to_owned();
+    Some((status, body))
+}
+
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .expect("bind")
@@ -604,16 +635,7 @@ impl WorkerProcess {
 
     /// GET `path` on the health port: status code and body.
     pub fn get(&self, path: &str) -> Option<(u16, String)> {
-        let mut stream = TcpStream::connect(("127.0.0.1", self.port)).ok()?;
-        stream
-            .set_read_timeout(Some(Duration::from_secs(10)))
-            .ok()?;
-        write!(stream, "GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").ok()?;
-        let mut response = String::new();
-        stream.read_to_string(&mut response).ok()?;
-        let status = response.split_whitespace().nth(1)?.parse().ok()?;
-        let body = response.split("\r\n\r\n").nth(1).unwrap_or("").to_owned();
-        Some((status, body))
+        http_get(self.port, path)
     }
 
     pub async fn wait_ready(&self, within: Duration) {

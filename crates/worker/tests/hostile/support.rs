@@ -1,13 +1,11 @@
 //! What the hostile tests share: a run marker that survives dead-lettering, a dead-letter tap,
 //! signing with any timestamp and route, raw publishing with typed headers, and metric reading.
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use contract::envelope::{self, Route};
 use futures_util::StreamExt;
-use lapin::options::{BasicConsumeOptions, QueueBindOptions, QueueDeclareOptions};
+use lapin::options::QueueDeclareOptions;
 use lapin::types::{AMQPValue, FieldTable, LongString};
 use lapin::Channel;
 
@@ -26,42 +24,7 @@ pub struct DeadLetters {
 impl DeadLetters {
     pub async fn tap(world: &World) -> DeadLetters {
         let queue = format!("fetcher.test.dlq.{}", world.id);
-        world
-            .channel
-            .queue_declare(
-                queue.as_str().into(),
-                QueueDeclareOptions {
-                    auto_delete: true,
-                    ..Default::default()
-                },
-                FieldTable::default(),
-            )
-            .await
-            .expect("declare dead-letter tap");
-        world
-            .channel
-            .queue_bind(
-                queue.as_str().into(),
-                "fetcher.dlx".into(),
-                "fetcher.dlq.key".into(),
-                QueueBindOptions::default(),
-                FieldTable::default(),
-            )
-            .await
-            .expect("bind dead-letter tap");
-        let consumer = world
-            .channel
-            .basic_consume(
-                queue.as_str().into(),
-                "".into(),
-                BasicConsumeOptions {
-                    no_ack: true,
-                    ..Default::default()
-                },
-                FieldTable::default(),
-            )
-            .await
-            .expect("consume dead-letter tap");
+        let consumer = world.tap(&queue, "fetcher.dlx", "fetcher.dlq.key").await;
         DeadLetters {
             consumer,
             run: world.id.clone(),
@@ -194,19 +157,7 @@ pub async fn publish(
         .expect("publish");
 }
 
-/// GET on the Worker's health port: status and body (`None` when nothing answered).
-pub fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
-    let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
-    stream
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .ok()?;
-    write!(stream, "GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").ok()?;
-    let mut response = String::new();
-    stream.read_to_string(&mut response).ok()?;
-    let status = response.split_whitespace().nth(1)?.parse().ok()?;
-    let body = response.split("\r\n\r\n").nth(1).unwrap_or("").to_owned();
-    Some((status, body))
-}
+pub use crate::harness::http_get;
 
 /// The sum of a Prometheus counter's samples whose labels contain `label` (`""`: all).
 pub fn metric_sum(metrics: &str, name: &str, label: &str) -> f64 {
