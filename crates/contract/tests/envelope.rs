@@ -230,3 +230,27 @@ fn signing_with_the_known_job_id_is_signing_the_body() {
         envelope::sign(NOW, &route(), BODY, mac)
     );
 }
+
+#[test]
+fn a_legacy_signature_never_carries_a_tenant() {
+    let legacy = |tenant: &'static str| {
+        let t = NOW.to_string();
+        let signature = key().sign_hex(&envelope::legacy_payload(&t, BODY));
+        let headers = SignatureHeaders {
+            signature: Some(HeaderValue::Text(signature.as_bytes())),
+            timestamp: Some(HeaderValue::Text(t.as_bytes())),
+            version: Some(HeaderValue::Text(b"v1")),
+        };
+        let route = Route { tenant, ..route() };
+        let policy = VerifyPolicy {
+            allow_legacy_body_signature: true,
+            ..VerifyPolicy::default()
+        };
+        envelope::verify(&headers, &route, BODY, &policy, NOW, |p, s| {
+            key().verify_hex(p, s)
+        })
+    };
+    assert_eq!(legacy(""), Ok(Verified::LegacyBody));
+    // The legacy form signs the body only: a tenant header on it could be anyone's.
+    assert_eq!(legacy("tenant-a"), Err(SignatureError::LegacyWithTenant));
+}

@@ -58,6 +58,17 @@ impl HmacKey {
         expected.as_bytes().ct_eq(signature_hex.as_bytes()).into()
     }
 
+    /// [`verify_hex`](Self::verify_hex) of the concatenation of `parts`, without building it
+    /// (a signed payload is a few header lines and a body that may be large).
+    pub fn verify_hex_parts(&self, parts: &[&[u8]], signature_hex: &str) -> bool {
+        let mut stream = self.start();
+        for part in parts {
+            stream.update(part);
+        }
+        let expected = stream.finish_hex();
+        expected.as_bytes().ct_eq(signature_hex.as_bytes()).into()
+    }
+
     /// Starts an incremental HMAC, for data that arrives in pieces (such as a streamed result).
     pub fn start(&self) -> HmacStream {
         // Invariant: HMAC accepts keys of any length, so `new_from_slice` cannot fail here.
@@ -152,6 +163,15 @@ mod tests {
         let signature = key().sign_hex(b"payload");
         assert!(key().verify_hex(b"payload", &signature));
         assert!(!key().verify_hex(b"payload", &signature.to_uppercase()));
+    }
+
+    #[test]
+    fn parts_verify_as_their_concatenation() {
+        let signature = key().sign_hex(b"header\nbody");
+        assert!(key().verify_hex_parts(&[b"header\n", b"body"], &signature));
+        assert!(key().verify_hex_parts(&[b"", b"header\nbody", b""], &signature));
+        assert!(!key().verify_hex_parts(&[b"header", b"body"], &signature));
+        assert!(!key().verify_hex_parts(&[b"header\n", b"body"], &signature.to_uppercase()));
     }
 
     #[test]

@@ -51,6 +51,9 @@ pub enum Claim {
     },
     /// Another owner holds a live lease on the job.
     Busy { lease_expires_at: DateTime<Utc> },
+    /// The job belongs to another tenant than the request's: a job has one tenant, fixed when
+    /// its row is created, so this delivery must not run it (nor store under its tenant).
+    OtherTenant,
 }
 
 /// A job row, as stored.
@@ -110,7 +113,6 @@ impl Store {
              ON CONFLICT (job_id) DO UPDATE SET
                  status = 'processing',
                  -- The stored message wins; a gap is filled from this delivery.
-                 tenant_id = COALESCE(j.tenant_id, EXCLUDED.tenant_id),
                  request_id = COALESCE(j.request_id, EXCLUDED.request_id),
                  metadata = CASE WHEN j.metadata = '{}'::jsonb THEN EXCLUDED.metadata
                                  ELSE j.metadata END,
@@ -120,8 +122,10 @@ impl Store {
                  lease_expires_at = EXCLUDED.lease_expires_at,
                  started_at = now(),
                  updated_at = now()
-             WHERE j.status = 'pending'
-                OR (j.status = 'processing' AND j.lease_expires_at <= now())
+             WHERE (j.status = 'pending'
+                    OR (j.status = 'processing' AND j.lease_expires_at <= now()))
+               -- One tenant per job: a delivery of another tenant never takes it.
+               AND j.tenant_id IS NOT DISTINCT FROM EXCLUDED.tenant_id
              RETURNING attempts",
         )
         .bind(request.job_id)
@@ -146,17 +150,21 @@ impl Store {
             None => {
                 let row = sqlx::query(
                     "SELECT status, lease_expires_at,
+                            tenant_id IS DISTINCT FROM $2 AS other_tenant,
                             NOT EXISTS (SELECT 1 FROM outbox o
                                         WHERE o.job_id = j.job_id AND o.published_at IS NULL)
                                 AS event_published
                      FROM jobs j WHERE job_id = $1",
                 )
                 .bind(request.job_id)
+                .bind(request.tenant)
                 .fetch_one(&mut *tx)
                 .await
                 .map_err(db)?;
                 let status: String = row.try_get("status").map_err(db)?;
+                let other_tenant: bool = row.try_get("other_tenant").map_err(db)?;
                 match status.parse::<TerminalStatus>() {
+                    _ if other_tenant => Claim::OtherTenant,
                     Ok(status) => Claim::Terminal {
                         status,
                         event_published: row.try_get("event_published").map_err(db)?,

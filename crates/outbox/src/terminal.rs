@@ -43,7 +43,8 @@ pub struct TerminalRecord<'a> {
     /// be parsed, a job whose worker was lost); the record is written only when the job is new
     /// (its row is then created), pending, or processing under an expired lease.
     pub owner: Option<&'a str>,
-    /// The job's tenant, used only when the job row is created here (`owner: None`).
+    /// The job's tenant. With `owner: None` the row is created with it, and a row of another
+    /// tenant is refused ([`Recorded::OtherTenant`]); a claim already checked it otherwise.
     pub tenant: Option<&'a str>,
     pub outcome: TerminalOutcome,
     /// The event of this outcome, frozen in the outbox as it is.
@@ -68,6 +69,9 @@ pub enum Recorded {
     /// job state that is not terminal, so the store was edited by hand). The transaction was
     /// rolled back.
     DuplicateEvent { ce_id: String },
+    /// Nothing written: without a claim, the job's row belongs to another tenant than the
+    /// record's (a job has one tenant).
+    OtherTenant,
 }
 
 impl Store {
@@ -160,10 +164,12 @@ async fn refusal(
 ) -> Result<Option<Recorded>> {
     let db = |e| OutboxError::sqlx(STEP, e);
     let row = sqlx::query(
-        "SELECT status, owner, lease_expires_at <= now() AS expired
+        "SELECT status, owner, lease_expires_at <= now() AS expired,
+                tenant_id IS DISTINCT FROM $2 AS other_tenant
          FROM jobs WHERE job_id = $1 FOR UPDATE",
     )
     .bind(record.job_id)
+    .bind(record.tenant)
     .fetch_optional(&mut **tx)
     .await
     .map_err(db)?;
@@ -171,6 +177,10 @@ async fn refusal(
     let Some(row) = row else {
         return Ok(Some(Recorded::LostClaim));
     };
+    let other_tenant: bool = row.try_get("other_tenant").map_err(db)?;
+    if record.owner.is_none() && other_tenant {
+        return Ok(Some(Recorded::OtherTenant));
+    }
     let status: String = row.try_get("status").map_err(db)?;
     if let Ok(status) = status.parse::<TerminalStatus>() {
         return Ok(Some(Recorded::AlreadyTerminal { status }));

@@ -19,6 +19,11 @@ pub const BYTES: &str = "bytes_extracted_total";
 pub const REJECTED: &str = "messages_rejected_total";
 /// Gauge: job messages being handled right now.
 pub const ACTIVE: &str = "consumers_active";
+/// Counter: job messages accepted on the legacy body-only signature
+/// (`RABBITMQ_ALLOW_LEGACY_BODY_SIGNATURE_FALLBACK`).
+pub const LEGACY_VERIFIED: &str = "messages_legacy_signature_total";
+/// Counter: health-server connections closed on accept because the limit was reached.
+pub const HEALTH_REFUSED: &str = "health_connections_refused_total";
 
 /// Seconds buckets from 5 ms to 10 min: covers a tiny query and the 5-minute extraction limit.
 const SECONDS_BUCKETS: &[f64] = &[
@@ -54,6 +59,14 @@ fn describe() {
     );
     metrics::describe_counter!(REJECTED, "Job messages not run, by reason.");
     metrics::describe_gauge!(ACTIVE, "Job messages being handled.");
+    metrics::describe_counter!(
+        LEGACY_VERIFIED,
+        "Job messages accepted on the legacy body-only signature."
+    );
+    metrics::describe_counter!(
+        HEALTH_REFUSED,
+        "Health-server connections closed at once: the connection limit was reached."
+    );
 }
 
 pub(crate) fn job_finished(outcome: &'static str, took: Duration) {
@@ -76,4 +89,12 @@ pub(crate) fn rejected(reason: &'static str) {
 
 pub(crate) fn active(delta: f64) {
     metrics::gauge!(ACTIVE).increment(delta);
+}
+
+pub(crate) fn legacy_verified() {
+    metrics::counter!(LEGACY_VERIFIED).increment(1);
+}
+
+pub(crate) fn health_connection_refused() {
+    metrics::counter!(HEALTH_REFUSED).increment(1);
 }

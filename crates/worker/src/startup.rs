@@ -17,7 +17,7 @@ use tokio_util::task::TaskTracker;
 use crate::amqp::consumer::{self, ConsumerConfig};
 use crate::config::Settings;
 use crate::health::{self, HealthServer, Readiness};
-use crate::job::{JobContext, Sweeper};
+use crate::job::{JobContext, MessageLimits, Sweeper};
 use crate::storage::ObjectStore;
 use crate::{checks, metrics};
 
@@ -103,7 +103,18 @@ impl Application {
                 allow_legacy_body_signature: settings.amqp.allow_legacy_body_signature,
                 ..VerifyPolicy::default()
             },
+            limits: MessageLimits {
+                max_message_bytes: settings.amqp.max_message_bytes,
+                max_metadata_bytes: settings.amqp.max_metadata_bytes,
+            },
         });
+        if settings.amqp.allow_legacy_body_signature {
+            tracing::warn!(
+                "RABBITMQ_ALLOW_LEGACY_BODY_SIGNATURE_FALLBACK is on: messages signed over their body \
+                 alone are accepted. That form binds no tenant, job id, exchange or routing key, so \
+                 such messages must carry no X-Tenant-ID; messages_legacy_signature_total counts them."
+            );
+        }
         let consumer_connected = Arc::new(AtomicBool::new(false));
         let readiness = Readiness::new(vec![
             Box::new(checks::Postgres(pool.clone())),
@@ -111,11 +122,17 @@ impl Application {
             Box::new(checks::ObjectStorage(objects)),
         ]);
         let health = HealthServer::bind(
+            settings.http.bind,
             settings.http.port,
             health::router(readiness.clone(), prometheus),
         )
         .await
-        .with_context(|| format!("Failed to listen on HEALTH_PORT {}", settings.http.port))?;
+        .with_context(|| {
+            format!(
+                "Failed to listen on HEALTH_BIND {} HEALTH_PORT {}",
+                settings.http.bind, settings.http.port
+            )
+        })?;
         Ok(Application {
             settings,
             ctx,

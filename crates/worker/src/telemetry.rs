@@ -13,13 +13,44 @@ use crate::config::LogSettings;
 /// `LOG_LEVEL` that names this target itself wins.
 const RETURNED_MESSAGES: &str = "lapin::returned_messages";
 
-/// The filter `LOG_LEVEL` asks for, with lapin's returned-message lines silenced.
+/// At trace level the AMQP client logs every frame it sends and receives: the broker password
+/// (`Connection.StartOk`, as a byte list) and every message body. These targets stay at debug at
+/// most unless `LOG_LEVEL` names them itself.
+const FRAME_LOGGERS: [&str; 3] = ["lapin", "amq_protocol", "amq_protocol_tcp"];
+
+/// The filter `LOG_LEVEL` asks for, with lapin's returned-message lines silenced and the AMQP
+/// frame logs capped below trace.
 fn filter(level: &str) -> Result<EnvFilter, tracing_subscriber::filter::ParseError> {
-    let filter = EnvFilter::try_new(level)?;
-    if level.contains(RETURNED_MESSAGES) {
-        return Ok(filter);
+    let mut filter = EnvFilter::try_new(level)?;
+    if !level.contains(RETURNED_MESSAGES) {
+        filter = filter.add_directive(format!("{RETURNED_MESSAGES}=error").parse()?);
     }
-    Ok(filter.add_directive(format!("{RETURNED_MESSAGES}=error").parse()?))
+    if default_is_trace(level) {
+        for target in FRAME_LOGGERS {
+            if !names(level, target) {
+                filter = filter.add_directive(format!("{target}=debug").parse()?);
+            }
+        }
+    }
+    Ok(filter)
+}
+
+/// Whether the filter's target-less directive enables trace (`trace`, `TRACE`, `debug,trace`).
+fn default_is_trace(level: &str) -> bool {
+    level
+        .split(',')
+        .map(str::trim)
+        .filter(|directive| !directive.contains('=') && !directive.contains('['))
+        .next_back()
+        .is_some_and(|default| default.eq_ignore_ascii_case("trace"))
+}
+
+/// Whether a directive of the filter names `target` (or one of its modules).
+fn names(level: &str, target: &str) -> bool {
+    level.split(',').any(|directive| {
+        let name = directive.split('=').next().unwrap_or_default().trim();
+        name == target || name.starts_with(&format!("{target}::"))
+    })
 }
 
 /// Installs the global subscriber. A `LOG_LEVEL` that is not a valid filter falls back to
@@ -64,5 +95,18 @@ mod tests {
         assert!(asked.contains("lapin::returned_messages=warn"), "{asked}");
         assert!(!asked.contains("lapin::returned_messages=error"), "{asked}");
         assert!(filter("not a [filter").is_err());
+    }
+
+    #[test]
+    fn amqp_frame_logs_stay_below_trace_unless_named() {
+        let capped = filter("trace").unwrap().to_string();
+        for target in FRAME_LOGGERS {
+            assert!(capped.contains(&format!("{target}=debug")), "{capped}");
+        }
+        // A lower default needs no cap; a named target keeps what was asked for.
+        assert!(!filter("info").unwrap().to_string().contains("lapin=debug"));
+        let named = filter("trace,lapin=trace").unwrap().to_string();
+        assert!(!named.contains("lapin=debug"), "{named}");
+        assert!(named.contains("amq_protocol=debug"), "{named}");
     }
 }

@@ -4,11 +4,13 @@
 //! *whether* a message's headers are acceptable, and takes the MAC as a function, so it stays
 //! free of key material.
 
+mod job_id;
 mod verify;
 
-use crate::node::Node;
-
-pub use verify::{verify, HeaderValue, SignatureError, SignatureHeaders, Verified, VerifyPolicy};
+pub use job_id::{scan_job_id, signed_job_id, ScannedJobId};
+pub use verify::{
+    verify, verify_parts, HeaderValue, SignatureError, SignatureHeaders, Verified, VerifyPolicy,
+};
 
 /// Header carrying the lowercase hex HMAC-SHA256 of the signed payload.
 pub const SIGNATURE_HEADER: &str = "x-message-signature";
@@ -37,29 +39,27 @@ pub fn signing_payload(timestamp: &str, route: &Route<'_>, body: &[u8]) -> Vec<u
 
 /// [`signing_payload`] with the `jobId` given rather than read from the body.
 fn payload_with_job_id(timestamp: &str, route: &Route<'_>, job_id: &str, body: &[u8]) -> Vec<u8> {
-    let mut payload = Vec::with_capacity(
-        timestamp.len()
-            + SIGNATURE_VERSION.len()
-            + route.tenant.len()
-            + job_id.len()
-            + route.exchange.len()
-            + route.routing_key.len()
-            + body.len()
-            + 6,
-    );
-    for part in [
+    let mut payload = payload_header(timestamp, route, job_id);
+    payload.extend_from_slice(body);
+    payload
+}
+
+/// Everything a v1 signature covers before the body: six lines, each ending in `\n`.
+pub(crate) fn payload_header(timestamp: &str, route: &Route<'_>, job_id: &str) -> Vec<u8> {
+    let parts = [
         timestamp,
         SIGNATURE_VERSION,
         route.tenant,
         job_id,
         route.exchange,
         route.routing_key,
-    ] {
-        payload.extend_from_slice(part.as_bytes());
-        payload.push(b'\n');
+    ];
+    let mut header = Vec::with_capacity(parts.iter().map(|p| p.len() + 1).sum());
+    for part in parts {
+        header.extend_from_slice(part.as_bytes());
+        header.push(b'\n');
     }
-    payload.extend_from_slice(body);
-    payload
+    header
 }
 
 /// The bytes the legacy signature covers: `<t>.<raw body>`.
@@ -69,23 +69,6 @@ pub fn legacy_payload(timestamp: &str, body: &[u8]) -> Vec<u8> {
     payload.push(b'.');
     payload.extend_from_slice(body);
     payload
-}
-
-/// The job id as the signature sees it: the top-level member named exactly `jobId` when the body
-/// is a JSON object and that member is a string (the last one when repeated), else empty.
-pub fn signed_job_id(body: &[u8]) -> String {
-    let Ok(Node::Object(members)) = serde_json::from_slice::<Node>(body) else {
-        return String::new();
-    };
-    members
-        .into_iter()
-        .rev()
-        .find(|(name, _)| name == "jobId")
-        .and_then(|(_, value)| match value {
-            Node::String(text) => Some(text),
-            _ => None,
-        })
-        .unwrap_or_default()
 }
 
 /// The three signature headers of an outbound message.

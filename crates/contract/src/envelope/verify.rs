@@ -1,6 +1,6 @@
 //! Verification of an inbound message's signature headers: presence, freshness, version, MAC.
 
-use super::{legacy_payload, signing_payload, Route, SIGNATURE_VERSION};
+use super::{payload_header, scan_job_id, Route, ScannedJobId, SIGNATURE_VERSION};
 
 /// A header value as it arrived. AMQP long strings are bytes; `t` may also be an integer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -67,6 +67,9 @@ pub enum SignatureError {
     UnsupportedVersion,
     #[error("signature does not match the message")]
     Mismatch,
+    /// The legacy form signs the body only: it cannot bind a tenant, so it never carries one.
+    #[error("a legacy body signature cannot carry X-Tenant-ID (the legacy form does not sign it)")]
+    LegacyWithTenant,
 }
 
 impl SignatureError {
@@ -80,6 +83,7 @@ impl SignatureError {
             SignatureError::FromTheFuture { .. } => "signature_future",
             SignatureError::UnsupportedVersion => "signature_version",
             SignatureError::Mismatch => "signature_mismatch",
+            SignatureError::LegacyWithTenant => "signature_legacy_tenant",
         }
     }
 }
@@ -93,6 +97,23 @@ pub fn verify(
     policy: &VerifyPolicy,
     now: i64,
     mac_matches: impl Fn(&[u8], &str) -> bool,
+) -> Result<Verified, SignatureError> {
+    verify_parts(headers, route, body, policy, now, |parts, hex| {
+        mac_matches(&parts.concat(), hex)
+    })
+}
+
+/// [`verify`] for a MAC that takes the payload in pieces (`parts` concatenated are the payload),
+/// so the body is never copied: `mac_matches(parts, hex)` must compare, in constant time, the
+/// HMAC of the concatenated parts under the internal key with `hex`. The body is scanned once,
+/// shallowly, for its signed job id and otherwise only MACed.
+pub fn verify_parts(
+    headers: &SignatureHeaders<'_>,
+    route: &Route<'_>,
+    body: &[u8],
+    policy: &VerifyPolicy,
+    now: i64,
+    mac_matches: impl Fn(&[&[u8]], &str) -> bool,
 ) -> Result<Verified, SignatureError> {
     use super::{SIGNATURE_HEADER, TIMESTAMP_HEADER, VERSION_HEADER};
 
@@ -122,12 +143,19 @@ pub fn verify(
         return Err(SignatureError::UnsupportedVersion);
     }
 
-    if mac_matches(&signing_payload(&timestamp, route, body), signature) {
-        return Ok(Verified::V1);
+    // A job id too long to be any job's cannot be what a genuine message signed.
+    if let ScannedJobId::Id(job_id) = scan_job_id(body) {
+        let header = payload_header(&timestamp, route, &job_id);
+        if mac_matches(&[&header, body], signature) {
+            return Ok(Verified::V1);
+        }
     }
     if policy.allow_legacy_body_signature
-        && mac_matches(&legacy_payload(&timestamp, body), signature)
+        && mac_matches(&[timestamp.as_bytes(), b".", body], signature)
     {
+        if !route.tenant.is_empty() {
+            return Err(SignatureError::LegacyWithTenant);
+        }
         return Ok(Verified::LegacyBody);
     }
     Err(SignatureError::Mismatch)

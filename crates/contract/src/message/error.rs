@@ -36,6 +36,8 @@ pub enum MessageError {
         "message contains a NUL character (U+0000), which names, values and metadata cannot hold"
     )]
     NulCharacter,
+    #[error("metadata is {bytes} bytes as JSON, more than the {limit} bytes an event may carry")]
+    MetadataTooLarge { bytes: u64, limit: u64 },
 }
 
 impl MessageError {
@@ -56,6 +58,7 @@ impl MessageError {
             MessageError::UnknownOperator { .. } => "unknown_filter_operator",
             MessageError::InvalidFilter { .. } => "invalid_filter",
             MessageError::NulCharacter => "nul_character",
+            MessageError::MetadataTooLarge { .. } => "metadata_too_large",
         }
     }
 }

@@ -12,8 +12,9 @@ use uuid::Uuid;
 
 pub use error::MessageError;
 pub use filter::{FilterCondition, FilterValue, Operator};
-pub use recover::recover_job_id;
+pub use recover::{check_header, recover_job_id, JobIdMismatch};
 
+use crate::json::{JsonWriter, Style};
 use crate::node::Node;
 use filter::wrong_type;
 
@@ -83,6 +84,49 @@ impl JobMessage {
             filters: filters.unwrap_or_default(),
             metadata: metadata.unwrap_or_default(),
         })
+    }
+}
+
+impl JobMessage {
+    /// Refuses metadata whose compact JSON (as every event of the job carries it) is longer
+    /// than `limit` bytes, so one message cannot make every event it causes that large.
+    pub fn check_metadata_size(&self, limit: u64) -> Result<(), MessageError> {
+        let bytes = metadata_bytes(&self.metadata);
+        if bytes > limit {
+            return Err(MessageError::MetadataTooLarge { bytes, limit });
+        }
+        Ok(())
+    }
+}
+
+/// The length of `metadata` written as Go's compact JSON, counted without writing it anywhere.
+fn metadata_bytes(metadata: &Map<String, Value>) -> u64 {
+    let mut writer = JsonWriter::new(Counter(0), Style::Compact);
+    let written = writer.begin_object().and_then(|()| {
+        metadata
+            .iter()
+            .try_for_each(|(key, value)| writer.key(key).and_then(|()| writer.value(value)))
+    });
+    let written = written.and_then(|()| writer.end_object());
+    // Writing into a counter cannot fail, and the calls above are well-formed: should that
+    // ever change, the metadata is counted as too large rather than let through.
+    match written.and_then(|()| writer.finish()) {
+        Ok(Counter(bytes)) => bytes,
+        Err(_) => u64::MAX,
+    }
+}
+
+/// An `io::Write` that only counts.
+struct Counter(u64);
+
+impl std::io::Write for Counter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0 += buf.len() as u64;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
     }
 }
 

@@ -162,3 +162,35 @@ fn a_nul_character_anywhere_refuses_the_message() {
         assert_eq!(code(&text), "nul_character", "{rest}");
     }
 }
+
+#[test]
+fn metadata_is_measured_as_the_events_carry_it() {
+    let job = parse(&format!(
+        r#"{{"jobId":"{ID}","mappedFields":{{"pg":{{"t":["id"]}}}},"metadata":{{"b":"<&>","a":[1,null]}}}}"#
+    ))
+    .expect("valid");
+    // {"a":[1,null],"b":"\u003c\u0026\u003e"}: Go escapes < & > in event bodies.
+    let exact = r#"{"a":[1,null],"b":"\u003c\u0026\u003e"}"#.len() as u64;
+    assert_eq!(job.check_metadata_size(exact), Ok(()));
+    assert_eq!(
+        job.check_metadata_size(exact - 1),
+        Err(MessageError::MetadataTooLarge {
+            bytes: exact,
+            limit: exact - 1
+        })
+    );
+    assert_eq!(
+        job.check_metadata_size(exact - 1).unwrap_err().code(),
+        "metadata_too_large"
+    );
+}
+
+#[test]
+fn absent_metadata_is_two_bytes() {
+    let job = parse(&format!(
+        r#"{{"jobId":"{ID}","mappedFields":{{"pg":{{"t":["id"]}}}}}}"#
+    ))
+    .expect("valid");
+    assert_eq!(job.check_metadata_size(2), Ok(()));
+    assert!(job.check_metadata_size(1).is_err());
+}

@@ -250,11 +250,11 @@ async fn a_pending_job_is_acquired_and_keeps_its_stored_message() {
     .await
     .expect("pending job");
     let metadata = metadata();
-    let claim = db
-        .store
-        .claim(&claim_request(job_id, "worker-a", LONG, &metadata))
-        .await
-        .expect("claim");
+    let request = ClaimRequest {
+        tenant: Some("acme"),
+        ..claim_request(job_id, "worker-a", LONG, &metadata)
+    };
+    let claim = db.store.claim(&request).await.expect("claim");
     assert_eq!(claim, Claim::Acquired { attempt: 1 });
     let job = db.store.job(job_id).await.expect("read").expect("job row");
     assert_eq!(job.tenant_id.as_deref(), Some("acme"));
@@ -377,5 +377,65 @@ async fn lost_workers_jobs_are_listed_and_failed_unless_taken_over() {
     let job = db.store.job(lost).await.expect("read").expect("job row");
     assert_eq!(job.status, "failed");
     assert_eq!(job.error_message.as_deref(), Some(WORKER_LOST));
+    db.drop().await;
+}
+
+#[tokio::test]
+async fn a_job_is_never_claimed_for_another_tenant() {
+    let db = TestDb::migrated().await;
+    let metadata = metadata();
+    let job_id = Uuid::new_v4();
+    let of = |tenant| ClaimRequest {
+        tenant,
+        ..claim_request(job_id, "worker-a", Duration::from_millis(1), &metadata)
+    };
+    assert_eq!(
+        db.store.claim(&of(Some("acme"))).await.expect("claim"),
+        Claim::Acquired { attempt: 1 }
+    );
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    // The lease lapsed, so a takeover would be allowed: not for another tenant, nor for none.
+    for tenant in [Some("globex"), None] {
+        let claim = db.store.claim(&of(tenant)).await.expect("claim");
+        assert_eq!(claim, Claim::OtherTenant, "{tenant:?}");
+    }
+    let job = db.store.job(job_id).await.expect("read").expect("job row");
+    assert_eq!(job.tenant_id.as_deref(), Some("acme"));
+    assert_eq!(job.attempts, 1);
+    assert_eq!(
+        db.store.claim(&of(Some("acme"))).await.expect("claim"),
+        Claim::Acquired { attempt: 2 }
+    );
+    db.drop().await;
+}
+
+#[tokio::test]
+async fn a_job_is_never_failed_without_a_claim_for_another_tenant() {
+    let db = TestDb::migrated().await;
+    let metadata = metadata();
+    let job_id = Uuid::new_v4();
+    let request = ClaimRequest {
+        tenant: Some("acme"),
+        ..claim_request(job_id, "worker-a", Duration::from_millis(1), &metadata)
+    };
+    db.store.claim(&request).await.expect("claim");
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    let (outcome, event) = failed(job_id, "invalid job message");
+    let recorded = db
+        .store
+        .record_terminal(&outbox::TerminalRecord {
+            job_id,
+            owner: None,
+            tenant: Some("globex"),
+            outcome,
+            event: &event,
+            publisher: "worker-b",
+            lease: LONG,
+        })
+        .await
+        .expect("record");
+    assert_eq!(recorded, Recorded::OtherTenant);
+    let job = db.store.job(job_id).await.expect("read").expect("job row");
+    assert_eq!(job.status, "processing");
     db.drop().await;
 }

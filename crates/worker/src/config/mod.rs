@@ -49,6 +49,12 @@ pub struct AmqpSettings {
     /// `RABBITMQ_NUMBERS_OF_WORKERS`: prefetch and concurrent jobs (≤0 → 5).
     pub consumers: u16,
     pub allow_legacy_body_signature: bool,
+    /// `RABBITMQ_MAX_MESSAGE_BYTES` (default 4 MiB): a larger job message is dead-lettered
+    /// unparsed.
+    pub max_message_bytes: usize,
+    /// `EVENT_MAX_METADATA_BYTES` (default 64 KiB): a job whose metadata is larger fails as
+    /// invalid, so no event carries more.
+    pub max_metadata_bytes: u64,
     /// `STREAMING_CLOUDEVENTS_SOURCE`.
     pub cloudevents_source: String,
 }
@@ -64,9 +70,16 @@ pub struct DatabaseSettings {
 
 #[derive(Debug, Clone, Copy)]
 pub struct HttpSettings {
+    /// `HEALTH_BIND` (default `0.0.0.0`, so probes from outside the pod reach it).
+    pub bind: std::net::IpAddr,
     /// `HEALTH_PORT` (default 4007; 0 picks a free port).
     pub port: u16,
 }
+
+/// `RABBITMQ_MAX_MESSAGE_BYTES`'s default: 4 MiB.
+pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 4 << 20;
+/// `EVENT_MAX_METADATA_BYTES`'s default: 64 KiB.
+pub const DEFAULT_MAX_METADATA_BYTES: u64 = 64 << 10;
 
 #[derive(Debug, Clone, Copy)]
 pub struct ShutdownSettings {

@@ -74,6 +74,15 @@ impl<'a> Reader<'a> {
         }
     }
 
+    /// A whole number of bytes above zero.
+    fn positive<T: FromStr + Default + PartialOrd>(&mut self, name: &str, default: T) -> T {
+        let value = self.parsed(name, default, "a whole number of bytes above 0");
+        if value <= T::default() {
+            self.problem(format!("{name} must be a whole number of bytes above 0"));
+        }
+        value
+    }
+
     fn seconds(&mut self, name: &str, default: u64) -> Duration {
         Duration::from_secs(self.parsed(name, default, "a whole number of seconds"))
     }
@@ -104,6 +113,11 @@ pub(super) fn read(r: &mut Reader<'_>, vars: &BTreeMap<String, String>) -> Optio
     // Everything is read before anything is required, so every problem is reported at once.
     let key_version = r.text("APP_ENC_KEY_VERSION", "1");
     let http = HttpSettings {
+        bind: r.parsed(
+            "HEALTH_BIND",
+            std::net::IpAddr::from([0, 0, 0, 0]),
+            "an IP address (0.0.0.0, 127.0.0.1, ::)",
+        ),
         port: r.parsed("HEALTH_PORT", 4007, "a port number (0-65535)"),
     };
     let shutdown = ShutdownSettings {
@@ -185,6 +199,8 @@ fn amqp(r: &mut Reader<'_>) -> Option<AmqpSettings> {
         events_exchange: exchange?,
         consumers,
         allow_legacy_body_signature: r.flag("RABBITMQ_ALLOW_LEGACY_BODY_SIGNATURE_FALLBACK", false),
+        max_message_bytes: r.positive("RABBITMQ_MAX_MESSAGE_BYTES", DEFAULT_MAX_MESSAGE_BYTES),
+        max_metadata_bytes: r.positive("EVENT_MAX_METADATA_BYTES", DEFAULT_MAX_METADATA_BYTES),
         cloudevents_source: source?,
     })
 }

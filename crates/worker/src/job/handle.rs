@@ -3,8 +3,8 @@
 use std::time::Duration;
 
 use chrono::Utc;
-use contract::envelope::{self, Route};
-use contract::message::recover_job_id;
+use contract::envelope::{self, Route, ScannedJobId, Verified};
+use contract::message::{check_header, recover_job_id};
 use contract::{JobMessage, Redacted};
 use lapin::message::Delivery;
 use outbox::{Claim, ClaimRequest, Recorded, TerminalOutcome, TerminalRecord};
@@ -35,6 +35,10 @@ const BUSY_WAIT_LIMIT: Duration = Duration::from_secs(300);
 
 impl JobContext {
     /// Handles one job message. Never panics on input; every branch logs why it ended as it did.
+    ///
+    /// Nothing costly happens before the signature holds: the size is checked first, the signed
+    /// job id is found by a shallow scan, the signature is computed over the body in place, and
+    /// only then is the body parsed.
     pub async fn handle(&self, delivery: &Delivery, stop: &CancellationToken) -> Disposition {
         let headers = InboundHeaders::read(delivery.properties.headers().as_ref());
         let route = Route {
@@ -42,27 +46,97 @@ impl JobContext {
             exchange: delivery.exchange.as_str(),
             routing_key: delivery.routing_key.as_str(),
         };
-        let keys = &self.keys;
-        if let Err(error) = envelope::verify(
-            &headers.signature,
-            &route,
-            &delivery.data,
-            &self.verify,
-            Utc::now().timestamp(),
-            |payload, signature| keys.internal_hmac().verify_hex(payload, signature),
-        ) {
-            metrics::rejected(error.code());
-            tracing::warn!(reason = error.code(), %error, "Job message dead-lettered: its signature was refused.");
-            return Disposition::DeadLetter;
+        let body = delivery.data.as_slice();
+        if body.len() > self.limits.max_message_bytes {
+            return self.too_large(&headers, &route, body).await;
+        }
+        match self.verify(&headers, &route, body) {
+            Ok(Verified::V1) => {}
+            Ok(Verified::LegacyBody) => metrics::legacy_verified(),
+            Err(error) => {
+                metrics::rejected(error.code());
+                tracing::warn!(reason = error.code(), %error, "Job message dead-lettered: its signature was refused.");
+                return Disposition::DeadLetter;
+            }
         }
 
-        let job = match JobMessage::parse(&delivery.data) {
+        let job = match JobMessage::parse(body) {
             Ok(job) => job,
-            Err(error) => return self.unusable(&headers, &delivery.data, &error).await,
+            Err(error) => return self.unusable(&headers, body, &error).await,
         };
+        if check_header(headers.job_id, job.job_id).is_err() {
+            return refuse_job_id_header(job.job_id);
+        }
+        if let Err(error) = job.check_metadata_size(self.limits.max_metadata_bytes) {
+            metrics::rejected(error.code());
+            tracing::warn!(job_id = %job.job_id, reason = error.code(), %error, "Job failed: its metadata is too large for its events.");
+            let message = Redacted::new(&format!("invalid job message: {error}"));
+            return self
+                .record_failure(job.job_id, &headers, &Map::new(), message)
+                .await;
+        }
         let span =
             tracing::info_span!("job", job_id = %job.job_id, tenant = headers.tenant.unwrap_or(""));
         self.run_job(&job, &headers, stop).instrument(span).await
+    }
+
+    fn verify(
+        &self,
+        headers: &InboundHeaders<'_>,
+        route: &Route<'_>,
+        body: &[u8],
+    ) -> Result<Verified, envelope::SignatureError> {
+        let keys = &self.keys;
+        envelope::verify_parts(
+            &headers.signature,
+            route,
+            body,
+            &self.verify,
+            Utc::now().timestamp(),
+            |parts, signature| keys.internal_hmac().verify_hex_parts(parts, signature),
+        )
+    }
+
+    /// A message over `RABBITMQ_MAX_MESSAGE_BYTES` is dead-lettered unparsed. When its signature
+    /// holds (checked in place, the job id found by the shallow scan), its job fails too, so the
+    /// submitter learns why.
+    async fn too_large(
+        &self,
+        headers: &InboundHeaders<'_>,
+        route: &Route<'_>,
+        body: &[u8],
+    ) -> Disposition {
+        const REASON: &str = "message_too_large";
+        metrics::rejected(REASON);
+        let limit = self.limits.max_message_bytes;
+        let signed_job = match self.verify(headers, route, body) {
+            Ok(_) => match envelope::scan_job_id(body) {
+                ScannedJobId::Id(id) => Uuid::parse_str(&id).ok().filter(|id| !id.is_nil()),
+                ScannedJobId::TooLong => None,
+            },
+            Err(_) => None,
+        };
+        let Some(job_id) = signed_job else {
+            tracing::warn!(
+                reason = REASON,
+                bytes = body.len(),
+                limit,
+                "Job message dead-lettered: it is larger than RABBITMQ_MAX_MESSAGE_BYTES."
+            );
+            return Disposition::DeadLetter;
+        };
+        tracing::warn!(%job_id, reason = REASON, bytes = body.len(), limit, "Job failed and its message dead-lettered: it is larger than RABBITMQ_MAX_MESSAGE_BYTES.");
+        let message = Redacted::new(&format!(
+            "invalid job message: the message is {} bytes, more than the {limit} bytes allowed",
+            body.len()
+        ));
+        match self
+            .record_failure(job_id, headers, &Map::new(), message)
+            .await
+        {
+            Disposition::Retry => Disposition::Retry,
+            _ => Disposition::DeadLetter,
+        }
     }
 
     /// A body that cannot be used: fail its job when its id can be recovered, else drop it.
@@ -73,9 +147,13 @@ impl JobContext {
         error: &contract::MessageError,
     ) -> Disposition {
         metrics::rejected(error.code());
-        let Some(job_id) = recover_job_id(headers.job_id, body) else {
-            tracing::warn!(reason = error.code(), %error, "Job message dropped: its body is unusable and holds no job id.");
-            return Disposition::Ack;
+        let job_id = match recover_job_id(headers.job_id, body) {
+            Ok(Some(job_id)) => job_id,
+            Ok(None) => {
+                tracing::warn!(reason = error.code(), %error, "Job message dropped: its body is unusable and holds no job id.");
+                return Disposition::Ack;
+            }
+            Err(_) => return refuse_job_id_header_of_unusable(),
         };
         tracing::warn!(%job_id, tenant = headers.tenant.unwrap_or(""), reason = error.code(), %error, "Job failed: its message body is unusable.");
         let message = Redacted::new(&format!("invalid job message: {error}"));
@@ -120,6 +198,7 @@ impl JobContext {
             Ok(Recorded::AlreadyTerminal { .. }) => self.republish(job_id).await,
             // A live claim runs this job from a valid message: this broken copy is dropped.
             Ok(Recorded::LostClaim) | Ok(Recorded::DuplicateEvent { .. }) => Disposition::Ack,
+            Ok(Recorded::OtherTenant) => refuse_other_tenant(job_id),
             Err(error) => {
                 tracing::warn!(%job_id, %error, "Could not record the job's failure; the message will be retried.");
                 Disposition::Retry
@@ -199,6 +278,7 @@ impl JobContext {
                         _ = stop.cancelled() => return Disposition::Retry,
                     }
                 }
+                Ok(Claim::OtherTenant) => return refuse_other_tenant(job.job_id),
                 Err(error) if error.is_retriable() => {
                     tracing::warn!(job_id = %job.job_id, %error, "Could not claim the job; the message will be retried.");
                     return Disposition::Retry;
@@ -239,4 +319,28 @@ impl JobContext {
     fn owner(&self) -> String {
         format!("{}/{}", self.worker_id, Uuid::new_v4().simple())
     }
+}
+
+/// The unsigned `jobId` header names another job than the signed body: dead-lettered, the job
+/// untouched (a replayed message must not pick which job it fails).
+fn refuse_job_id_header(job_id: Uuid) -> Disposition {
+    const REASON: &str = "job_id_header_mismatch";
+    metrics::rejected(REASON);
+    tracing::warn!(%job_id, reason = REASON, "Job message dead-lettered: its jobId header names another job than its body.");
+    Disposition::DeadLetter
+}
+
+fn refuse_job_id_header_of_unusable() -> Disposition {
+    const REASON: &str = "job_id_header_mismatch";
+    metrics::rejected(REASON);
+    tracing::warn!(reason = REASON, "Job message dead-lettered: its body is unusable and its jobId header names another job than the body.");
+    Disposition::DeadLetter
+}
+
+/// The message's tenant is not the job's: dead-lettered, the job untouched (one tenant per job).
+fn refuse_other_tenant(job_id: Uuid) -> Disposition {
+    const REASON: &str = "tenant_mismatch";
+    metrics::rejected(REASON);
+    tracing::warn!(%job_id, reason = REASON, "Job message dead-lettered: the job belongs to another tenant.");
+    Disposition::DeadLetter
 }

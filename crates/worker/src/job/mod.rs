@@ -35,4 +35,14 @@ pub struct JobContext {
     /// A claim's lease (renewed while the job runs).
     pub lease: Duration,
     pub verify: VerifyPolicy,
+    pub limits: MessageLimits,
+}
+
+/// What one job message may weigh.
+#[derive(Debug, Clone, Copy)]
+pub struct MessageLimits {
+    /// `RABBITMQ_MAX_MESSAGE_BYTES`: larger messages are dead-lettered unparsed.
+    pub max_message_bytes: usize,
+    /// `EVENT_MAX_METADATA_BYTES`: larger metadata fails the job as invalid.
+    pub max_metadata_bytes: u64,
 }

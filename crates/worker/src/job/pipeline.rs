@@ -141,7 +141,8 @@ pub(crate) async fn run(
             }
             RunEnd::Recorded
         }
-        Ok(Recorded::LostClaim) => RunEnd::LostClaim,
+        // `OtherTenant` is only for records without a claim; a claim already checked the tenant.
+        Ok(Recorded::LostClaim | Recorded::OtherTenant) => RunEnd::LostClaim,
         Ok(Recorded::DuplicateEvent { ce_id }) => {
             tracing::error!(job_id = %job.job_id, %ce_id, "The job's event already exists for a job that had not ended; the state database was edited by hand.");
             RunEnd::Recorded
