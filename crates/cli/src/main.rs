@@ -1,10 +1,12 @@
 //! `fetcherctl`: the operator's and consumer's tool for the Fetcher Worker.
 //!
 //! One module per command (`derive_key`, `submit`, `watch`, `fetch`); `keys` and `amqp` hold
-//! what they share. No command prints a secret: not the master key, not the AMQP URI (it may
-//! hold a password), not the S3 secret key.
+//! what they share, `dedupe` the check that makes an event's ce-id safe to deduplicate on. No
+//! command prints a secret: not the master key, not the AMQP URI (it may hold a password), not
+//! the S3 secret key.
 
 mod amqp;
+mod dedupe;
 mod derive_key;
 mod fetch;
 mod keys;
@@ -42,7 +44,9 @@ enum Command {
 
     /// Print job events, each checked against its signature (external HMAC key).
     ///
-    /// One event per ce-id; events whose signature fails are printed as `REJECTED <reason>`.
+    /// One event per ce-id. Events whose signature fails, or whose ce-id, ce-type, ce-eventtype
+    /// or ce-subject is not the one the signed routing key and body imply, are printed as
+    /// `REJECTED <reason>` and never hide a later event with the same ce-id.
     /// The key comes from --hmac-key / FETCHER_EXTERNAL_HMAC_KEY, else from APP_ENC_KEY.
     Watch(watch::Args),
 

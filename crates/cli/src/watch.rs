@@ -1,5 +1,6 @@
 //! `fetcherctl watch`: consumes job events, verifies their signature with the external HMAC key
-//! (contract §3, §8), drops duplicates by ce-id, and prints them.
+//! (contract §3, §8), checks that their ce-id is the one the signed parts imply (`dedupe`),
+//! drops duplicates by ce-id, and prints them.
 
 use std::collections::HashSet;
 use std::io::Write as _;
@@ -24,6 +25,7 @@ use tokio::time::Instant;
 use uuid::Uuid;
 
 use crate::amqp::{self, BrokerArgs};
+use crate::dedupe::{dedupe_key, Attribute, Attributes};
 use crate::keys;
 
 /// The events exchange's conventional name (contract §8).
@@ -259,7 +261,7 @@ async fn until(deadline: Option<Instant>) {
     }
 }
 
-/// Verifies, filters, deduplicates and prints one delivery.
+/// Filters, verifies, checks the identity of, deduplicates and prints one delivery.
 fn handle(
     args: &Args,
     key: &HmacKey,
@@ -300,35 +302,24 @@ fn handle(
     );
 
     let mut out = std::io::stdout().lock();
-    if let Err(error) = verified {
-        // A rejected event never enters `seen`: a forgery must not hide the real event.
-        tally.rejected += 1;
-        if args.json {
-            let line = Rejected {
-                rejected: true,
-                reason: error.to_string(),
-                code: error.code(),
-                ce_id,
-                exchange: route.exchange,
-                routing_key: route.routing_key,
-            };
-            writeln!(out, "{}", serde_json::to_string(&line)?)?;
-        } else {
-            writeln!(
-                out,
-                "REJECTED {error} (ce-id {}, routing key {})",
-                ce_id.unwrap_or("-"),
-                route.routing_key
-            )?;
-        }
-        out.flush()?;
-        return Ok(());
-    }
-    if let Some(ce_id) = ce_id {
-        if !seen.insert(ce_id.to_owned()) {
-            tally.duplicates += 1;
+    // The signature first, then whether the ce-id is the one the signed parts imply.
+    let identity = match verified {
+        Ok(_) => dedupe_key(route.routing_key, body, &attributes(headers))
+            .map_err(|error| (error.to_string(), error.code())),
+        Err(error) => Err((error.to_string(), error.code())),
+    };
+    let ce_id_key = match identity {
+        Ok(ce_id_key) => ce_id_key,
+        Err((reason, code)) => {
+            // A rejected event never enters `seen`: a forgery must not hide the real event.
+            tally.rejected += 1;
+            print_rejected(&mut out, args.json, &reason, code, ce_id, &route)?;
             return Ok(());
         }
+    };
+    if !seen.insert(ce_id_key) {
+        tally.duplicates += 1;
+        return Ok(());
     }
     tally.shown += 1;
 
@@ -366,6 +357,55 @@ fn handle(
     Ok(())
 }
 
+/// The headers [`dedupe_key`] checks, as received.
+fn attributes(headers: Option<&FieldTable>) -> Attributes<'_> {
+    let attribute = |name: &str| match (
+        amqp::header(headers, name),
+        amqp::text_header(headers, name),
+    ) {
+        (None, _) => Attribute::Absent,
+        (Some(_), Some(text)) => Attribute::Text(text),
+        (Some(_), None) => Attribute::NotText,
+    };
+    Attributes {
+        id: attribute("ce-id"),
+        kind: attribute("ce-type"),
+        event_type: attribute("ce-eventtype"),
+        subject: attribute("ce-subject"),
+    }
+}
+
+/// One `REJECTED` line (or its `--json` object) for an event that is not shown.
+fn print_rejected(
+    out: &mut impl std::io::Write,
+    json: bool,
+    reason: &str,
+    code: &'static str,
+    ce_id: Option<&str>,
+    route: &Route<'_>,
+) -> anyhow::Result<()> {
+    if json {
+        let line = Rejected {
+            rejected: true,
+            reason,
+            code,
+            ce_id,
+            exchange: route.exchange,
+            routing_key: route.routing_key,
+        };
+        writeln!(out, "{}", serde_json::to_string(&line)?)?;
+    } else {
+        writeln!(
+            out,
+            "REJECTED {reason} (ce-id {}, routing key {})",
+            ce_id.unwrap_or("-"),
+            route.routing_key
+        )?;
+    }
+    out.flush()?;
+    Ok(())
+}
+
 /// One verified event, as `--json` prints it (the body is added after).
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -386,7 +426,7 @@ struct Event<'a> {
 #[serde(rename_all = "camelCase")]
 struct Rejected<'a> {
     rejected: bool,
-    reason: String,
+    reason: &'a str,
     code: &'static str,
     ce_id: Option<&'a str>,
     exchange: &'a str,

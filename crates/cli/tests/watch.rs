@@ -269,6 +269,115 @@ async fn events_are_verified_printed_once_and_forgeries_rejected() {
     broker.close().await;
 }
 
+/// A real signed event of another job, replayed with `ce_id`: `ce-id` is not covered by the
+/// signature, so only the identity check can catch it.
+fn replayed_with_ce_id(mut event: OutboundEvent, ce_id: &str) -> OutboundEvent {
+    event.attributes.id = ce_id.to_owned();
+    event
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_signed_event_replayed_under_another_jobs_ce_id_is_refused_and_hides_nothing() {
+    let broker = Broker::connect().await;
+    let exchange = support::unique("exchange");
+    let publisher = publisher(&exchange).await;
+
+    let mut watcher = Watcher::start(
+        &["--exchange", &exchange, "--count", "2", "--timeout", "30"],
+        &[("APP_ENC_KEY", support::MASTER)],
+    );
+    tokio::task::block_in_place(|| watcher.wait_until_bound());
+
+    let (victim_job, replayed_job) = (Uuid::new_v4(), Uuid::new_v4());
+    let victim = completed(victim_job, Some("acme"));
+    let replayed = completed(replayed_job, Some("acme"));
+    // Correctly signed by the Worker's own publisher: only its ce-id claims the victim's.
+    let forged = replayed_with_ce_id(replayed.clone(), victim.ce_id());
+    publisher.publish(&forged).await.expect("forged");
+    publisher.publish(&victim).await.expect("victim");
+    publisher
+        .publish(&replayed)
+        .await
+        .expect("replayed job's own event");
+
+    let finished = tokio::task::block_in_place(|| watcher.finish());
+    assert!(finished.success, "{}\n{}", finished.stdout, finished.stderr);
+    let expected = [
+        format!(
+            "REJECTED ce-id {:?} is not the signed event's fetcher.job.completed.{replayed_job} \
+             (ce-id {}, routing key job.completed)",
+            victim.ce_id(),
+            victim.ce_id()
+        ),
+        format!(
+            "studio.lerian.job.completed fetcher.job.completed.{victim_job} tenant=acme signature=ok"
+        ),
+        text(&victim.body),
+        format!(
+            "studio.lerian.job.completed fetcher.job.completed.{replayed_job} tenant=acme signature=ok"
+        ),
+        text(&replayed.body),
+    ];
+    let lines: Vec<&str> = finished.stdout.lines().collect();
+    assert_eq!(lines, expected, "stderr: {}", finished.stderr);
+    assert!(
+        finished
+            .stderr
+            .contains("2 event(s) shown, 0 duplicate(s) dropped, 1 rejected"),
+        "{}",
+        finished.stderr
+    );
+
+    publisher.close().await;
+    delete_exchange(&broker, &exchange).await;
+    broker.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn json_mode_refuses_a_replayed_ce_id_with_a_stable_code() {
+    let broker = Broker::connect().await;
+    let exchange = support::unique("exchange");
+    let publisher = publisher(&exchange).await;
+    let hex = support::keys().external_hmac().reveal_hex();
+
+    let mut watcher = Watcher::start(
+        &[
+            "--exchange",
+            &exchange,
+            "--json",
+            "--count",
+            "1",
+            "--timeout",
+            "30",
+        ],
+        &[("FETCHER_EXTERNAL_HMAC_KEY", &hex)],
+    );
+    tokio::task::block_in_place(|| watcher.wait_until_bound());
+
+    let victim = failed(Uuid::new_v4());
+    let forged = replayed_with_ce_id(failed(Uuid::new_v4()), victim.ce_id());
+    publisher.publish(&forged).await.expect("forged");
+    publisher.publish(&victim).await.expect("victim");
+
+    let finished = tokio::task::block_in_place(|| watcher.finish());
+    assert!(finished.success, "{}\n{}", finished.stdout, finished.stderr);
+    let lines: Vec<serde_json::Value> = finished
+        .stdout
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("JSON line"))
+        .collect();
+    assert_eq!(lines.len(), 2, "{}", finished.stdout);
+    assert_eq!(lines[0]["rejected"], true);
+    assert_eq!(lines[0]["code"], "event_attribute_mismatch");
+    assert_eq!(lines[0]["ceId"], victim.ce_id());
+    assert_eq!(lines[1]["ceId"], victim.ce_id());
+    assert_eq!(lines[1]["signature"], "ok");
+
+    publisher.close().await;
+    delete_exchange(&broker, &exchange).await;
+    broker.close().await;
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn json_mode_with_only_the_external_key_and_a_job_filter() {
     let broker = Broker::connect().await;
