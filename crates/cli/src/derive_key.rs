@@ -1,4 +1,5 @@
-//! `fetcherctl derive-key`: prints the external HMAC key, the one event consumers are given.
+//! `fetcherctl derive-key`: prints the external HMAC key, the one event consumers are given, and
+//! on request the internal one, which lets a submitter sign jobs without the master key.
 
 use std::io::{BufRead, IsTerminal};
 
@@ -9,6 +10,11 @@ pub struct Args {
     /// The master key (standard base64), when neither APP_ENC_KEY nor standard input has it.
     #[arg(long)]
     key: Option<String>,
+
+    /// Also print the internal HMAC key (for `fetcherctl submit --hmac-key`). Whoever holds it
+    /// can submit jobs the Worker accepts: give it to submitters only.
+    #[arg(long)]
+    internal: bool,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -19,6 +25,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         "External HMAC Key (hex): {}",
         keys.external_hmac().reveal_hex()
     );
+    if args.internal {
+        println!(
+            "Internal HMAC Key (hex): {}",
+            keys.internal_hmac().reveal_hex()
+        );
+    }
     Ok(())
 }
 

@@ -3,7 +3,7 @@
 //! One module per command (`derive_key`, `submit`, `watch`, `fetch`); `keys` and `amqp` hold
 //! what they share, `dedupe` the check that makes an event's ce-id safe to deduplicate on. No
 //! command prints a secret: not the master key, not the AMQP URI (it may hold a password), not
-//! the S3 secret key.
+//! the S3 secret key; `derive-key` prints the HMAC keys it is asked for and nothing else.
 
 mod amqp;
 mod dedupe;
@@ -29,7 +29,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Print the external HMAC key (for event consumers) derived from the master key.
+    /// Print the external HMAC key (for event consumers) derived from the master key, and with
+    /// --internal the internal one (for job submitters).
     ///
     /// The master key is read from APP_ENC_KEY, else from the first line of standard input,
     /// else from --key (which other users of the machine can see in the process list).
@@ -38,7 +39,9 @@ enum Command {
     /// Sign a job message with the internal HMAC key and publish it to the work queue.
     ///
     /// The message is read from --file or built from --connection, --table and --fields, and
-    /// validated as the Worker validates it before anything is sent. Needs APP_ENC_KEY.
+    /// validated as the Worker validates it before anything is sent. Signed with the internal
+    /// HMAC key: derived from APP_ENC_KEY, or given with --hmac-key / FETCHER_INTERNAL_HMAC_KEY
+    /// (exactly one of the two).
     /// Prints `Submitted job <uuid>` once the broker confirmed the message.
     Submit(submit::Args),
 

@@ -1,5 +1,6 @@
 //! `fetcherctl submit`: builds or reads a job message, validates it as the Worker will, signs it
-//! with the internal HMAC key (contract §3) and publishes it to the work queue with confirms.
+//! with the internal HMAC key (contract §3; derived from `APP_ENC_KEY` or given as hex) and
+//! publishes it to the work queue with confirms.
 
 use std::io::Read as _;
 use std::path::PathBuf;
@@ -8,6 +9,7 @@ use anyhow::{anyhow, bail, Context};
 use chrono::{SecondsFormat, Utc};
 use contract::envelope::{sign, Route, SIGNATURE_HEADER, TIMESTAMP_HEADER, VERSION_HEADER};
 use contract::{JobMessage, MessageError};
+use crypto::HmacKey;
 use lapin::options::{BasicPublishOptions, ConfirmSelectOptions};
 use lapin::types::{FieldTable, ShortString};
 use lapin::{BasicProperties, Confirmation};
@@ -15,7 +17,7 @@ use serde_json::{Map, Value};
 use uuid::Uuid;
 
 use crate::amqp::{self, BrokerArgs};
-use crate::keys;
+use crate::keys::{self, MASTER_KEY_ENV};
 
 /// The work queue's conventional name (contract §4).
 pub const DEFAULT_QUEUE: &str = "fetcher.extract-external-data.queue";
@@ -23,6 +25,8 @@ pub const DEFAULT_QUEUE: &str = "fetcher.extract-external-data.queue";
 pub const TENANT_HEADER: &str = "X-Tenant-ID";
 /// `X-Request-Id`: correlation for the Worker's logs and the job's events.
 pub const REQUEST_ID_HEADER: &str = "X-Request-Id";
+/// The variable that may hold the internal HMAC key as hex, instead of `--hmac-key`.
+pub const HMAC_KEY_ENV: &str = "FETCHER_INTERNAL_HMAC_KEY";
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -82,6 +86,17 @@ pub struct Args {
     )]
     queue: String,
 
+    /// The internal HMAC key as 64 hex characters (what `fetcherctl derive-key --internal`
+    /// prints), for a submitter that is not given the master key. Exactly one of this and
+    /// APP_ENC_KEY. A flag is visible in the process list: prefer the variable.
+    #[arg(
+        long,
+        value_name = "HEX",
+        env = HMAC_KEY_ENV,
+        hide_env_values = true
+    )]
+    hmac_key: Option<String>,
+
     #[command(flatten)]
     broker: BrokerArgs,
 }
@@ -93,7 +108,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         Some(path) => body_from_file(path)?,
         None => body_from_flags(&args)?,
     };
-    let keys = keys::from_env("submit signs the job message with the internal HMAC key")?;
+    let key = internal_key(args.hmac_key.as_deref())?;
     let queue = ShortString::try_new(args.queue.as_str())
         .map_err(|_| anyhow!("--queue is longer than 255 bytes"))?;
     let tenant = args.tenant.as_deref().filter(|tenant| !tenant.is_empty());
@@ -105,9 +120,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         exchange: "",
         routing_key: &args.queue,
     };
-    let signature = sign(now, &route, &body, |payload| {
-        keys.internal_hmac().sign_hex(payload)
-    });
+    let signature = sign(now, &route, &body, |payload| key.sign_hex(payload));
     let mut headers = FieldTable::default();
     headers.insert(
         SIGNATURE_HEADER.into(),
@@ -139,6 +152,29 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     published?;
     println!("Submitted job {job_id}");
     Ok(())
+}
+
+/// The internal HMAC key from exactly one of `APP_ENC_KEY` and `--hmac-key` /
+/// [`HMAC_KEY_ENV`]: with both, which one signs would be a guess.
+fn internal_key(hex: Option<&str>) -> anyhow::Result<HmacKey> {
+    let source = format!("--hmac-key (or {HMAC_KEY_ENV})");
+    match (
+        keys::master_is_set(),
+        hex.filter(|hex| !hex.trim().is_empty()),
+    ) {
+        (true, Some(_)) => {
+            bail!("both {MASTER_KEY_ENV} and {source} are set: give one of them, not both")
+        }
+        (false, Some(hex)) => keys::internal_from_hex(hex, &source),
+        (true, None) => {
+            let keys = keys::from_env("submit signs the job message with the internal HMAC key")?;
+            Ok(keys.internal_hmac().clone())
+        }
+        (false, None) => bail!(
+            "submit signs the job message with the internal HMAC key: set {MASTER_KEY_ENV}, or \
+             give the key itself with {source}"
+        ),
+    }
 }
 
 /// Publishes persistent and mandatory on the default exchange, and waits for the confirm.

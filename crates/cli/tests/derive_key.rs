@@ -86,3 +86,41 @@ fn a_bad_key_fails_naming_the_variable_but_not_the_value() {
         }
     }
 }
+
+#[test]
+fn internal_adds_the_internal_key_line_after_the_external_one() {
+    let v = masters();
+    for master in v["masters"].as_array().expect("masters") {
+        let key = master["APP_ENC_KEY"].as_str().expect("key");
+        let internal = master["keys"]["fetcher-internal-hmac-v1"]
+            .as_str()
+            .expect("hex");
+        let output = run(Some(key), "", &["--internal"]);
+        assert!(output.status.success(), "{output:?}");
+        assert_eq!(
+            String::from_utf8_lossy(&output.stdout),
+            format!(
+                "{}Internal HMAC Key (hex): {internal}\n",
+                expected_line(master)
+            )
+        );
+        assert!(output.stderr.is_empty(), "{output:?}");
+    }
+}
+
+#[test]
+fn without_internal_the_internal_key_is_never_printed() {
+    let v = masters();
+    let master = &v["masters"][0];
+    let key = master["APP_ENC_KEY"].as_str().expect("key");
+    let internal = master["keys"]["fetcher-internal-hmac-v1"]
+        .as_str()
+        .expect("hex");
+    let output = run(Some(key), "", &[]);
+    let all = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(!all.contains(internal), "{all}");
+}

@@ -346,3 +346,129 @@ async fn an_unroutable_message_fails_and_no_uri_is_ever_printed() {
     assert!(all.contains("Failed to connect"), "{all}");
     assert!(!all.contains("pw-sentinel-42"), "{all}");
 }
+
+/// `submit` with the internal HMAC key instead of the master key; `via_env` passes it in
+/// `FETCHER_INTERNAL_HMAC_KEY` rather than `--hmac-key`.
+fn submit_with_hmac_key(queue: &str, hex: &str, via_env: bool, args: &[&str]) -> Output {
+    let mut command = support::fetcherctl();
+    command.args(["submit", "--queue", queue]);
+    if via_env {
+        command.env("FETCHER_INTERNAL_HMAC_KEY", hex);
+    } else {
+        command.args(["--hmac-key", hex]);
+    }
+    command.args(args).output().expect("run fetcherctl")
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_internal_key_alone_signs_exactly_as_the_master_key_does() {
+    let broker = Broker::connect().await;
+    let queue = support::unique("queue");
+    broker.declare_queue(&queue).await;
+    let internal = support::keys().internal_hmac().reveal_hex();
+    let job = Uuid::new_v4().to_string();
+    let flags = [
+        "--connection",
+        "db",
+        "--table",
+        "t",
+        "--fields",
+        "a",
+        "--job-id",
+        &job,
+        "--tenant",
+        "acme",
+    ];
+
+    let outputs = [
+        submit(&queue, &flags),
+        submit_with_hmac_key(&queue, &internal, false, &flags),
+        submit_with_hmac_key(&queue, &internal.to_uppercase(), true, &flags),
+    ];
+    for output in &outputs {
+        assert_eq!(submitted_job(output).to_string(), job);
+        let all = format!("{}{}", text(&output.stdout), text(&output.stderr));
+        assert!(!all.contains(&internal), "the key is never printed: {all}");
+    }
+
+    let received = broker.receive(&queue, 3, Duration::from_secs(10)).await;
+    for delivery in &received {
+        assert!(
+            verify_with(delivery, "acme", &queue),
+            "verifies with the internal key"
+        );
+        // Recomputed from the delivery's own t: the same key makes the same signature.
+        let t = text(support::long_string(delivery, "t"));
+        let route = Route {
+            tenant: "acme",
+            exchange: "",
+            routing_key: &queue,
+        };
+        let expected = contract::envelope::signing_payload(&t, &route, &delivery.data);
+        assert_eq!(
+            text(support::long_string(delivery, "x-message-signature")),
+            support::keys().internal_hmac().sign_hex(&expected)
+        );
+    }
+
+    broker.delete_queue(&queue).await;
+    broker.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn exactly_one_of_the_master_key_and_the_internal_key_is_taken() {
+    let broker = Broker::connect().await;
+    let queue = support::unique("queue");
+    broker.declare_queue(&queue).await;
+    let internal = support::keys().internal_hmac().reveal_hex();
+    let flags = ["--connection", "db", "--table", "t", "--fields", "a"];
+
+    // Both: refused, neither echoed.
+    let output = support::fetcherctl()
+        .env("APP_ENC_KEY", support::MASTER)
+        .args(["submit", "--queue", &queue, "--hmac-key", &internal])
+        .args(flags)
+        .output()
+        .expect("run");
+    assert!(!output.status.success(), "{output:?}");
+    let stderr = text(&output.stderr);
+    assert!(
+        stderr.contains("APP_ENC_KEY")
+            && stderr.contains("--hmac-key")
+            && stderr.contains("not both"),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains(&internal) && !stderr.contains(support::MASTER),
+        "{stderr}"
+    );
+
+    // Neither: says which ones it takes.
+    let output = support::fetcherctl()
+        .args(["submit", "--queue", &queue])
+        .args(flags)
+        .output()
+        .expect("run");
+    assert!(!output.status.success(), "{output:?}");
+    let stderr = text(&output.stderr);
+    assert!(
+        stderr.contains("APP_ENC_KEY")
+            && stderr.contains("--hmac-key")
+            && stderr.contains("FETCHER_INTERNAL_HMAC_KEY"),
+        "{stderr}"
+    );
+
+    // Not 64 hex characters: refused without echoing it.
+    let almost = format!("{}zz", &internal[..62]);
+    for bad in ["abc", almost.as_str()] {
+        let output = submit_with_hmac_key(&queue, bad, false, &flags);
+        assert!(!output.status.success(), "{output:?}");
+        let stderr = text(&output.stderr);
+        assert!(stderr.contains("internal HMAC key"), "{stderr}");
+        assert!(!stderr.contains(bad), "{stderr}");
+    }
+
+    assert_eq!(broker.depth(&queue).await, 0, "nothing was published");
+    broker.delete_queue(&queue).await;
+    broker.close().await;
+}
