@@ -2,7 +2,7 @@
 //! HMAC under the external key (contract §2, §7), with the Worker's own storage module.
 
 use std::io::{IsTerminal as _, Write as _};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use anyhow::{anyhow, bail, Context};
 use uuid::Uuid;
@@ -28,7 +28,8 @@ pub struct Args {
     #[arg(long, value_name = "HEX")]
     hmac: Option<String>,
 
-    /// Write the result to this file (created with mode 0600) instead of standard output.
+    /// Write the result to this file instead of standard output: always a new file with mode
+    /// 0600 (an existing file is replaced); a symbolic link there is refused.
     #[arg(long, value_name = "FILE")]
     out: Option<PathBuf>,
 }
@@ -62,7 +63,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
 
     match &args.out {
         Some(path) => {
-            write_private(path, &plaintext)?;
+            crate::private_file::write_private(path, &plaintext)?;
             eprintln!("Wrote {} bytes to {}", plaintext.len(), path.display());
         }
         None => {
@@ -138,24 +139,6 @@ fn storage_config(var: impl Fn(&str) -> Option<String>) -> anyhow::Result<Storag
         use_path_style,
         ..StorageConfig::new(bucket)
     })
-}
-
-/// Writes `data` to a new or truncated file readable by its owner only: the result is customer
-/// data in clear.
-fn write_private(path: &Path, data: &[u8]) -> anyhow::Result<()> {
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create(true).truncate(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt as _;
-        options.mode(0o600);
-    }
-    let mut file = options
-        .open(path)
-        .with_context(|| format!("Failed to create {}", path.display()))?;
-    file.write_all(data)
-        .and_then(|()| file.flush())
-        .with_context(|| format!("Failed to write {}", path.display()))
 }
 
 #[cfg(test)]

@@ -10,6 +10,7 @@ mod dedupe;
 mod derive_key;
 mod fetch;
 mod keys;
+mod private_file;
 mod submit;
 mod watch;
 

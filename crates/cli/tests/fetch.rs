@@ -224,6 +224,135 @@ async fn a_different_master_key_cannot_open_the_result() {
     bucket.remove(&[&key.full]).await;
 }
 
+/// The permission bits of `path` (not following a symlink).
+#[cfg(unix)]
+fn mode(path: &std::path::Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::symlink_metadata(path)
+        .expect("metadata")
+        .permissions()
+        .mode()
+        & 0o777
+}
+
+/// A bucket holding one sealed result, and a fresh directory for `--out` files.
+struct OutFixture {
+    bucket: TestBucket,
+    key: String,
+    job: String,
+    dir: std::path::PathBuf,
+}
+
+impl OutFixture {
+    async fn create() -> OutFixture {
+        let bucket = TestBucket::create("").await;
+        let job = Uuid::new_v4();
+        let key = object_key("", None, job).expect("key").full;
+        let sealed = support::keys()
+            .storage()
+            .seal_raw(PLAINTEXT.as_bytes().to_vec());
+        bucket.store.put_sealed(&key, sealed).await.expect("store");
+        let dir = std::env::temp_dir().join(support::unique("out"));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        OutFixture {
+            bucket,
+            key,
+            job: job.to_string(),
+            dir,
+        }
+    }
+
+    fn fetch_to(&self, out: &std::path::Path) -> Output {
+        let out = out.to_str().expect("utf-8 path");
+        tokio::task::block_in_place(|| self.bucket.fetch(&["--job", &self.job, "--out", out]))
+    }
+
+    /// The names in the directory, sorted: what a fetch left behind.
+    fn names(&self) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(&self.dir)
+            .expect("list")
+            .map(|entry| {
+                entry
+                    .expect("entry")
+                    .file_name()
+                    .to_string_lossy()
+                    .into_owned()
+            })
+            .collect();
+        names.sort();
+        names
+    }
+
+    async fn remove(self) {
+        std::fs::remove_dir_all(&self.dir).expect("remove temp dir");
+        self.bucket.remove(&[&self.key]).await;
+    }
+}
+
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread")]
+async fn out_refuses_a_symlink_and_leaves_its_target_untouched() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let fixture = OutFixture::create().await;
+    let elsewhere = fixture.dir.join("elsewhere.txt");
+    std::fs::write(&elsewhere, "precious").expect("write target");
+    std::fs::set_permissions(&elsewhere, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+    let link = fixture.dir.join("link.json");
+    std::os::unix::fs::symlink(&elsewhere, &link).expect("symlink");
+
+    let output = fixture.fetch_to(&link);
+    assert!(!output.status.success(), "{output:?}");
+    let stderr = text(&output.stderr);
+    assert!(stderr.contains("is a symbolic link"), "{stderr}");
+    assert_eq!(
+        std::fs::read_to_string(&elsewhere).expect("read"),
+        "precious"
+    );
+    assert_eq!(mode(&elsewhere), 0o644, "the target keeps its mode");
+    let link_type = std::fs::symlink_metadata(&link).expect("link").file_type();
+    assert!(link_type.is_symlink(), "the link is left as it was");
+    assert_eq!(fixture.names(), ["elsewhere.txt", "link.json"]);
+    fixture.remove().await;
+}
+
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread")]
+async fn out_replaces_an_existing_readable_file_with_an_owner_only_one() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let fixture = OutFixture::create().await;
+    let existing = fixture.dir.join("existing.json");
+    std::fs::write(&existing, "an older result, longer than nothing").expect("write");
+    std::fs::set_permissions(&existing, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+
+    let output = fixture.fetch_to(&existing);
+    assert!(output.status.success(), "{output:?}");
+    assert_eq!(
+        std::fs::read(&existing).expect("read"),
+        PLAINTEXT.as_bytes()
+    );
+    assert_eq!(mode(&existing), 0o600);
+    assert_eq!(
+        fixture.names(),
+        ["existing.json"],
+        "no temporary file is left"
+    );
+    fixture.remove().await;
+}
+
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread")]
+async fn out_creates_a_new_file_owner_only() {
+    let fixture = OutFixture::create().await;
+    let new = fixture.dir.join("new.json");
+
+    let output = fixture.fetch_to(&new);
+    assert!(output.status.success(), "{output:?}");
+    assert_eq!(std::fs::read(&new).expect("read"), PLAINTEXT.as_bytes());
+    assert_eq!(mode(&new), 0o600);
+    assert_eq!(fixture.names(), ["new.json"], "no temporary file is left");
+    fixture.remove().await;
+}
+
 #[test]
 fn missing_settings_are_named_and_secrets_never_printed() {
     let output = support::fetcherctl()
