@@ -57,14 +57,23 @@ pub struct Column {
     pub kind: ValueKind,
 }
 
-/// The tables of one datasource that a job asked about, with their columns.
+/// One table as the datasource's catalog returned it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Table {
+    /// The schema (MySQL: database) the catalog found the table in, spelled as stored. Queries
+    /// name it, so a table is read from exactly where it was validated.
+    pub schema: String,
+    pub columns: Vec<Column>,
+}
+
+/// The tables of one datasource that a job asked about, keyed by the name the job used.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Catalog {
-    pub tables: BTreeMap<TableName, Vec<Column>>,
+    pub tables: BTreeMap<TableName, Table>,
 }
 
 impl Catalog {
     pub fn columns(&self, table: &TableName) -> Option<&[Column]> {
-        self.tables.get(table).map(Vec::as_slice)
+        self.tables.get(table).map(|t| t.columns.as_slice())
     }
 }

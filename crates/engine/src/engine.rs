@@ -3,13 +3,14 @@
 use std::sync::Arc;
 
 use contract::message::{FilterCondition, Filters, MappedFields};
+use sqlx::Connection;
 use std::collections::BTreeMap;
 use tokio::task::JoinSet;
 
 use crate::cancel::Session;
 use crate::catalog::TableName;
 use crate::config::EngineConfig;
-use crate::connection::Resolver;
+use crate::connection::{AllowedSchemas, ConnectionConfig, Resolver};
 use crate::datasource::Datasource;
 use crate::error::{EngineError, Result};
 use crate::plan::{self, Naming};
@@ -137,7 +138,7 @@ impl Inner {
                 let session = Session::postgres(conn, pool)
                     .await
                     .map_err(|e| EngineError::connect(name, &e))?;
-                self.extract_from::<postgres::Source>(session, &job, &config.database)
+                self.extract_from::<postgres::Source>(session, &job, &config)
                     .await
             }
             Pool::MySql(pool) => {
@@ -148,24 +149,31 @@ impl Inner {
                 let session = Session::mysql(conn, pool)
                     .await
                     .map_err(|e| EngineError::connect(name, &e))?;
-                self.extract_from::<mysql::Source>(session, &job, &config.database)
+                self.extract_from::<mysql::Source>(session, &job, &config)
                     .await
             }
         }
     }
 
-    /// Discovers, plans and streams one datasource's tables through its session. However it
-    /// ends, the session ends too: only an abort (a drop mid-way) cancels on the server.
+    /// Discovers, plans and streams one datasource's tables through its session, the rows in
+    /// one read-only transaction: a view whose function writes fails the job instead of writing
+    /// (discovery is the engine's own fixed catalog queries).
+    /// However it ends, the session ends too: only an abort (a drop mid-way) cancels on the
+    /// server; an error rolls the transaction back before the connection is pooled again.
     async fn extract_from<S: Datasource>(
         &self,
         mut session: Session<S::Db>,
         job: &DatasourceJob,
-        database: &str,
+        config: &ConnectionConfig,
     ) -> Result<Part> {
         let name = job.connection.as_str();
+        let database = config.database.as_str();
         let naming = S::naming(database);
         let streamed = async {
-            let tables = table_names(name, job, &naming)?;
+            let tables = table_names(name, job, &naming, config.schemas.as_ref())?;
+            // Discovery runs before the transaction: MariaDB's `information_schema` silently
+            // skips a view whose function writes when read in a read-only transaction, which
+            // would report a real view as missing instead of failing on its write.
             let catalog = S::load_catalog(session.conn(), name, database, &tables).await?;
             let plans = plan::plan_datasource(
                 name,
@@ -176,9 +184,17 @@ impl Inner {
                 &self.config.limits,
             )?;
             let mut out = ConnectionResult::new(name, job.first, job.budget.clone())?;
+            let mut tx = session
+                .conn()
+                .begin_with(READ_ONLY)
+                .await
+                .map_err(|e| EngineError::query(name, &e))?;
             for plan in &plans {
-                S::stream_table(session.conn(), name, plan, &mut out).await?;
+                S::stream_table(&mut tx, name, plan, &mut out).await?;
             }
+            tx.commit()
+                .await
+                .map_err(|e| EngineError::query(name, &e))?;
             out.finish()
         }
         .await;
@@ -187,17 +203,31 @@ impl Inner {
     }
 }
 
-fn table_names(connection: &str, job: &DatasourceJob, naming: &Naming) -> Result<Vec<TableName>> {
-    job.tables
-        .keys()
-        .map(|key| {
-            plan::parse_table_key(key, naming).map_err(|e| match e {
-                EngineError::Schema { detail, .. } => EngineError::Schema {
-                    connection: connection.to_owned(),
-                    detail,
-                },
-                other => other,
-            })
-        })
-        .collect()
+/// Both dialects' spelling of a read-only transaction (PostgreSQL and MySQL 5.6+ / MariaDB).
+const READ_ONLY: &str = "START TRANSACTION READ ONLY";
+
+/// The tables the catalog is asked about: every requested one inside `schemas` (all of them
+/// without an allow-list). A table outside is never looked up, so the plan reports it exactly
+/// as a missing table, revealing nothing about whether it exists.
+fn table_names(
+    connection: &str,
+    job: &DatasourceJob,
+    naming: &Naming,
+    schemas: Option<&AllowedSchemas>,
+) -> Result<Vec<TableName>> {
+    let mut names = Vec::with_capacity(job.tables.len());
+    for key in job.tables.keys() {
+        let name = plan::parse_table_key(key, naming).map_err(|e| match e {
+            EngineError::Schema { detail, .. } => EngineError::Schema {
+                connection: connection.to_owned(),
+                detail,
+            },
+            other => other,
+        })?;
+        let schema = name.schema.as_deref().unwrap_or(&naming.default_schema);
+        if schemas.is_none_or(|allowed| allowed.contains(schema)) {
+            names.push(name);
+        }
+    }
+    Ok(names)
 }

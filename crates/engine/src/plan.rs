@@ -41,6 +41,9 @@ pub struct TablePlan {
     /// The table's key in the result JSON (default schema stripped).
     pub key: String,
     pub name: TableName,
+    /// The schema (MySQL: database) the catalog found the table in; the SQL names it, so
+    /// nothing resolves through a search path.
+    pub schema: String,
     /// Selected columns, sorted by name (the order Go writes a row's keys in), no duplicates.
     pub columns: Vec<Column>,
     pub predicates: Vec<Predicate>,
@@ -121,9 +124,11 @@ pub fn plan_datasource(
                 "tables {previous:?} and {requested:?} are the same table"
             )));
         }
-        let available = catalog
-            .columns(&name)
+        let found = catalog
+            .tables
+            .get(&name)
             .ok_or_else(|| schema_error(format!("table {requested:?} does not exist")))?;
+        let available = found.columns.as_slice();
         let mut selected: Vec<&str> = fields.iter().map(String::as_str).collect();
         selected.sort_unstable();
         selected.dedup();
@@ -148,6 +153,7 @@ pub fn plan_datasource(
             TablePlan {
                 key,
                 name,
+                schema: found.schema.clone(),
                 columns,
                 predicates: Vec::new(),
             },

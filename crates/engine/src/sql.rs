@@ -3,7 +3,7 @@
 use chrono::NaiveDate;
 use contract::message::{FilterValue, Operator};
 
-use crate::catalog::{Column, TableName, ValueKind};
+use crate::catalog::{Column, ValueKind};
 use crate::plan::{Predicate, TablePlan};
 
 /// The SQL dialect of a datasource.
@@ -51,11 +51,15 @@ impl Dialect {
         out
     }
 
-    fn table(self, name: &TableName) -> String {
-        match &name.schema {
-            Some(schema) => format!("{}.{}", self.quote(schema), self.quote(&name.table)),
-            None => self.quote(&name.table),
-        }
+    /// The table, always qualified with the schema the catalog found it in: an unqualified
+    /// name would resolve through PostgreSQL's `search_path` (`pg_catalog` and the user's own
+    /// schema before `public`), not necessarily to the table that was validated.
+    fn table(self, plan: &TablePlan) -> String {
+        format!(
+            "{}.{}",
+            self.quote(&plan.schema),
+            self.quote(&plan.name.table)
+        )
     }
 
     /// The `SELECT` of a plan; `select_expr(column, quoted)` gives each column's expression
@@ -75,11 +79,7 @@ impl Dialect {
             .iter()
             .map(|p| builder.condition(p))
             .collect();
-        let mut sql = format!(
-            "SELECT {} FROM {}",
-            columns.join(", "),
-            self.table(&plan.name)
-        );
+        let mut sql = format!("SELECT {} FROM {}", columns.join(", "), self.table(plan));
         if !conditions.is_empty() {
             sql.push_str(" WHERE ");
             sql.push_str(&conditions.join(" AND "));

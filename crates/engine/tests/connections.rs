@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use crypto::KeySet;
 use engine::connection::{
-    from_env_vars, ConnectionConfig, ConnectionStore, DatasourceKind, NewConnection, Password,
-    Resolver, SslMode,
+    from_env_vars, AllowedSchemas, ConnectionConfig, ConnectionStore, DatasourceKind,
+    NewConnection, Password, Resolver, SslMode,
 };
 use engine::EngineError;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
@@ -47,6 +47,7 @@ fn new_connection(name: &str, host: &str) -> NewConnection {
         password: Password::new(PASSWORD),
         ssl_mode: Some(SslMode::VerifyCa),
         options: BTreeMap::from([("statement_timeout".to_owned(), "30s".to_owned())]),
+        schemas: None,
     }
 }
 
@@ -180,6 +181,52 @@ async fn soft_deleted_rows_are_not_found_and_free_their_name() {
         .await
         .unwrap();
     assert_eq!(rows, 2, "the deleted row stays for the record");
+
+    db.drop().await;
+}
+
+#[tokio::test]
+async fn schemas_round_trip_through_the_connections_table() {
+    let db = TestDb::migrated().await;
+    let store = store(&db, &worker_keys(), "1");
+    let mut listed = new_connection("ledger", "db.internal");
+    listed.schemas = Some(AllowedSchemas::parse("sales, public").unwrap());
+    store.insert(&listed).await.unwrap();
+    store
+        .insert(&new_connection("open", "db.internal"))
+        .await
+        .unwrap();
+
+    let config = store.find("ledger").await.unwrap().unwrap();
+    let schemas = config.schemas.expect("an allow-list");
+    assert_eq!(schemas.iter().collect::<Vec<_>>(), ["public", "sales"]);
+    let column: Option<Vec<String>> =
+        sqlx::query_scalar("SELECT schemas FROM connections WHERE name = 'ledger'")
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
+    assert_eq!(column, Some(vec!["public".to_owned(), "sales".to_owned()]));
+    // NULL is no allow-list.
+    assert!(store.find("open").await.unwrap().unwrap().schemas.is_none());
+
+    // The column refuses lists that would be ambiguous: empty, or holding an empty name.
+    for bad in ["{}", "{\"\"}", "{public,NULL}"] {
+        let update = sqlx::query("UPDATE connections SET schemas = $1::text[] WHERE name = 'open'")
+            .bind(bad)
+            .execute(&db.pool)
+            .await;
+        assert!(update.is_err(), "{bad} was stored");
+    }
+    // A name that is only whitespace passes the check but not the loader.
+    sqlx::query("UPDATE connections SET schemas = ARRAY['public', ' '] WHERE name = 'open'")
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    let error = store.find("open").await.unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "connection open: schemas column: entry 2 of the list is empty"
+    );
 
     db.drop().await;
 }
@@ -389,6 +436,7 @@ async fn an_unreachable_datasource_fails_without_naming_host_user_or_password() 
         password: Password::new(PASSWORD),
         ssl_mode: SslMode::Disable,
         options: BTreeMap::new(),
+        schemas: None,
     };
     let error = PgConnection::connect_with(&config.pg_options().unwrap())
         .await

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 
 use super::options::parse_options;
-use super::{ConnectionConfig, DatasourceKind, Password, SslMode};
+use super::{AllowedSchemas, ConnectionConfig, DatasourceKind, Password, SslMode};
 use crate::error::{EngineError, Result};
 
 const PREFIX: &str = "DATASOURCE_";
@@ -20,9 +20,10 @@ enum Field {
     Password,
     SslMode,
     Options,
+    Schemas,
 }
 
-const FIELDS: [(&str, Field); 9] = [
+const FIELDS: [(&str, Field); 10] = [
     ("CONFIG_NAME", Field::ConfigName),
     ("TYPE", Field::Type),
     ("HOST", Field::Host),
@@ -32,6 +33,7 @@ const FIELDS: [(&str, Field); 9] = [
     ("PASSWORD", Field::Password),
     ("SSLMODE", Field::SslMode),
     ("OPTIONS", Field::Options),
+    ("SCHEMAS", Field::Schemas),
 ];
 
 /// Reads the datasources defined by `DATASOURCE_<NAME>_<SUFFIX>` variables (the suffixes are in
@@ -40,7 +42,8 @@ const FIELDS: [(&str, Field); 9] = [
 ///
 /// Fails on the first problem, in `<NAME>` order, naming the variable: a missing or unknown
 /// `TYPE`, a missing `HOST`, `DATABASE` or `USER`, a `PORT` that is not 1–65535, an unknown
-/// `SSLMODE`, malformed or unsupported `OPTIONS`, or two groups with one connection name.
+/// `SSLMODE`, malformed or unsupported `OPTIONS`, an empty entry in `SCHEMAS`, or two groups
+/// with one connection name.
 /// Values are never echoed except those of `TYPE` and `SSLMODE`.
 pub fn from_env_vars(
     vars: impl IntoIterator<Item = (String, String)>,
@@ -170,6 +173,10 @@ fn build(group: &str, mut values: BTreeMap<Field, String>) -> Result<ConnectionC
             parse_options(&text).map_err(|e| invalid(format!("{}: {e}", var(Field::Options))))?
         }
     };
+    let schemas = take(Field::Schemas)
+        .map(|text| AllowedSchemas::parse(&text))
+        .transpose()
+        .map_err(|e| invalid(format!("{}: {e}", var(Field::Schemas))))?;
     // Taken last and untrimmed: a password's spaces are its own.
     let password = Password::new(values.remove(&Field::Password).unwrap_or_default());
 
@@ -183,6 +190,7 @@ fn build(group: &str, mut values: BTreeMap<Field, String>) -> Result<ConnectionC
         password,
         ssl_mode,
         options,
+        schemas,
     };
     // The remaining checks are about the options (the host is known to be set).
     config.validate().map_err(|error| match error {

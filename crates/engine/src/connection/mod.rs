@@ -20,6 +20,7 @@
 //! | `PASSWORD` | password; empty or unset means none |
 //! | `SSLMODE` | see [`SslMode`]; default `prefer` |
 //! | `OPTIONS` | driver options, format below |
+//! | `SCHEMAS` | the schemas (MySQL: databases) jobs may read, comma-separated ([`AllowedSchemas`]); unset: any the user's grants allow |
 //!
 //! `<NAME>` may contain underscores (`DATASOURCE_MY_DB_HOST` belongs to `MY_DB`): a variable is
 //! split at the longest known suffix.
@@ -34,7 +35,9 @@
 //!
 //! - PostgreSQL: `sslrootcert`, `sslcert`, `sslkey` (file paths) and `application_name` set the
 //!   driver's options of those names; every other key is a server run-time parameter sent at
-//!   connect (`statement_timeout=30s`, `search_path=sales`, like libpq's `options=-c key=value`).
+//!   connect (`statement_timeout=30s`, `work_mem=8MB`, like libpq's `options=-c key=value`),
+//!   except `search_path`, `default_transaction_read_only` and `transaction_read_only`, which
+//!   the engine sets itself (`pg_catalog, pg_temp`, read-only) and which are refused.
 //! - MySQL: `ssl-ca` (alias `sslrootcert`), `ssl-cert` (`sslcert`), `ssl-key` (`sslkey`) are file
 //!   paths and `collation` a `utf8mb4` collation; any other key is an error. The character set
 //!   stays `utf8mb4` and the session time zone UTC, on which the value mapping relies.
@@ -46,6 +49,7 @@
 //! `Debug` of [`ConnectionConfig`] carries no password. Error texts name connections and
 //! variables, never a password, host, user or option value.
 
+mod allowed_schemas;
 mod env;
 mod kind;
 mod options;
@@ -56,6 +60,7 @@ mod store;
 
 use std::collections::BTreeMap;
 
+pub use allowed_schemas::{AllowedSchemas, InvalidSchemas};
 pub use env::{from_env_vars, from_process_env};
 pub use kind::DatasourceKind;
 pub use options::parse_options;
@@ -82,6 +87,8 @@ pub struct ConnectionConfig {
     pub ssl_mode: SslMode,
     /// Driver options; see the module docs for what each key means per type.
     pub options: BTreeMap<String, String>,
+    /// The schemas (MySQL: databases) jobs may read; `None`: whatever the user may read.
+    pub schemas: Option<AllowedSchemas>,
 }
 
 impl ConnectionConfig {

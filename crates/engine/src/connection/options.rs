@@ -69,7 +69,8 @@ pub(crate) fn format_options(options: &BTreeMap<String, String>) -> Result<Strin
 impl ConnectionConfig {
     /// The PostgreSQL connect options: host, port, database, user, password, TLS mode, and the
     /// options of the module docs (`sslrootcert`, `sslcert`, `sslkey`, `application_name`; every
-    /// other key a server run-time parameter).
+    /// other key a server run-time parameter, except the ones the engine sets itself:
+    /// `search_path`, `default_transaction_read_only`, `transaction_read_only`).
     ///
     /// The password file (`~/.pgpass`) is never read, and the password is always set (empty when
     /// there is none) so a `PGPASSWORD` of the Worker's own environment can never be sent to a
@@ -89,6 +90,12 @@ impl ConnectionConfig {
                 "sslcert" => options.ssl_client_cert(value),
                 "sslkey" => options.ssl_client_key(value),
                 "application_name" => options.application_name(value),
+                _ if is_engine_parameter(key) => {
+                    return Err(self.invalid(format!(
+                        "option {key:?} is set by the engine \
+                         (search_path = pg_catalog, pg_temp; read-only sessions)"
+                    )))
+                }
                 _ if is_parameter_name(key) => {
                     // The server splits its startup `options` at spaces and unescapes
                     // backslashes; values hold no spaces, so only backslashes need escaping.
@@ -140,6 +147,19 @@ impl ConnectionConfig {
     }
 }
 
+/// The session parameters the engine sets on every PostgreSQL connection and that an option
+/// must not override: `search_path` (so nothing unqualified resolves to a user's schema) and
+/// the read-only defaults. Parameter names are case-insensitive on the server.
+fn is_engine_parameter(key: &str) -> bool {
+    [
+        "search_path",
+        "default_transaction_read_only",
+        "transaction_read_only",
+    ]
+    .iter()
+    .any(|reserved| key.eq_ignore_ascii_case(reserved))
+}
+
 /// A PostgreSQL configuration parameter name: `work_mem`, or a custom `myext.setting`.
 fn is_parameter_name(key: &str) -> bool {
     let mut chars = key.chars();
@@ -165,6 +185,7 @@ mod tests {
             password: Password::new("s3cret-sentinel"),
             ssl_mode: SslMode::VerifyFull,
             options: parse_options(options).unwrap(),
+            schemas: None,
         }
     }
 
@@ -212,7 +233,7 @@ mod tests {
     fn postgres_options_carry_the_connection() {
         let config = config(
             DatasourceKind::Postgres,
-            "statement_timeout=30s&search_path=sales&application_name=fetcher",
+            "statement_timeout=30s&work_mem=8MB&application_name=fetcher",
         );
         let options = config.pg_options().unwrap();
         assert_eq!(options.get_host(), "db.internal");
@@ -225,7 +246,7 @@ mod tests {
         ));
         assert_eq!(options.get_application_name(), Some("fetcher"));
         let parameters = options.get_options().unwrap();
-        assert!(parameters.contains("-c search_path=sales"), "{parameters}");
+        assert!(parameters.contains("-c work_mem=8MB"), "{parameters}");
         assert!(
             parameters.contains("-c statement_timeout=30s"),
             "{parameters}"
@@ -241,6 +262,29 @@ mod tests {
             error.to_string(),
             "connection ledger: option \"bad-key\" is not a PostgreSQL parameter name"
         );
+    }
+
+    #[test]
+    fn postgres_refuses_the_parameters_the_engine_sets_itself() {
+        for option in [
+            "search_path=sales",
+            "SEARCH_PATH=sales",
+            "Search_Path=pg_catalog",
+            "default_transaction_read_only=off",
+            "transaction_read_only=off",
+        ] {
+            let error = config(DatasourceKind::Postgres, option)
+                .pg_options()
+                .unwrap_err();
+            let key = option.split('=').next().unwrap();
+            assert_eq!(
+                error.to_string(),
+                format!(
+                    "connection ledger: option {key:?} is set by the engine \
+                     (search_path = pg_catalog, pg_temp; read-only sessions)"
+                ),
+            );
+        }
     }
 
     #[test]

@@ -8,11 +8,12 @@ use uuid::Uuid;
 use zeroize::Zeroizing;
 
 use super::options::format_options;
-use super::{parse_options, ConnectionConfig, DatasourceKind, Password, SslMode};
+use super::{parse_options, AllowedSchemas, ConnectionConfig, DatasourceKind, Password, SslMode};
 use crate::error::{EngineError, Result};
 
 /// A connection to add to the table. `None` port and SSL mode are stored as NULL and read back
-/// as the type's default port and [`SslMode::Prefer`]; an empty password is stored as NULL.
+/// as the type's default port and [`SslMode::Prefer`]; an empty password is stored as NULL, and
+/// `None` schemas (no allow-list) as NULL.
 #[derive(Debug, Clone)]
 pub struct NewConnection {
     pub name: String,
@@ -24,6 +25,7 @@ pub struct NewConnection {
     pub password: Password,
     pub ssl_mode: Option<SslMode>,
     pub options: BTreeMap<String, String>,
+    pub schemas: Option<AllowedSchemas>,
 }
 
 impl From<ConnectionConfig> for NewConnection {
@@ -38,6 +40,7 @@ impl From<ConnectionConfig> for NewConnection {
             password: config.password,
             ssl_mode: Some(config.ssl_mode),
             options: config.options,
+            schemas: config.schemas,
         }
     }
 }
@@ -55,21 +58,23 @@ impl NewConnection {
             password: self.password.clone(),
             ssl_mode: self.ssl_mode.unwrap_or_default(),
             options: self.options.clone(),
+            schemas: self.schemas.clone(),
         }
     }
 }
 
 /// The columns [`ConnectionStore::find`] reads, in `SELECT` order.
 type Row = (
-    String,         // type
-    String,         // host
-    Option<i32>,    // port
-    String,         // database
-    String,         // username
-    Option<String>, // password_sealed
-    String,         // key_version
-    Option<String>, // ssl_mode
-    Option<String>, // options
+    String,              // type
+    String,              // host
+    Option<i32>,         // port
+    String,              // database
+    String,              // username
+    Option<String>,      // password_sealed
+    String,              // key_version
+    Option<String>,      // ssl_mode
+    Option<String>,      // options
+    Option<Vec<String>>, // schemas
 );
 
 /// Connections stored in the state database (table `connections`, `migrations/0001`), with
@@ -106,7 +111,7 @@ impl ConnectionStore {
     pub async fn find(&self, name: &str) -> Result<Option<ConnectionConfig>> {
         let row: Option<Row> = sqlx::query_as(
             "SELECT type, host, port, database, username, password_sealed, key_version, \
-                    ssl_mode, options \
+                    ssl_mode, options, schemas \
              FROM connections WHERE name = $1 AND deleted_at IS NULL",
         )
         .bind(name)
@@ -130,8 +135,8 @@ impl ConnectionStore {
         let inserted = sqlx::query_scalar(
             "INSERT INTO connections \
                  (name, type, host, port, database, username, password_sealed, key_version, \
-                  ssl_mode, options) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) \
+                  ssl_mode, options, schemas) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) \
              RETURNING id",
         )
         .bind(&new.name)
@@ -144,6 +149,7 @@ impl ConnectionStore {
         .bind(&self.key_version)
         .bind(new.ssl_mode.map(SslMode::as_str))
         .bind((!options.is_empty()).then_some(options))
+        .bind(new.schemas.as_ref().map(AllowedSchemas::to_vec))
         .fetch_one(&self.pool)
         .await;
         match inserted {
@@ -169,7 +175,8 @@ impl ConnectionStore {
     }
 
     fn decode(&self, name: &str, row: Row) -> Result<ConnectionConfig> {
-        let (kind, host, port, database, user, sealed, key_version, ssl_mode, options) = row;
+        let (kind, host, port, database, user, sealed, key_version, ssl_mode, options, schemas) =
+            row;
         let invalid = |reason: String| EngineError::InvalidConnection {
             connection: name.to_owned(),
             reason,
@@ -192,6 +199,10 @@ impl ConnectionStore {
         };
         let options = parse_options(options.as_deref().unwrap_or_default())
             .map_err(|e| invalid(format!("options column: {e}")))?;
+        let schemas = schemas
+            .map(AllowedSchemas::from_names)
+            .transpose()
+            .map_err(|e| invalid(format!("schemas column: {e}")))?;
         let password = match sealed.as_deref() {
             None | Some("") => Password::default(),
             Some(sealed) => self.unseal(name, sealed, key_version)?,
@@ -206,6 +217,7 @@ impl ConnectionStore {
             password,
             ssl_mode,
             options,
+            schemas,
         };
         config.validate()?;
         Ok(config)

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use sqlx::mysql::{MySqlArguments, MySqlRow};
 use sqlx::{Arguments, Decode, MySql, MySqlConnection, Row};
 
-use crate::catalog::{Catalog, Column, TableName, ValueKind};
+use crate::catalog::{Catalog, Column, Table, TableName, ValueKind};
 use crate::error::{EngineError, Result};
 use crate::sql::Dialect;
 
@@ -122,15 +122,18 @@ pub(crate) async fn load_catalog(
         } else {
             super::kind_of(&f.column_type)
         };
-        catalog
+        let table = catalog
             .tables
             .entry((*name).clone())
-            .or_default()
-            .push(Column {
-                name: f.column,
-                db_type: f.column_type,
-                kind,
+            .or_insert_with(|| Table {
+                schema: f.schema.clone(),
+                columns: Vec::new(),
             });
+        table.columns.push(Column {
+            name: f.column,
+            db_type: f.column_type,
+            kind,
+        });
     }
     Ok(catalog)
 }

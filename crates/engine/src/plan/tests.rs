@@ -1,7 +1,7 @@
 //! Plan validation against a given catalog.
 
 use super::*;
-use crate::catalog::ValueKind;
+use crate::catalog::{Table, ValueKind};
 
 fn naming() -> Naming {
     Naming {
@@ -28,12 +28,17 @@ fn catalog() -> Catalog {
         schema: Some("sales".into()),
         table: "orders".into(),
     };
+    let table = |schema: &str, columns| Table {
+        schema: schema.into(),
+        columns,
+    };
+    catalog.tables.insert(
+        users,
+        table("public", vec![column("id"), column("name"), column("age")]),
+    );
     catalog
         .tables
-        .insert(users, vec![column("id"), column("name"), column("age")]);
-    catalog
-        .tables
-        .insert(orders, vec![column("id"), column("total")]);
+        .insert(orders, table("sales", vec![column("id"), column("total")]));
     catalog
 }
 

@@ -10,13 +10,21 @@ pub(crate) use stream::stream_table;
 use crate::catalog::{Column, ElementKind, ValueKind};
 use crate::plan::Naming;
 
-/// Session settings every extraction connection runs with, so text renderings are stable:
-/// ISO dates, ISO 8601 intervals, UTC, and full float precision.
-pub(crate) const SESSION_SETTINGS: [(&str, &str); 4] = [
+/// Session settings every extraction connection runs with, sent as startup parameters after
+/// the connection's own options (the later of two wins; the options refuse these names anyway):
+///
+/// - text renderings are stable: ISO dates, ISO 8601 intervals, UTC, full float precision;
+/// - `search_path` holds only `pg_catalog` and the session's own `pg_temp`, so nothing the
+///   engine or a function in a view refers to without a schema resolves to a user's schema
+///   (queries name every table with the schema it was validated in);
+/// - every transaction is read-only (extraction also runs inside `START TRANSACTION READ ONLY`).
+pub(crate) const SESSION_SETTINGS: [(&str, &str); 6] = [
     ("DateStyle", "ISO"),
     ("IntervalStyle", "iso_8601"),
     ("TimeZone", "UTC"),
     ("extra_float_digits", "3"),
+    ("search_path", "pg_catalog,pg_temp"),
+    ("default_transaction_read_only", "on"),
 ];
 
 /// PostgreSQL's naming: `public` is the default schema, the catalog is the database.

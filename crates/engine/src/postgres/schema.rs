@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use sqlx::{PgConnection, Row};
 
-use crate::catalog::{Catalog, Column, TableName};
+use crate::catalog::{Catalog, Column, Table, TableName};
 use crate::error::{EngineError, Result};
 
 /// Columns of every requested table that exists (tables, views, materialized views, partitioned
@@ -48,7 +48,7 @@ pub(crate) async fn load_catalog(
         .await
         .map_err(|e| EngineError::query(connection, &e))?;
 
-    let mut found: BTreeMap<TableName, Vec<Column>> = BTreeMap::new();
+    let mut found: BTreeMap<TableName, Table> = BTreeMap::new();
     for row in rows {
         let get = |name: &str| -> Result<Option<String>> {
             row.try_get::<Option<String>, _>(name)
@@ -63,10 +63,14 @@ pub(crate) async fn load_catalog(
             .as_deref()
             .map(|n| (n, element_category.as_deref().unwrap_or("")));
         let name = TableName {
-            schema: (schema != "public").then_some(schema),
+            schema: (schema != "public").then(|| schema.clone()),
             table: get("table_name")?.unwrap_or_default(),
         };
-        found.entry(name).or_default().push(Column {
+        let table = found.entry(name).or_insert_with(|| Table {
+            schema,
+            columns: Vec::new(),
+        });
+        table.columns.push(Column {
             name: get("column_name")?.unwrap_or_default(),
             db_type: get("db_type")?.unwrap_or_default(),
             kind: super::kind_of(&type_name, &category, element),

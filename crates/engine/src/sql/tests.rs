@@ -1,6 +1,7 @@
 //! SQL text and parameters for every operator, in both dialects.
 
 use super::*;
+use crate::catalog::TableName;
 
 fn column(name: &str, kind: ValueKind, db_type: &str) -> Column {
     Column {
@@ -17,6 +18,7 @@ fn plan(predicates: Vec<Predicate>) -> TablePlan {
             schema: None,
             table: "users".into(),
         },
+        schema: "public".into(),
         columns: vec![column("id", ValueKind::Int, "integer")],
         predicates,
     }
@@ -69,7 +71,7 @@ fn every_operator_becomes_bound_parameters_in_postgres() {
         plain,
     );
     let expected = concat!(
-        r#"SELECT "id" FROM "users" WHERE "id" = CAST($1 AS integer)"#,
+        r#"SELECT "id" FROM "public"."users" WHERE "id" = CAST($1 AS integer)"#,
         r#" AND "id" IN (CAST($2 AS integer), CAST($3 AS integer))"#,
         r#" AND ("id" <> CAST($4 AS integer) AND "id" <> CAST($5 AS integer))"#,
         r#" AND "id" > CAST($6 AS integer) AND "id" >= CAST($7 AS integer)"#,
@@ -90,6 +92,28 @@ fn every_operator_becomes_bound_parameters_in_postgres() {
 }
 
 #[test]
+fn tables_are_always_qualified_with_the_catalogs_schema() {
+    // A bare request (`name.schema` is `None`) still names the schema the catalog found.
+    let mut p = plan(Vec::new());
+    p.name.table = "pg_authid".into();
+    assert_eq!(
+        Dialect::Postgres.select(&p, plain).sql,
+        r#"SELECT "id" FROM "public"."pg_authid""#
+    );
+    p.schema = "shop".into();
+    p.name.table = "or`ders".into();
+    assert_eq!(
+        Dialect::MySql.select(&p, plain).sql,
+        "SELECT `id` FROM `shop`.`or``ders`"
+    );
+    p.schema = r#"we"ird"#.into();
+    assert_eq!(
+        Dialect::Postgres.select(&p, plain).sql,
+        r#"SELECT "id" FROM "we""ird"."or`ders""#
+    );
+}
+
+#[test]
 fn mysql_binds_native_values_with_question_marks() {
     let id = column("id", ValueKind::Int, "int");
     let mut p = plan(vec![
@@ -101,6 +125,7 @@ fn mysql_binds_native_values_with_question_marks() {
         predicate(id, Operator::Like, vec![s("x%")]),
     ]);
     p.name.schema = Some("other db".into());
+    p.schema = "other db".into();
     let q = Dialect::MySql.select(&p, plain);
     assert_eq!(
         q.sql,

@@ -7,9 +7,22 @@ use super::TestDb;
 
 /// An engine with each `(connection name, database)` as a PostgreSQL datasource.
 pub fn engine_for(datasources: &[(&str, &TestDb)], config: EngineConfig) -> Engine {
+    engine_with(datasources, config, &[])
+}
+
+/// [`engine_for`], with `extra` `(suffix, value)` variables (`SCHEMAS`, `OPTIONS`, ...) added
+/// to every datasource's group.
+pub fn engine_with(
+    datasources: &[(&str, &TestDb)],
+    config: EngineConfig,
+    extra: &[(&str, &str)],
+) -> Engine {
     let mut vars = Vec::new();
     for (i, (name, db)) in datasources.iter().enumerate() {
         let prefix = format!("DATASOURCE_PG{i}_");
+        for (suffix, value) in extra {
+            vars.push((format!("{prefix}{suffix}"), (*value).to_owned()));
+        }
         let host = db.options.get_host().to_owned();
         let port = db.options.get_port().to_string();
         let user = db.options.get_username().to_owned();

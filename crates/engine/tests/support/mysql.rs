@@ -107,6 +107,12 @@ impl MyDb {
     /// An engine whose only datasource, `connection`, is this database, defined the way the
     /// Worker's environment defines one.
     pub fn engine(&self, connection: &str) -> Engine {
+        self.engine_with(connection, &[])
+    }
+
+    /// [`MyDb::engine`], with `extra` `(suffix, value)` variables (`SCHEMAS`, ...) added to the
+    /// datasource's group.
+    pub fn engine_with(&self, connection: &str, extra: &[(&str, &str)]) -> Engine {
         let s = &self.server;
         let vars = [
             ("DATASOURCE_MY_CONFIG_NAME", connection),
@@ -118,7 +124,13 @@ impl MyDb {
             ("DATASOURCE_MY_PASSWORD", &s.password),
             ("DATASOURCE_MY_SSLMODE", "disable"),
         ]
-        .map(|(k, v)| (k.to_owned(), v.to_owned()));
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .into_iter()
+        .chain(
+            extra
+                .iter()
+                .map(|(suffix, value)| (format!("DATASOURCE_MY_{suffix}"), (*value).to_owned())),
+        );
         let env = from_env_vars(vars).expect("the test datasource is well-formed");
         Engine::new(EngineConfig::default(), Resolver::new(env, None))
     }

@@ -243,3 +243,45 @@ fn the_password_is_kept_verbatim_and_never_printed() {
         error_of(with(ledger(), &[(key, value)]));
     }
 }
+
+#[test]
+fn schemas_are_a_trimmed_comma_separated_allow_list() {
+    let configs = from_env_vars(with(
+        ledger(),
+        &[("DATASOURCE_LEDGER_SCHEMAS", " public , sales,Archive ")],
+    ))
+    .unwrap();
+    let schemas = configs["ledger"].schemas.as_ref().expect("an allow-list");
+    let listed: Vec<&str> = schemas.iter().collect();
+    assert_eq!(listed, ["Archive", "public", "sales"]);
+    assert!(schemas.contains("sales"));
+    assert!(!schemas.contains("Sales"), "names match exactly");
+}
+
+#[test]
+fn without_schemas_there_is_no_allow_list() {
+    let configs = from_env_vars(ledger()).unwrap();
+    assert!(configs["ledger"].schemas.is_none());
+    // Set but blank is the same as unset, like every other variable.
+    let configs = from_env_vars(with(ledger(), &[("DATASOURCE_LEDGER_SCHEMAS", "  ")])).unwrap();
+    assert!(configs["ledger"].schemas.is_none());
+}
+
+#[test]
+fn empty_schema_entries_are_refused_naming_the_variable() {
+    for (value, position) in [
+        ("public,,sales", 2),
+        ("public,", 2),
+        (",public", 1),
+        ("public, ,sales", 2),
+    ] {
+        let text = error_of(with(ledger(), &[("DATASOURCE_LEDGER_SCHEMAS", value)]));
+        assert_eq!(
+            text,
+            format!(
+                "connection ledger: DATASOURCE_LEDGER_SCHEMAS: entry {position} of the list is empty"
+            ),
+            "{value:?}"
+        );
+    }
+}

@@ -1,0 +1,160 @@
+//! Queries name exactly the table that was validated, and datasource sessions are read-only:
+//! nothing resolves through a user-controlled `search_path`, and a view whose function writes
+//! fails the job without writing.
+
+mod support;
+
+use engine::{Engine, EngineConfig, EngineError};
+use serde_json::{json, Value};
+use support::harness::{engine_for, job};
+use support::mysql::MyDb;
+use support::TestDb;
+
+/// Extracts `fields` of `table` from the datasource `connection`.
+async fn extract(
+    engine: &Engine,
+    connection: &str,
+    table: &str,
+    fields: &[&str],
+) -> Result<Value, EngineError> {
+    let message = job(json!({"mappedFields": {connection: {table: fields}}}));
+    let extraction = engine
+        .extract(&message.mapped_fields, &message.filters)
+        .await?;
+    Ok(serde_json::from_slice(&extraction.plaintext).expect("the result is JSON"))
+}
+
+async fn pg_exec(db: &TestDb, sql: &str) {
+    sqlx::raw_sql(sql)
+        .execute(&db.pool)
+        .await
+        .unwrap_or_else(|e| panic!("fixture SQL failed: {e}\n{sql}"));
+}
+
+#[tokio::test]
+async fn postgres_a_bare_name_reads_the_public_table_not_pg_catalogs() {
+    let db = TestDb::create().await;
+    // A decoy that passes validation as `public.pg_authid`; `pg_catalog` comes first in any
+    // search_path, so an unqualified query would read the real one.
+    pg_exec(
+        &db,
+        "CREATE TABLE public.pg_authid (rolname text); \
+         INSERT INTO public.pg_authid VALUES ('decoy');",
+    )
+    .await;
+    let engine = engine_for(&[("pg", &db)], EngineConfig::default());
+    let result = extract(&engine, "pg", "pg_authid", &["rolname"])
+        .await
+        .expect("the public table extracts");
+    assert_eq!(result, json!({"pg": {"pg_authid": [{"rolname": "decoy"}]}}));
+    db.drop().await;
+}
+
+#[tokio::test]
+async fn postgres_a_bare_name_reads_public_not_the_users_own_schema() {
+    let db = TestDb::create().await;
+    let user: String = sqlx::query_scalar("SELECT current_user::text")
+        .fetch_one(&db.pool)
+        .await
+        .expect("current_user");
+    // `"$user"` comes before `public` in the default search_path.
+    let schema = user.replace('"', "\"\"");
+    pg_exec(
+        &db,
+        &format!(
+            "CREATE SCHEMA \"{schema}\"; \
+             CREATE TABLE \"{schema}\".t (v text); INSERT INTO \"{schema}\".t VALUES ('role schema'); \
+             CREATE TABLE public.t (v text); INSERT INTO public.t VALUES ('public');"
+        ),
+    )
+    .await;
+    let engine = engine_for(&[("pg", &db)], EngineConfig::default());
+    let bare = extract(&engine, "pg", "t", &["v"])
+        .await
+        .expect("t extracts");
+    assert_eq!(bare, json!({"pg": {"t": [{"v": "public"}]}}));
+    let qualified = extract(&engine, "pg", &format!("{user}.t"), &["v"])
+        .await
+        .expect("the role's schema extracts when named");
+    assert_eq!(
+        qualified,
+        json!({"pg": {format!("{user}.t"): [{"v": "role schema"}]}})
+    );
+    db.drop().await;
+}
+
+#[tokio::test]
+async fn postgres_sessions_run_read_only_with_a_system_search_path() {
+    let db = TestDb::create().await;
+    pg_exec(
+        &db,
+        "CREATE VIEW session AS SELECT current_setting('search_path') AS search_path, \
+                current_setting('transaction_read_only') AS read_only;",
+    )
+    .await;
+    let engine = engine_for(&[("pg", &db)], EngineConfig::default());
+    let result = extract(&engine, "pg", "session", &["read_only", "search_path"])
+        .await
+        .expect("the view extracts");
+    assert_eq!(
+        result,
+        json!({"pg": {"session": [{"read_only": "on", "search_path": "pg_catalog,pg_temp"}]}})
+    );
+    db.drop().await;
+}
+
+#[tokio::test]
+async fn postgres_a_view_whose_function_writes_fails_and_writes_nothing() {
+    let db = TestDb::create().await;
+    pg_exec(
+        &db,
+        "CREATE TABLE public.audit (n int);
+         CREATE FUNCTION public.bump() RETURNS int LANGUAGE plpgsql VOLATILE AS
+           $$ BEGIN INSERT INTO public.audit VALUES (1); RETURN 1; END $$;
+         CREATE VIEW public.v AS SELECT public.bump() AS n;",
+    )
+    .await;
+    let engine = engine_for(&[("pg", &db)], EngineConfig::default());
+    let result = extract(&engine, "pg", "v", &["n"]).await;
+    match result {
+        Err(error @ EngineError::Query { .. }) => {
+            assert!(
+                error.to_string().contains("read-only transaction"),
+                "{error}"
+            )
+        }
+        other => panic!("expected a read-only query error, got {other:?}"),
+    }
+    let written: i64 = sqlx::query_scalar("SELECT count(*) FROM public.audit")
+        .fetch_one(&db.pool)
+        .await
+        .expect("count");
+    assert_eq!(written, 0, "the extraction wrote a row");
+    db.drop().await;
+}
+
+#[tokio::test]
+async fn mysql_a_view_whose_function_writes_fails_and_writes_nothing() {
+    let db = MyDb::create().await;
+    db.exec(
+        "CREATE TABLE audit (n INT);
+         CREATE FUNCTION bump() RETURNS INT MODIFIES SQL DATA
+           BEGIN INSERT INTO audit VALUES (1); RETURN 1; END;
+         CREATE VIEW v AS SELECT bump() AS n;",
+    )
+    .await;
+    let engine = db.engine("my");
+    let result = extract(&engine, "my", "v", &["n"]).await;
+    match result {
+        Err(error @ EngineError::Query { .. }) => {
+            assert!(error.to_string().contains("READ ONLY"), "{error}")
+        }
+        other => panic!("expected a read-only query error, got {other:?}"),
+    }
+    let written: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM audit")
+        .fetch_one(&db.pool)
+        .await
+        .expect("count");
+    assert_eq!(written, 0, "the extraction wrote a row");
+    db.drop().await;
+}
