@@ -129,7 +129,7 @@ impl Inner {
     async fn extract_datasource(&self, job: DatasourceJob) -> Result<Part> {
         let name = job.connection.as_str();
         let config = self.resolver.resolve(name).await?;
-        match self.pools.get(&config)? {
+        match self.pools.get(&config).await? {
             Pool::Postgres(pool) => {
                 let conn = pool
                     .acquire()

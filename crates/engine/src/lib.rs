@@ -8,11 +8,18 @@
 //! - [`plan`]: validation of tables, fields, filters and limits against a catalog (pure).
 //! - [`error`]: [`EngineError`], with redaction-safe texts.
 //!
+//! Every query names its table with the schema the catalog found it in; PostgreSQL sessions
+//! run with `search_path = pg_catalog, pg_temp` and read-only transactions, and each
+//! datasource's rows are read in `START TRANSACTION READ ONLY`. A `prefer` connection with a
+//! password is probed first and refused if its server would take the password in the clear
+//! (the private `cleartext` module).
+//!
 //! The engine knows datasources only: it must not depend on `lapin`, `aws-sdk-*`, `axum` or the
 //! `outbox` crate (a test checks the dependency tree).
 
 mod cancel;
 pub mod catalog;
+mod cleartext;
 pub mod config;
 pub mod connection;
 mod datasource;

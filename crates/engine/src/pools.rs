@@ -7,6 +7,7 @@ use std::sync::Mutex;
 use sqlx::mysql::{MySqlPool, MySqlPoolOptions};
 use sqlx::postgres::{PgPool, PgPoolOptions};
 
+use crate::cleartext::{self, Verdict};
 use crate::config::EngineConfig;
 use crate::connection::{ConnectionConfig, DatasourceKind};
 use crate::error::Result;
@@ -29,12 +30,23 @@ impl Pool {
     }
 }
 
+/// One datasource's pool and the settings it was built from.
+#[derive(Debug)]
+struct Entry {
+    /// The connection as configured (the pool may use a stricter TLS mode, see below).
+    configured: ConnectionConfig,
+    pool: Pool,
+    /// The [`cleartext`] check that decided the pool's TLS mode.
+    verdict: Verdict,
+}
+
 /// The pools by connection name. Pools are lazy (nothing connects until a job needs a
 /// connection), bounded by `pool_max_connections`, and close connections idle longer than
-/// `pool_idle_timeout`, so an unused datasource holds no connection.
+/// `pool_idle_timeout`, so an unused datasource holds no connection. Before a pool is built
+/// (and before each use of one whose server had no TLS) the [`cleartext`] check runs.
 #[derive(Debug)]
 pub(crate) struct Pools {
-    entries: Mutex<HashMap<String, (ConnectionConfig, Pool)>>,
+    entries: Mutex<HashMap<String, Entry>>,
     max_connections: u32,
     idle_timeout: std::time::Duration,
     connect_timeout: std::time::Duration,
@@ -53,24 +65,49 @@ impl Pools {
     }
 
     /// The pool of `config`'s datasource, created on first use.
-    pub(crate) fn get(&self, config: &ConnectionConfig) -> Result<Pool> {
-        // A poisoned lock only means another job panicked mid-insert; the map is still whole.
-        let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some((known, pool)) = entries.get(&config.name) {
-            if same_target(known, config) {
-                return Ok(pool.clone());
+    pub(crate) async fn get(&self, config: &ConnectionConfig) -> Result<Pool> {
+        config.ensure_supported()?;
+        if let Some((pool, verdict)) = self.known(config) {
+            if verdict.recheck() {
+                cleartext::check(config, self.connect_timeout).await?;
+            }
+            return Ok(pool);
+        }
+        let verdict = cleartext::check(config, self.connect_timeout).await?;
+        let mut entries = self.lock();
+        // Another job may have built the pool while this one probed: share it.
+        if let Some(entry) = entries.get(&config.name) {
+            if same_target(&entry.configured, config) {
+                return Ok(entry.pool.clone());
             }
         }
-        let pool = self.create(config)?;
-        if let Some((_, old)) = entries.insert(config.name.clone(), (config.clone(), pool.clone()))
-        {
-            old.close_in_background();
+        let mut effective = config.clone();
+        effective.ssl_mode = verdict.ssl_mode(config.ssl_mode);
+        let pool = self.create(&effective)?;
+        let entry = Entry {
+            configured: config.clone(),
+            pool: pool.clone(),
+            verdict,
+        };
+        if let Some(old) = entries.insert(config.name.clone(), entry) {
+            old.pool.close_in_background();
         }
         Ok(pool)
     }
 
+    /// The pool already built for exactly these settings, with its check's verdict.
+    fn known(&self, config: &ConnectionConfig) -> Option<(Pool, Verdict)> {
+        let entries = self.lock();
+        let entry = entries.get(&config.name)?;
+        same_target(&entry.configured, config).then(|| (entry.pool.clone(), entry.verdict))
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Entry>> {
+        // A poisoned lock only means another job panicked mid-insert; the map is still whole.
+        self.entries.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     fn create(&self, config: &ConnectionConfig) -> Result<Pool> {
-        config.ensure_supported()?;
         Ok(match config.kind {
             DatasourceKind::MySql => {
                 let options = config.mysql_options()?;
