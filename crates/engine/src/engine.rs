@@ -55,16 +55,16 @@ impl Engine {
         &self.inner.config
     }
 
+    /// Whether a job's shape (datasources, tables, fields) is within the limits: cheap, for the
+    /// caller to refuse a job before storing anything for it.
+    pub fn check_limits(&self, mapped: &MappedFields) -> Result<()> {
+        self.inner.config.limits.check(mapped)
+    }
+
     /// Extracts a job's tables into the result JSON. The first failing datasource ends the
     /// extraction: the others are cancelled and no partial result is returned.
     pub async fn extract(&self, mapped: &MappedFields, filters: &Filters) -> Result<Extraction> {
-        let limits = self.inner.config.limits;
-        if mapped.len() > limits.max_datasources {
-            return Err(EngineError::LimitExceeded {
-                what: "datasources",
-                limit: limits.max_datasources,
-            });
-        }
+        self.check_limits(mapped)?;
         for connection in filters.keys() {
             if !mapped.contains_key(connection) {
                 return Err(EngineError::Filter {

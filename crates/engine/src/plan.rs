@@ -26,6 +26,36 @@ impl Default for Limits {
     }
 }
 
+impl Limits {
+    /// Whether a job's shape is within the limits: checked before anything is stored or run for
+    /// it, so a message naming 100,000 datasources costs a count, not a plan.
+    pub fn check(&self, mapped: &contract::message::MappedFields) -> Result<()> {
+        let exceeded = |what, limit| Err(EngineError::LimitExceeded { what, limit });
+        if mapped.len() > self.max_datasources {
+            return exceeded("datasources", self.max_datasources);
+        }
+        for tables in mapped.values() {
+            if tables.len() > self.max_tables_per_datasource {
+                return exceeded("tables per datasource", self.max_tables_per_datasource);
+            }
+            // Fields are counted as the plan counts them: a name given twice is one field.
+            let distinct = |fields: &Vec<String>| {
+                fields
+                    .iter()
+                    .collect::<std::collections::BTreeSet<_>>()
+                    .len()
+            };
+            if tables
+                .values()
+                .any(|f| distinct(f) > self.max_fields_per_table)
+            {
+                return exceeded("fields per table", self.max_fields_per_table);
+            }
+        }
+        Ok(())
+    }
+}
+
 /// How a datasource names tables: its default schema (stripped from result keys) and the name
 /// a three-part `catalog.schema.table` key must carry.
 #[derive(Debug, Clone, PartialEq, Eq)]

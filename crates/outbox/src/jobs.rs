@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use contract::event::TerminalStatus;
+use contract::message::{Filters, MappedFields};
 use serde_json::{Map, Value};
 use sqlx::postgres::PgRow;
 use sqlx::types::Json;
@@ -28,13 +29,22 @@ pub struct ClaimRequest<'a> {
     pub request_id: Option<&'a str>,
     /// The job message's metadata.
     pub metadata: &'a Map<String, Value>,
-    /// What the job asks for (`{"mappedFields": ..., "filters": ...}`), stored with the job.
-    pub spec: Option<&'a Value>,
+    /// What the job asks for, stored with the job.
+    pub spec: Option<JobSpec<'a>>,
     /// Identifies this attempt (a Worker id plus something unique per delivery): the same owner
     /// asking again while its lease is live gets [`Claim::Busy`] like anyone else.
     pub owner: &'a str,
     /// How long the claim holds without [`Store::renew_lease`].
     pub lease: Duration,
+}
+
+/// What a job asks for, stored with it as `{"filters": ..., "mappedFields": ...}`: borrowed from
+/// the job message and written straight into the query, never copied into a JSON tree first.
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+pub struct JobSpec<'a> {
+    #[serde(rename = "mappedFields")]
+    pub mapped_fields: &'a MappedFields,
+    pub filters: &'a Filters,
 }
 
 /// What [`Store::claim`] found.

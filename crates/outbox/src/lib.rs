@@ -32,7 +32,7 @@ mod terminal;
 
 pub use backoff::backoff;
 pub use error::{OutboxError, Result};
-pub use jobs::{Claim, ClaimRequest, ExpiredJob, JobRow, WORKER_LOST};
+pub use jobs::{Claim, ClaimRequest, ExpiredJob, JobRow, JobSpec, WORKER_LOST};
 pub use outbox::PendingEvent;
 pub use stats::{OutboxStats, FAILING_EVENTS, OLDEST_UNPUBLISHED_AGE_SECONDS, PENDING_EVENTS};
 pub use store::Store;

@@ -6,8 +6,37 @@ use tokio_util::sync::CancellationToken;
 use worker::config::Settings;
 use worker::startup::Application;
 
-#[tokio::main]
-async fn main() -> ExitCode {
+/// The stack of threads the Worker does not size itself, lapin's I/O thread above all. lapin
+/// parses AMQP header tables recursively, and anyone who can publish to the work queue chooses
+/// their depth: a table nested as deep as one 128 KiB frame allows (18,000 levels of tables,
+/// 25,000 of arrays) overflowed the default 2 MiB stack and aborted the process. An unoptimised
+/// build needs about 10 KiB a level. Only the pages a thread touches become resident.
+const THREAD_STACK_BYTES: usize = 1 << 30;
+/// The runtime's threads only drop those tables (recursively too, with far smaller frames).
+const RUNTIME_STACK_BYTES: usize = 64 << 20;
+
+fn main() -> ExitCode {
+    // Before any thread exists: the standard library reads this once, at the first spawn.
+    let asked = std::env::var("RUST_MIN_STACK")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok());
+    if asked.is_none_or(|bytes| bytes < THREAD_STACK_BYTES) {
+        std::env::set_var("RUST_MIN_STACK", THREAD_STACK_BYTES.to_string());
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_stack_size(RUNTIME_STACK_BYTES)
+        .build();
+    match runtime {
+        Ok(runtime) => runtime.block_on(run()),
+        Err(error) => {
+            eprintln!("fetcher-worker: cannot start the async runtime: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run() -> ExitCode {
     let settings = match Settings::from_env() {
         Ok(settings) => settings,
         Err(error) => {

@@ -40,8 +40,7 @@ fn default_is_trace(level: &str) -> bool {
     level
         .split(',')
         .map(str::trim)
-        .filter(|directive| !directive.contains('=') && !directive.contains('['))
-        .next_back()
+        .rfind(|directive| !directive.contains('=') && !directive.contains('['))
         .is_some_and(|default| default.eq_ignore_ascii_case("trace"))
 }
 

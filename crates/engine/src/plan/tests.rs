@@ -188,3 +188,36 @@ fn filters_on_unmapped_tables_or_unknown_fields_fail() {
         Err(EngineError::Schema { .. })
     ));
 }
+
+#[test]
+fn limits_are_checked_on_the_job_shape_alone() {
+    use contract::message::MappedFields;
+    let limits = Limits::default();
+    let shape = |datasources: usize, tables: usize, fields: &[&str]| -> MappedFields {
+        (0..datasources)
+            .map(|d| {
+                let tables = (0..tables)
+                    .map(|t| {
+                        (
+                            format!("t{t}"),
+                            fields.iter().map(|f| f.to_string()).collect(),
+                        )
+                    })
+                    .collect();
+                (format!("ds{d}"), tables)
+            })
+            .collect()
+    };
+    assert!(limits.check(&shape(10, 20, &["a"])).is_ok());
+    let over = |mapped| match limits.check(&mapped) {
+        Err(EngineError::LimitExceeded { what, .. }) => what,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(over(shape(11, 1, &["a"])), "datasources");
+    assert_eq!(over(shape(1, 21, &["a"])), "tables per datasource");
+    let many: Vec<String> = (0..51).map(|i| format!("f{i}")).collect();
+    let many: Vec<&str> = many.iter().map(String::as_str).collect();
+    assert_eq!(over(shape(1, 1, &many)), "fields per table");
+    // A field named twice is one field, as the plan counts it.
+    assert!(limits.check(&shape(1, 1, &["a"; 60])).is_ok());
+}

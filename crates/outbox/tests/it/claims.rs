@@ -53,10 +53,23 @@ async fn a_new_job_is_stored_with_its_message() {
     let db = TestDb::migrated().await;
     let job_id = Uuid::new_v4();
     let metadata = metadata();
+    let mapped = [(
+        "ledger".to_owned(),
+        [(
+            "accounts".to_owned(),
+            vec!["id".to_owned(), "name".to_owned()],
+        )]
+        .into(),
+    )]
+    .into();
+    let filters = Default::default();
     let spec = json!({"mappedFields": {"ledger": {"accounts": ["id", "name"]}}, "filters": {}});
     let request = ClaimRequest {
         tenant: Some("acme"),
-        spec: Some(&spec),
+        spec: Some(outbox::JobSpec {
+            mapped_fields: &mapped,
+            filters: &filters,
+        }),
         ..claim_request(job_id, "worker-a", LONG, &metadata)
     };
     assert_eq!(

@@ -7,8 +7,8 @@ use contract::envelope::{self, Route, ScannedJobId, Verified};
 use contract::message::{check_header, recover_job_id};
 use contract::{JobMessage, Redacted};
 use lapin::message::Delivery;
-use outbox::{Claim, ClaimRequest, Recorded, TerminalOutcome, TerminalRecord};
-use serde_json::{json, Map};
+use outbox::{Claim, ClaimRequest, JobSpec, Recorded, TerminalOutcome, TerminalRecord};
+use serde_json::Map;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 use uuid::Uuid;
@@ -73,6 +73,15 @@ impl JobContext {
             let message = Redacted::new(&format!("invalid job message: {error}"));
             return self
                 .record_failure(job.job_id, &headers, &Map::new(), message)
+                .await;
+        }
+        // A job over the limits fails before anything is stored or claimed for it.
+        if let Err(error) = self.engine.check_limits(&job.mapped_fields) {
+            metrics::rejected("limit_exceeded");
+            tracing::warn!(job_id = %job.job_id, %error, "Job failed: it exceeds the engine's limits.");
+            let message = Redacted::new(&error.to_string());
+            return self
+                .record_failure(job.job_id, &headers, &job.metadata, message)
                 .await;
         }
         let span =
@@ -212,7 +221,10 @@ impl JobContext {
         headers: &InboundHeaders<'_>,
         stop: &CancellationToken,
     ) -> Disposition {
-        let spec = json!({"mappedFields": job.mapped_fields, "filters": job.filters});
+        let spec = JobSpec {
+            mapped_fields: &job.mapped_fields,
+            filters: &job.filters,
+        };
         let waited_since = tokio::time::Instant::now();
         loop {
             let owner = self.owner();
@@ -223,7 +235,7 @@ impl JobContext {
                     tenant: headers.tenant,
                     request_id: headers.request_id,
                     metadata: &job.metadata,
-                    spec: Some(&spec),
+                    spec: Some(spec),
                     owner: &owner,
                     lease: self.lease,
                 })

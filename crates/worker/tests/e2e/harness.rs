@@ -585,7 +585,10 @@ pub struct WorkerProcess {
 
 impl WorkerProcess {
     pub fn spawn(env: BTreeMap<String, String>, port: u16) -> WorkerProcess {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_fetcher-worker"))
+        // `TEST_WORKER_BIN` runs another build (the release binary, to measure it).
+        let binary = std::env::var("TEST_WORKER_BIN")
+            .unwrap_or_else(|_| env!("CARGO_BIN_EXE_fetcher-worker").to_owned());
+        let mut child = Command::new(binary)
             .env_clear()
             .envs(env)
             .env("PATH", std::env::var("PATH").unwrap_or_default())
