@@ -43,13 +43,17 @@ pub fn signed_job_id(body: &[u8]) -> String {
 }
 
 fn scan(body: &[u8]) -> Option<Span> {
-    Scanner {
-        bytes: body,
-        pos: 0,
-    }
-    .top_level()
-    .ok()
-    .flatten()
+    Scanner::new(body).top_level().ok().flatten()
+}
+
+/// How many JSON values `body` holds (every scalar, array and object, members' values
+/// included), or `None` when it is not one valid JSON document by the rules above. One pass,
+/// no tree: what a decoder would build for the body is bounded before it builds it.
+pub fn json_values(body: &[u8]) -> Option<u64> {
+    let mut scanner = Scanner::new(body);
+    scanner.value().ok()?;
+    scanner.whitespace();
+    (scanner.pos == body.len()).then_some(scanner.values)
 }
 
 /// The body is not valid JSON (or not an object at the top).
@@ -66,9 +70,19 @@ struct Span {
 struct Scanner<'a> {
     bytes: &'a [u8],
     pos: usize,
+    /// Values started so far.
+    values: u64,
 }
 
-impl Scanner<'_> {
+impl<'a> Scanner<'a> {
+    fn new(bytes: &'a [u8]) -> Self {
+        Scanner {
+            bytes,
+            pos: 0,
+            values: 0,
+        }
+    }
+
     /// Scans the whole document; the last top-level `jobId` member's string value, if any.
     fn top_level(&mut self) -> Result<Option<Span>, Invalid> {
         self.whitespace();
@@ -123,6 +137,7 @@ impl Scanner<'_> {
         let mut open: Vec<bool> = Vec::new();
         loop {
             // A value starts here.
+            self.values += 1;
             self.whitespace();
             match self.next() {
                 Some(b'"') => {
@@ -430,6 +445,19 @@ mod tests {
         };
         assert_eq!(id(&nested(MAX_DEPTH - 1)), "a");
         assert_eq!(id(&nested(MAX_DEPTH)), "");
+    }
+
+    #[test]
+    fn values_are_counted_in_any_valid_document() {
+        assert_eq!(json_values(b"1"), Some(1));
+        assert_eq!(
+            json_values(br#" {"a":[1,{"b":null},"x"],"c":{}} "#),
+            Some(7)
+        );
+        assert_eq!(json_values(b"[]"), Some(1));
+        assert_eq!(json_values(b"[1,]"), None);
+        assert_eq!(json_values(b"{} {}"), None);
+        assert_eq!(json_values(b""), None);
     }
 
     #[test]

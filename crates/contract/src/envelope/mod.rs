@@ -7,7 +7,7 @@
 mod job_id;
 mod verify;
 
-pub use job_id::{scan_job_id, signed_job_id, ScannedJobId};
+pub use job_id::{json_values, scan_job_id, signed_job_id, ScannedJobId};
 pub use verify::{
     verify, verify_parts, HeaderValue, SignatureError, SignatureHeaders, Verified, VerifyPolicy,
 };

@@ -38,6 +38,8 @@ pub enum MessageError {
     NulCharacter,
     #[error("metadata is {bytes} bytes as JSON, more than the {limit} bytes an event may carry")]
     MetadataTooLarge { bytes: u64, limit: u64 },
+    #[error("message holds {values} JSON values, more than the {limit} a job message may hold")]
+    TooManyValues { values: u64, limit: u64 },
 }
 
 impl MessageError {
@@ -59,6 +61,7 @@ impl MessageError {
             MessageError::InvalidFilter { .. } => "invalid_filter",
             MessageError::NulCharacter => "nul_character",
             MessageError::MetadataTooLarge { .. } => "metadata_too_large",
+            MessageError::TooManyValues { .. } => "too_many_values",
         }
     }
 }

@@ -37,8 +37,7 @@ impl JobMessage {
     /// Decodes a message body the way the Go Worker does (member names match case-insensitively,
     /// unknown members are ignored, a repeated member is applied again), then validates it.
     pub fn parse(body: &[u8]) -> Result<JobMessage, MessageError> {
-        let root: Node =
-            serde_json::from_slice(body).map_err(|e| MessageError::InvalidJson(e.to_string()))?;
+        let root = decode_tree(body)?;
         let Node::Object(members) = root else {
             return Err(MessageError::NotAnObject(root.kind()));
         };
@@ -127,6 +126,30 @@ impl std::io::Write for Counter {
 
     fn flush(&mut self) -> std::io::Result<()> {
         Ok(())
+    }
+}
+
+/// The most JSON values a job message may hold. The largest job the limits allow (10 datasources,
+/// 20 tables, 50 fields each, with 64 KiB of metadata) holds about 30,000; beyond this the
+/// message is refused before it is decoded, so its tree stays a few MiB whatever its shape.
+pub const MAX_MESSAGE_VALUES: u64 = 100_000;
+
+/// Decodes a body into a tree, once a shallow scan has bounded what the tree would hold.
+pub(crate) fn decode_tree(body: &[u8]) -> Result<Node, MessageError> {
+    match crate::envelope::json_values(body) {
+        Some(values) if values > MAX_MESSAGE_VALUES => Err(MessageError::TooManyValues {
+            values,
+            limit: MAX_MESSAGE_VALUES,
+        }),
+        Some(_) => {
+            serde_json::from_slice(body).map_err(|e| MessageError::InvalidJson(e.to_string()))
+        }
+        // Not JSON at all: the decoder's own words for it, from a pass that builds nothing.
+        None => Err(MessageError::InvalidJson(
+            serde_json::from_slice::<serde::de::IgnoredAny>(body)
+                .err()
+                .map_or_else(|| "not one JSON document".to_owned(), |e| e.to_string()),
+        )),
     }
 }
 

@@ -50,7 +50,7 @@ fn parse_uuid(text: &[u8]) -> Option<Uuid> {
 }
 
 fn from_json(body: &[u8]) -> Option<Uuid> {
-    let Ok(Node::Object(members)) = serde_json::from_slice::<Node>(body) else {
+    let Ok(Node::Object(members)) = super::decode_tree(body) else {
         return None;
     };
     members

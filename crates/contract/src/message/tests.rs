@@ -194,3 +194,24 @@ fn absent_metadata_is_two_bytes() {
     assert_eq!(job.check_metadata_size(2), Ok(()));
     assert!(job.check_metadata_size(1).is_err());
 }
+
+#[test]
+fn a_message_of_more_values_than_any_job_needs_is_refused_before_decoding() {
+    let many = vec!["0"; MAX_MESSAGE_VALUES as usize].join(",");
+    let body = format!(
+        r#"{{"jobId":"{ID}","mappedFields":{{"pg":{{"t":["id"]}}}},"metadata":{{"x":[{many}]}}}}"#
+    );
+    assert_eq!(code(&body), "too_many_values");
+    let fewer = vec!["0"; 1000].join(",");
+    let body = format!(
+        r#"{{"jobId":"{ID}","mappedFields":{{"pg":{{"t":["id"]}}}},"metadata":{{"x":[{fewer}]}}}}"#
+    );
+    assert!(parse(&body).is_ok());
+}
+
+#[test]
+fn a_body_that_is_not_json_keeps_the_decoders_message() {
+    let error = parse(r#"{"jobId": "#).expect_err("not JSON");
+    assert_eq!(error.code(), "invalid_json");
+    assert!(error.to_string().contains("EOF while parsing"), "{error}");
+}
