@@ -5,23 +5,9 @@ mod support;
 
 use engine::{Engine, EngineConfig, EngineError};
 use serde_json::{json, Value};
-use support::harness::{engine_with, job};
+use support::harness::{engine_with, extract};
 use support::mysql::MyDb;
 use support::TestDb;
-
-/// Extracts `fields` of `table` from the datasource `connection`.
-async fn extract(
-    engine: &Engine,
-    connection: &str,
-    table: &str,
-    fields: &[&str],
-) -> Result<Value, EngineError> {
-    let message = job(json!({"mappedFields": {connection: {table: fields}}}));
-    let extraction = engine
-        .extract(&message.mapped_fields, &message.filters)
-        .await?;
-    Ok(serde_json::from_slice(&extraction.plaintext).expect("the result is JSON"))
-}
 
 /// Asserts the error the plan gives a table that does not exist, word for word.
 fn assert_missing(result: Result<Value, EngineError>, connection: &str, table: &str) {

@@ -4,25 +4,11 @@
 
 mod support;
 
-use engine::{Engine, EngineConfig, EngineError};
-use serde_json::{json, Value};
-use support::harness::{engine_for, job};
+use engine::{EngineConfig, EngineError};
+use serde_json::json;
+use support::harness::{engine_for, extract};
 use support::mysql::MyDb;
 use support::TestDb;
-
-/// Extracts `fields` of `table` from the datasource `connection`.
-async fn extract(
-    engine: &Engine,
-    connection: &str,
-    table: &str,
-    fields: &[&str],
-) -> Result<Value, EngineError> {
-    let message = job(json!({"mappedFields": {connection: {table: fields}}}));
-    let extraction = engine
-        .extract(&message.mapped_fields, &message.filters)
-        .await?;
-    Ok(serde_json::from_slice(&extraction.plaintext).expect("the result is JSON"))
-}
 
 async fn pg_exec(db: &TestDb, sql: &str) {
     sqlx::raw_sql(sql)

@@ -3,25 +3,11 @@
 
 mod support;
 
-use engine::{Engine, EngineConfig, EngineError};
+use engine::{EngineConfig, EngineError};
 use serde_json::{json, Value};
-use support::harness::{engine_for, job};
+use support::harness::{engine_for, extract, job};
 use support::mysql::MyDb;
 use support::TestDb;
-
-/// Extracts `fields` of `table` from the datasource `connection`.
-async fn extract(
-    engine: &Engine,
-    connection: &str,
-    table: &str,
-    fields: &[&str],
-) -> Result<Value, EngineError> {
-    let message = job(json!({"mappedFields": {connection: {table: fields}}}));
-    let extraction = engine
-        .extract(&message.mapped_fields, &message.filters)
-        .await?;
-    Ok(serde_json::from_slice(&extraction.plaintext).expect("the result is JSON"))
-}
 
 /// Asserts the error the plan gives a table that does not exist. The result itself is never
 /// printed: it could hold password hashes.

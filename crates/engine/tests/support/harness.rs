@@ -48,3 +48,17 @@ pub fn job(body: serde_json::Value) -> contract::JobMessage {
     body["jobId"] = serde_json::Value::String(uuid::Uuid::new_v4().to_string());
     contract::JobMessage::parse(body.to_string().as_bytes()).expect("valid job message")
 }
+
+/// Extracts `fields` of `table` from the datasource `connection`: the result JSON, parsed.
+pub async fn extract(
+    engine: &Engine,
+    connection: &str,
+    table: &str,
+    fields: &[&str],
+) -> Result<serde_json::Value, engine::EngineError> {
+    let message = job(serde_json::json!({"mappedFields": {connection: {table: fields}}}));
+    let extraction = engine
+        .extract(&message.mapped_fields, &message.filters)
+        .await?;
+    Ok(serde_json::from_slice(&extraction.plaintext).expect("the result is JSON"))
+}

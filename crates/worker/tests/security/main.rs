@@ -8,6 +8,7 @@ mod harness;
 #[allow(dead_code, unused_imports)]
 mod support;
 
+mod bodies;
 mod memory;
 
 mod datasource;

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use uuid::Uuid;
 
+use crate::bodies;
 use crate::harness::{free_port, WorkerProcess, World};
 use crate::memory::{self, mib};
 use crate::support::{metric_sum, publish, signed, work_route, DeadLetters, Headers, RUN_HEADER};
@@ -15,25 +16,13 @@ const PREFETCH: u64 = 3;
 /// `RABBITMQ_MAX_MESSAGE_BYTES`'s default.
 const MAX_MESSAGE: u64 = 4 << 20;
 
-/// A body of `size` bytes that is a job message with a large metadata member.
-fn padded_job(job_id: Uuid, size: usize) -> Vec<u8> {
-    let head = format!(
-        r#"{{"jobId":"{job_id}","mappedFields":{{"src":{{"payments":["id"]}}}},"metadata":{{"pad":""#
-    );
-    let tail = r#""}}"#;
-    let mut body = head.into_bytes();
-    body.resize(size - tail.len(), b'x');
-    body.extend_from_slice(tail.as_bytes());
-    body
-}
-
 #[tokio::test]
 async fn an_unsigned_giant_is_dead_lettered_without_being_parsed() {
     let world = World::new().await;
     let worker = world.start_worker().await;
     let mut dead = DeadLetters::tap(&world).await;
     let job_id = Uuid::new_v4();
-    let body = padded_job(job_id, 64 << 20);
+    let body = bodies::padded_job(job_id, 64 << 20);
     let headers = Headers::default()
         .text(RUN_HEADER, &world.id)
         .text("x-message-signature", &"0".repeat(64))
@@ -81,16 +70,12 @@ async fn a_signed_message_over_the_limit_fails_its_job_and_is_dead_lettered() {
     let mut listener = world.listen().await;
     let mut dead = DeadLetters::tap(&world).await;
     let job_id = Uuid::new_v4();
-    let body = padded_job(job_id, 2 << 20);
+    let body = bodies::padded_job(job_id, 2 << 20);
     let t = chrono::Utc::now().timestamp();
     let headers = signed(&world, t, &work_route(&world, ""), &body, None);
     publish(&world.channel, "", &world.queue, &body, &headers).await;
     let event = listener.event_for(job_id, Duration::from_secs(60)).await;
-    assert_eq!(event.body()["status"], "failed");
-    let message = event.body()["metadata"]["error"]["message"]
-        .as_str()
-        .expect("error message")
-        .to_owned();
+    let message = bodies::failure_message(&event);
     assert!(message.contains("more than the 1048576 bytes"), "{message}");
     assert!(
         event.delivery.data.len() < 1024,
@@ -108,14 +93,10 @@ async fn metadata_too_large_for_an_event_fails_the_job_as_invalid() {
     let mut listener = world.listen().await;
     let job_id = Uuid::new_v4();
     // 200 KiB of metadata: under the message limit, over EVENT_MAX_METADATA_BYTES (64 KiB).
-    let body = padded_job(job_id, 200 << 10);
+    let body = bodies::padded_job(job_id, 200 << 10);
     world.submit(&body, None, &[]).await;
     let event = listener.event_for(job_id, Duration::from_secs(60)).await;
-    assert_eq!(event.body()["status"], "failed");
-    let message = event.body()["metadata"]["error"]["message"]
-        .as_str()
-        .expect("error message")
-        .to_owned();
+    let message = bodies::failure_message(&event);
     assert!(
         message.starts_with("invalid job message: metadata is"),
         "{message}"

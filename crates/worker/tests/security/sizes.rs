@@ -10,6 +10,7 @@ use lapin::types::{AMQPValue, FieldTable};
 use serde_json::json;
 use uuid::Uuid;
 
+use crate::bodies::padded_job;
 use crate::harness::{free_port, WorkerProcess, World};
 use crate::memory::{self, mib};
 use crate::support::{publish, signed, work_route, DeadLetters, Headers, RUN_HEADER};
@@ -46,18 +47,6 @@ struct Case {
 /// gives lapin's thread (1 GiB) instead, and RELIABILITY.md records the release figures.
 fn optimised() -> bool {
     std::env::var_os("TEST_WORKER_BIN").is_some()
-}
-
-/// A job body of about `size` bytes: its metadata holds the padding (under the message limit
-/// that makes the job fail for its metadata; over it, the message is refused before that).
-fn padded(job_id: Uuid, size: usize) -> Vec<u8> {
-    let head = format!(
-        r#"{{"jobId":"{job_id}","mappedFields":{{"src":{{"payments":["id"]}}}},"metadata":{{"pad":""#
-    );
-    let mut body = head.into_bytes();
-    body.resize(size.saturating_sub(3).max(body.len()), b'x');
-    body.extend_from_slice(br#""}}"#);
-    body
 }
 
 /// A valid job of about `size` bytes: one `eq` filter value carries the weight.
@@ -133,7 +122,7 @@ async fn hostile_sizes_stay_within_the_memory_goal() {
     for size in [kib(1), kib(1024), kib(4096), mb(16), mb(64), mb(100)] {
         cases.push(Case {
             kind: "unsigned job, metadata padding",
-            body: padded(Uuid::new_v4(), size),
+            body: padded_job(Uuid::new_v4(), size),
             signed: false,
             headers: None,
             expect: Outcome::DeadLettered,
@@ -147,7 +136,7 @@ async fn hostile_sizes_stay_within_the_memory_goal() {
     ] {
         cases.push(Case {
             kind: "signed job, metadata padding",
-            body: padded(Uuid::new_v4(), size),
+            body: padded_job(Uuid::new_v4(), size),
             signed: true,
             headers: None,
             expect,
@@ -157,7 +146,7 @@ async fn hostile_sizes_stay_within_the_memory_goal() {
     for size in [mb(8), mb(100)] {
         cases.push(Case {
             kind: "signed job over the limit",
-            body: padded(Uuid::new_v4(), size),
+            body: padded_job(Uuid::new_v4(), size),
             signed: true,
             headers: None,
             expect: Outcome::DeadLetteredJobFailed,
@@ -191,7 +180,7 @@ async fn hostile_sizes_stay_within_the_memory_goal() {
     });
     cases.push(Case {
         kind: "unsigned job, header table nested 18,000 deep",
-        body: padded(Uuid::new_v4(), kib(1)),
+        body: padded_job(Uuid::new_v4(), kib(1)),
         signed: false,
         headers: Some(Headers::default().value("x-deep", deep_table(18_000))),
         expect: Outcome::DeadLettered,
@@ -199,7 +188,7 @@ async fn hostile_sizes_stay_within_the_memory_goal() {
     });
     cases.push(Case {
         kind: "unsigned job, header array nested 25,000 deep",
-        body: padded(Uuid::new_v4(), kib(1)),
+        body: padded_job(Uuid::new_v4(), kib(1)),
         signed: false,
         headers: Some(Headers::default().value("x-deep", deep_array(25_000))),
         expect: Outcome::DeadLettered,
@@ -214,6 +203,12 @@ async fn hostile_sizes_stay_within_the_memory_goal() {
         })
         .collect();
     cases.splice(0..0, structural);
+
+    // `TEST_SIZES_KINDS=<prefix>` keeps the cases whose kind starts with it: to measure another
+    // build (`TEST_WORKER_BIN`) on the cases it handles alike, such as the unsigned ones.
+    if let Ok(prefix) = std::env::var("TEST_SIZES_KINDS") {
+        cases.retain(|case| case.kind.starts_with(&prefix));
+    }
 
     let bound = (64 << 20) + PREFETCH * 2 * MAX_MESSAGE;
     let mut table =
@@ -280,13 +275,16 @@ async fn hostile_sizes_stay_within_the_memory_goal() {
                 mib(limit)
             ));
         }
-        table.push_str(&format!(
+        let row = format!(
             "| {} | {} | {:?} | {:.1} MiB |\n",
             case.kind,
             human(size),
             case.expect,
             mib(growth)
-        ));
+        );
+        // Each row as it is measured, so a case that fails still leaves the ones before it.
+        eprint!("{row}");
+        table.push_str(&row);
     }
     println!("{table}");
     eprintln!("{table}");
