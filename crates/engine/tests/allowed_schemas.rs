@@ -4,24 +4,10 @@
 mod support;
 
 use engine::{Engine, EngineConfig, EngineError};
-use serde_json::{json, Value};
-use support::harness::{engine_with, extract};
+use serde_json::json;
+use support::harness::{assert_missing, engine_with, extract};
 use support::mysql::MyDb;
 use support::TestDb;
-
-/// Asserts the error the plan gives a table that does not exist, word for word.
-fn assert_missing(result: Result<Value, EngineError>, connection: &str, table: &str) {
-    match result {
-        Err(error @ EngineError::Schema { .. }) => assert_eq!(
-            error.to_string(),
-            format!(
-                "datasource {connection} failed schema validation: table {table:?} does not exist"
-            ),
-        ),
-        Err(other) => panic!("{table}: expected a schema error, got {other:?}"),
-        Ok(result) => panic!("{table} was extracted: {result}"),
-    }
-}
 
 async fn pg_exec(db: &TestDb, sql: &str) {
     sqlx::raw_sql(sql)

@@ -5,24 +5,9 @@ mod support;
 
 use engine::{EngineConfig, EngineError};
 use serde_json::{json, Value};
-use support::harness::{engine_for, extract, job};
+use support::harness::{assert_missing, engine_for, extract, job};
 use support::mysql::MyDb;
 use support::TestDb;
-
-/// Asserts the error the plan gives a table that does not exist. The result itself is never
-/// printed: it could hold password hashes.
-fn assert_missing(result: Result<Value, EngineError>, connection: &str, table: &str) {
-    match result {
-        Err(error @ EngineError::Schema { .. }) => assert_eq!(
-            error.to_string(),
-            format!(
-                "datasource {connection} failed schema validation: table {table:?} does not exist"
-            ),
-        ),
-        Err(other) => panic!("{table}: expected a schema error, got {other:?}"),
-        Ok(_) => panic!("{table} was extracted"),
-    }
-}
 
 #[tokio::test]
 async fn postgres_system_relations_fail_like_missing_tables() {
