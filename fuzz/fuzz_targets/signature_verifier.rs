@@ -43,7 +43,7 @@ struct Input {
 
 fuzz_target!(|input: Input| {
     let key = crypto::HmacKey::from_bytes([7; 32]);
-    let mac = |payload: &[u8], hex: &str| key.verify_hex(payload, hex);
+    let mac = |payload: &[&[u8]], hex: &str| key.verify_hex_parts(payload, hex);
     let route = Route {
         tenant: &input.tenant,
         exchange: &input.exchange,

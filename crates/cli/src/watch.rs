@@ -298,7 +298,7 @@ fn handle(
         body,
         &VerifyPolicy::default(),
         now,
-        |payload, hex| key.verify_hex(payload, hex),
+        |payload, hex| key.verify_hex_parts(payload, hex),
     );
 
     let mut out = std::io::stdout().lock();

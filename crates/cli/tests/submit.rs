@@ -63,7 +63,7 @@ fn verify_with(delivery: &Delivery, tenant: &str, queue: &str) -> bool {
         &delivery.data,
         &VerifyPolicy::default(),
         chrono::Utc::now().timestamp(),
-        |payload, hex| keys.internal_hmac().verify_hex(payload, hex),
+        |payload, hex| keys.internal_hmac().verify_hex_parts(payload, hex),
     )
     .is_ok()
 }

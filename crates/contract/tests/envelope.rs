@@ -40,7 +40,7 @@ fn check(
         BODY,
         &VerifyPolicy::default(),
         NOW,
-        |p, s| key().verify_hex(p, s),
+        |p, s| key().verify_hex_parts(p, s),
     )
 }
 
@@ -153,7 +153,7 @@ fn errors_never_quote_the_signature() {
         BODY,
         &VerifyPolicy::default(),
         NOW,
-        |p, s| key().verify_hex(p, s),
+        |p, s| key().verify_hex_parts(p, s),
     )
     .expect_err("stale");
     assert!(!err.to_string().contains(&signature));
@@ -200,7 +200,7 @@ proptest! {
         };
         let policy = VerifyPolicy { allow_legacy_body_signature: true, ..VerifyPolicy::default() };
         let verified = envelope::verify(&headers, &route, &parts[3], &policy, NOW, |p, s| {
-            key().verify_hex(p, s)
+            key().verify_hex_parts(p, s)
         });
         prop_assert!(verified.is_err(), "part {} changed yet verified", which);
     }
@@ -214,7 +214,7 @@ proptest! {
             version: Some(HeaderValue::Text(b"v1")),
         };
         let ok = envelope::verify(&headers, &route(), &body, &VerifyPolicy::default(), NOW, |p, s| {
-            key().verify_hex(p, s)
+            key().verify_hex_parts(p, s)
         });
         prop_assert_eq!(ok, Ok(Verified::V1));
     }
@@ -247,7 +247,7 @@ fn a_legacy_signature_never_carries_a_tenant() {
             ..VerifyPolicy::default()
         };
         envelope::verify(&headers, &route, BODY, &policy, NOW, |p, s| {
-            key().verify_hex(p, s)
+            key().verify_hex_parts(p, s)
         })
     };
     assert_eq!(legacy(""), Ok(Verified::LegacyBody));

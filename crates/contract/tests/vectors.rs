@@ -65,7 +65,7 @@ fn inbound_signatures_match_and_verify() {
             body,
             &VerifyPolicy::default(),
             t + 10,
-            |p, sig| key.verify_hex(p, sig),
+            |p, sig| key.verify_hex_parts(p, sig),
         );
         assert_eq!(verified, Ok(Verified::V1), "{case}");
 
@@ -78,7 +78,7 @@ fn inbound_signatures_match_and_verify() {
             body,
             &VerifyPolicy::default(),
             t,
-            |p, sig| key.verify_hex(p, sig),
+            |p, sig| key.verify_hex_parts(p, sig),
         );
         assert_eq!(verified, Ok(Verified::V1), "{case}");
     }
@@ -129,7 +129,7 @@ fn legacy_body_signature_verifies_only_with_the_flag() {
             body,
             &policy,
             t,
-            |p, sig| key.verify_hex(p, sig),
+            |p, sig| key.verify_hex_parts(p, sig),
         )
     };
     assert_eq!(check(false), Err(SignatureError::Mismatch));

@@ -200,7 +200,7 @@ mod tests {
                 &event.body,
                 &VerifyPolicy::default(),
                 NOW,
-                |p, s| key().verify_hex(p, s),
+                |p, s| key().verify_hex_parts(p, s),
             )
         };
         assert!(check("acme", "fetcher.job.events", "job.failed").is_ok());

@@ -9,7 +9,7 @@ mod verify;
 
 pub use job_id::{json_values, scan_job_id, signed_job_id, ScannedJobId};
 pub use verify::{
-    verify, verify_parts, HeaderValue, SignatureError, SignatureHeaders, Verified, VerifyPolicy,
+    verify, verify_scanned, HeaderValue, SignatureError, SignatureHeaders, Verified, VerifyPolicy,
 };
 
 /// Header carrying the lowercase hex HMAC-SHA256 of the signed payload.
@@ -64,11 +64,12 @@ pub(crate) fn payload_header(timestamp: &str, route: &Route<'_>, job_id: &str) -
 
 /// The bytes the legacy signature covers: `<t>.<raw body>`.
 pub fn legacy_payload(timestamp: &str, body: &[u8]) -> Vec<u8> {
-    let mut payload = Vec::with_capacity(timestamp.len() + 1 + body.len());
-    payload.extend_from_slice(timestamp.as_bytes());
-    payload.push(b'.');
-    payload.extend_from_slice(body);
-    payload
+    legacy_parts(timestamp, body).concat()
+}
+
+/// [`legacy_payload`] in pieces, for a MAC that takes them without a copy of the body.
+pub(crate) fn legacy_parts<'a>(timestamp: &'a str, body: &'a [u8]) -> [&'a [u8]; 3] {
+    [timestamp.as_bytes(), b".", body]
 }
 
 /// The three signature headers of an outbound message.

@@ -1,6 +1,6 @@
 //! Verification of an inbound message's signature headers: presence, freshness, version, MAC.
 
-use super::{payload_header, scan_job_id, Route, ScannedJobId, SIGNATURE_VERSION};
+use super::{legacy_parts, payload_header, scan_job_id, Route, ScannedJobId, SIGNATURE_VERSION};
 
 /// A header value as it arrived. AMQP long strings are bytes; `t` may also be an integer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -88,29 +88,29 @@ impl SignatureError {
     }
 }
 
-/// Verifies a message received on `route` at Unix second `now`. `mac_matches(payload, hex)`
-/// must compare, in constant time, the HMAC of `payload` under the internal key with `hex`.
+/// Verifies a message received on `route` at Unix second `now`. `mac_matches(parts, hex)` must
+/// compare, in constant time, the HMAC under the internal key of the concatenated `parts` (the
+/// payload, given in pieces so the body is never copied) with `hex`. The body is scanned once,
+/// shallowly, for its signed job id, and otherwise only MACed.
 pub fn verify(
     headers: &SignatureHeaders<'_>,
     route: &Route<'_>,
     body: &[u8],
     policy: &VerifyPolicy,
     now: i64,
-    mac_matches: impl Fn(&[u8], &str) -> bool,
+    mac_matches: impl Fn(&[&[u8]], &str) -> bool,
 ) -> Result<Verified, SignatureError> {
-    verify_parts(headers, route, body, policy, now, |parts, hex| {
-        mac_matches(&parts.concat(), hex)
-    })
+    let job_id = scan_job_id(body);
+    verify_scanned(headers, route, body, &job_id, policy, now, mac_matches)
 }
 
-/// [`verify`] for a MAC that takes the payload in pieces (`parts` concatenated are the payload),
-/// so the body is never copied: `mac_matches(parts, hex)` must compare, in constant time, the
-/// HMAC of the concatenated parts under the internal key with `hex`. The body is scanned once,
-/// shallowly, for its signed job id and otherwise only MACed.
-pub fn verify_parts(
+/// [`verify`] for a caller that already scanned the body ([`scan_job_id`]) and needs the id
+/// itself too, so the body is scanned once.
+pub fn verify_scanned(
     headers: &SignatureHeaders<'_>,
     route: &Route<'_>,
     body: &[u8],
+    job_id: &ScannedJobId,
     policy: &VerifyPolicy,
     now: i64,
     mac_matches: impl Fn(&[&[u8]], &str) -> bool,
@@ -144,14 +144,13 @@ pub fn verify_parts(
     }
 
     // A job id too long to be any job's cannot be what a genuine message signed.
-    if let ScannedJobId::Id(job_id) = scan_job_id(body) {
-        let header = payload_header(&timestamp, route, &job_id);
+    if let ScannedJobId::Id(job_id) = job_id {
+        let header = payload_header(&timestamp, route, job_id);
         if mac_matches(&[&header, body], signature) {
             return Ok(Verified::V1);
         }
     }
-    if policy.allow_legacy_body_signature
-        && mac_matches(&[timestamp.as_bytes(), b".", body], signature)
+    if policy.allow_legacy_body_signature && mac_matches(&legacy_parts(&timestamp, body), signature)
     {
         if !route.tenant.is_empty() {
             return Err(SignatureError::LegacyWithTenant);

@@ -17,8 +17,11 @@ static JOB_ID_IN_TEXT: LazyLock<Regex> = LazyLock::new(|| {
 
 /// The `jobId` header names another job than the body: the message is refused, never trusted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error("the jobId header names another job than the message body")]
-pub struct JobIdMismatch;
+#[error("the jobId header names another job than the message body ({body})")]
+pub struct JobIdMismatch {
+    /// The job the body names.
+    pub body: Uuid,
+}
 
 /// The job id of an unusable message: a top-level `jobId` member of a body that is still JSON,
 /// else the first `"jobId":"<uuid>"` in the raw text, else the `jobId` header when it holds a
@@ -39,7 +42,7 @@ pub fn recover_job_id(header: Option<&[u8]>, body: &[u8]) -> Result<Option<Uuid>
 /// Whether a `jobId` header, when there is one, names `body_id`.
 pub fn check_header(header: Option<&[u8]>, body_id: Uuid) -> Result<(), JobIdMismatch> {
     match header {
-        Some(text) if parse_uuid(text) != Some(body_id) => Err(JobIdMismatch),
+        Some(text) if parse_uuid(text) != Some(body_id) => Err(JobIdMismatch { body: body_id }),
         _ => Ok(()),
     }
 }
@@ -76,17 +79,17 @@ mod tests {
     fn a_header_that_disagrees_with_the_body_is_refused() {
         let other = "6a5b0f8c-2f1e-4a41-9f0e-3d2c1b0a9e88";
         let body = format!(r#"{{"jobId":"{other}""#);
+        let mismatch = Err(JobIdMismatch {
+            body: Uuid::parse_str(other).expect("valid"),
+        });
         assert_eq!(
             recover_job_id(Some(ID.as_bytes()), body.as_bytes()),
-            Err(JobIdMismatch)
+            mismatch
         );
-        assert_eq!(
-            recover_job_id(Some(b"nope"), body.as_bytes()),
-            Err(JobIdMismatch)
-        );
+        assert_eq!(recover_job_id(Some(b"nope"), body.as_bytes()), mismatch);
         assert_eq!(
             check_header(Some(other.as_bytes()), id()),
-            Err(JobIdMismatch)
+            Err(JobIdMismatch { body: id() })
         );
     }
 

@@ -112,7 +112,7 @@ async fn a_bound_consumer_receives_every_contract_header_and_a_valid_signature()
             &delivery.data,
             &VerifyPolicy::default(),
             now,
-            |payload, hex| support::key().verify_hex(payload, hex),
+            |payload, hex| support::key().verify_hex_parts(payload, hex),
         )
     };
     check("acme", &exchange, "job.completed").expect("signature verifies");

@@ -487,7 +487,7 @@ pub fn assert_delivered_as_recorded(delivery: &Delivery, expected: &OutboundEven
         &delivery.data,
         &VerifyPolicy::default(),
         now,
-        |payload, hex| key().verify_hex(payload, hex),
+        |payload, hex| key().verify_hex_parts(payload, hex),
     );
     assert!(verified.is_ok(), "{ce_id}: signature: {verified:?}");
     // And not under another key.
@@ -498,7 +498,7 @@ pub fn assert_delivered_as_recorded(delivery: &Delivery, expected: &OutboundEven
         &delivery.data,
         &VerifyPolicy::default(),
         now,
-        |payload, hex| other.verify_hex(payload, hex),
+        |payload, hex| other.verify_hex_parts(payload, hex),
     )
     .is_err());
 }

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use chrono::Utc;
 use contract::envelope::{self, Route, ScannedJobId, Verified};
-use contract::message::{check_header, recover_job_id};
+use contract::message::{check_header, recover_job_id, JobIdMismatch};
 use contract::{JobMessage, Redacted};
 use lapin::message::Delivery;
 use outbox::{Claim, ClaimRequest, JobSpec, Recorded, TerminalOutcome, TerminalRecord};
@@ -47,10 +47,11 @@ impl JobContext {
             routing_key: delivery.routing_key.as_str(),
         };
         let body = delivery.data.as_slice();
+        let signed_job_id = envelope::scan_job_id(body);
         if body.len() > self.limits.max_message_bytes {
-            return self.too_large(&headers, &route, body).await;
+            return self.too_large(&headers, &route, body, &signed_job_id).await;
         }
-        match self.verify(&headers, &route, body) {
+        match self.verify(&headers, &route, body, &signed_job_id) {
             Ok(Verified::V1) => {}
             Ok(Verified::LegacyBody) => metrics::legacy_verified(),
             Err(error) => {
@@ -64,8 +65,8 @@ impl JobContext {
             Ok(job) => job,
             Err(error) => return self.unusable(&headers, body, &error).await,
         };
-        if check_header(headers.job_id, job.job_id).is_err() {
-            return refuse_job_id_header(job.job_id);
+        if let Err(mismatch) = check_header(headers.job_id, job.job_id) {
+            return refuse_job_id_header(mismatch);
         }
         if let Err(error) = job.check_metadata_size(self.limits.max_metadata_bytes) {
             metrics::rejected(error.code());
@@ -89,17 +90,20 @@ impl JobContext {
         self.run_job(&job, &headers, stop).instrument(span).await
     }
 
+    /// Checks the signature with the internal key; `signed_job_id` is the body's, scanned once.
     fn verify(
         &self,
         headers: &InboundHeaders<'_>,
         route: &Route<'_>,
         body: &[u8],
+        signed_job_id: &ScannedJobId,
     ) -> Result<Verified, envelope::SignatureError> {
         let keys = &self.keys;
-        envelope::verify_parts(
+        envelope::verify_scanned(
             &headers.signature,
             route,
             body,
+            signed_job_id,
             &self.verify,
             Utc::now().timestamp(),
             |parts, signature| keys.internal_hmac().verify_hex_parts(parts, signature),
@@ -114,16 +118,17 @@ impl JobContext {
         headers: &InboundHeaders<'_>,
         route: &Route<'_>,
         body: &[u8],
+        signed_job_id: &ScannedJobId,
     ) -> Disposition {
         const REASON: &str = "message_too_large";
         metrics::rejected(REASON);
         let limit = self.limits.max_message_bytes;
-        let signed_job = match self.verify(headers, route, body) {
-            Ok(_) => match envelope::scan_job_id(body) {
-                ScannedJobId::Id(id) => Uuid::parse_str(&id).ok().filter(|id| !id.is_nil()),
-                ScannedJobId::TooLong => None,
-            },
-            Err(_) => None,
+        let signed_job = match (
+            self.verify(headers, route, body, signed_job_id),
+            signed_job_id,
+        ) {
+            (Ok(_), ScannedJobId::Id(id)) => Uuid::parse_str(id).ok().filter(|id| !id.is_nil()),
+            _ => None,
         };
         let Some(job_id) = signed_job else {
             tracing::warn!(
@@ -162,7 +167,7 @@ impl JobContext {
                 tracing::warn!(reason = error.code(), %error, "Job message dropped: its body is unusable and holds no job id.");
                 return Disposition::Ack;
             }
-            Err(_) => return refuse_job_id_header_of_unusable(),
+            Err(mismatch) => return refuse_job_id_header(mismatch),
         };
         tracing::warn!(%job_id, tenant = headers.tenant.unwrap_or(""), reason = error.code(), %error, "Job failed: its message body is unusable.");
         let message = Redacted::new(&format!("invalid job message: {error}"));
@@ -335,17 +340,10 @@ impl JobContext {
 
 /// The unsigned `jobId` header names another job than the signed body: dead-lettered, the job
 /// untouched (a replayed message must not pick which job it fails).
-fn refuse_job_id_header(job_id: Uuid) -> Disposition {
+fn refuse_job_id_header(mismatch: JobIdMismatch) -> Disposition {
     const REASON: &str = "job_id_header_mismatch";
     metrics::rejected(REASON);
-    tracing::warn!(%job_id, reason = REASON, "Job message dead-lettered: its jobId header names another job than its body.");
-    Disposition::DeadLetter
-}
-
-fn refuse_job_id_header_of_unusable() -> Disposition {
-    const REASON: &str = "job_id_header_mismatch";
-    metrics::rejected(REASON);
-    tracing::warn!(reason = REASON, "Job message dead-lettered: its body is unusable and its jobId header names another job than the body.");
+    tracing::warn!(job_id = %mismatch.body, reason = REASON, "Job message dead-lettered: its jobId header names another job than its body.");
     Disposition::DeadLetter
 }
 

@@ -493,7 +493,7 @@ impl Event {
             &self.delivery.data,
             &VerifyPolicy::default(),
             chrono::Utc::now().timestamp(),
-            |p, s| keys.external_hmac().verify_hex(p, s),
+            |p, s| keys.external_hmac().verify_hex_parts(p, s),
         )
         .map(drop)
     }
