@@ -57,6 +57,10 @@ pub struct AmqpSettings {
     pub max_metadata_bytes: u64,
     /// `STREAMING_CLOUDEVENTS_SOURCE`.
     pub cloudevents_source: String,
+    /// `RABBITMQ_SIGNATURE_MAX_AGE_SEC` (default 300, upstream's window): the oldest signature a
+    /// job's first acceptance takes. A later delivery of an accepted job is checked against the
+    /// accepted body instead.
+    pub signature_max_age_secs: i64,
 }
 
 #[derive(Debug, Clone)]
@@ -108,6 +112,9 @@ pub struct JobSettings {
     pub lease: Duration,
     /// `WORKER_ID` (default: host name, process id and a random suffix).
     pub worker_id: String,
+    /// `OBJECT_STORAGE_RETRY_SEC` (default 60): how long a result that could not be written is
+    /// retried in the same run before the job fails (never past the job's timeout).
+    pub storage_retry: Duration,
 }
 
 #[derive(Debug, Clone)]

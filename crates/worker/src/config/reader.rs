@@ -139,6 +139,7 @@ pub(super) fn read(r: &mut Reader<'_>, vars: &BTreeMap<String, String>) -> Optio
         worker_id: r
             .get("WORKER_ID")
             .map_or_else(default_worker_id, str::to_owned),
+        storage_retry: r.seconds("OBJECT_STORAGE_RETRY_SEC", 60),
     };
     let log = LogSettings {
         level: r.text("LOG_LEVEL", "info"),
@@ -202,6 +203,11 @@ fn amqp(r: &mut Reader<'_>) -> Option<AmqpSettings> {
         max_message_bytes: r.positive("RABBITMQ_MAX_MESSAGE_BYTES", DEFAULT_MAX_MESSAGE_BYTES),
         max_metadata_bytes: r.positive("EVENT_MAX_METADATA_BYTES", DEFAULT_MAX_METADATA_BYTES),
         cloudevents_source: source?,
+        signature_max_age_secs: r.parsed(
+            "RABBITMQ_SIGNATURE_MAX_AGE_SEC",
+            300,
+            "a whole number of seconds",
+        ),
     })
 }
 
