@@ -1,7 +1,8 @@
-//! How long to wait before publishing an event again: exponential backoff with full jitter.
+//! How long to wait before trying again: exponential backoff with full jitter.
 //!
-//! Whether to retry at all is not decided here: an unpublished event is always retried (the
-//! contract loses no event); the publisher's error decides whether the failure counts.
+//! [`Backoff`] is the rule with its base and cap; [`backoff()`] is the publishing one (1 s to
+//! 5 min). Whether to retry at all is not decided here: an unpublished event is always retried
+//! (the contract loses no event); the publisher's error decides whether the failure counts.
 
 use std::time::Duration;
 
@@ -10,19 +11,42 @@ pub const BACKOFF_BASE: Duration = Duration::from_secs(1);
 /// No retry waits longer than this.
 pub const BACKOFF_CAP: Duration = Duration::from_secs(300);
 
-/// The wait before the next publish of an event that failed `attempts` times: uniformly random
-/// in `[0, min(cap, base × 2^(attempts-1))]` ("full jitter"), so Workers that failed together
-/// do not retry together.
+/// Exponential backoff with full jitter: after `attempts` failures, a wait uniformly random in
+/// `[0, min(cap, base × 2^(attempts-1))]`, so peers that failed together do not retry together.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Backoff {
+    pub base: Duration,
+    pub cap: Duration,
+}
+
+impl Backoff {
+    /// Publishing an event again: [`BACKOFF_BASE`] to [`BACKOFF_CAP`].
+    pub const PUBLISH: Backoff = Backoff {
+        base: BACKOFF_BASE,
+        cap: BACKOFF_CAP,
+    };
+
+    /// The wait after `attempts` failures.
+    pub fn delay(&self, attempts: u32) -> Duration {
+        jittered(self.ceiling(attempts), random_unit())
+    }
+
+    /// The upper bound of [`delay`](Self::delay) after `attempts` failures (0 counts as 1).
+    pub fn ceiling(&self, attempts: u32) -> Duration {
+        let doublings = attempts.saturating_sub(1).min(31);
+        self.base.saturating_mul(1u32 << doublings).min(self.cap)
+    }
+}
+
+/// The wait before the next publish of an event that failed `attempts` times
+/// ([`Backoff::PUBLISH`]).
 pub fn backoff(attempts: u32) -> Duration {
-    jittered(ceiling(attempts), random_unit())
+    Backoff::PUBLISH.delay(attempts)
 }
 
 /// The upper bound of [`backoff`] after `attempts` failures (0 counts as 1).
 pub fn ceiling(attempts: u32) -> Duration {
-    let doublings = attempts.saturating_sub(1).min(31);
-    BACKOFF_BASE
-        .saturating_mul(1u32 << doublings)
-        .min(BACKOFF_CAP)
+    Backoff::PUBLISH.ceiling(attempts)
 }
 
 /// `ceiling × unit`, `unit` in `[0, 1]`.
@@ -52,6 +76,18 @@ mod tests {
         assert_eq!(ceiling(9), Duration::from_secs(256));
         assert_eq!(ceiling(10), BACKOFF_CAP);
         assert_eq!(ceiling(u32::MAX), BACKOFF_CAP);
+    }
+
+    #[test]
+    fn another_rule_doubles_from_its_own_base_to_its_own_cap() {
+        let rule = Backoff {
+            base: Duration::from_millis(250),
+            cap: Duration::from_secs(5),
+        };
+        assert_eq!(rule.ceiling(1), Duration::from_millis(250));
+        assert_eq!(rule.ceiling(3), Duration::from_secs(1));
+        assert_eq!(rule.ceiling(6), Duration::from_secs(5));
+        assert!((0..100).all(|_| rule.delay(9) <= rule.cap));
     }
 
     #[test]

@@ -31,6 +31,9 @@ pub struct ClaimRequest<'a> {
     pub metadata: &'a Map<String, Value>,
     /// What the job asks for, stored with the job.
     pub spec: Option<JobSpec<'a>>,
+    /// The SHA-256 of the job message's body, kept from the job's first acceptance (see
+    /// [`Store::accepted_message_digest`]).
+    pub message_sha256: Option<&'a [u8; 32]>,
     /// Identifies this attempt (a Worker id plus something unique per delivery): the same owner
     /// asking again while its lease is live gets [`Claim::Busy`] like anyone else.
     pub owner: &'a str,
@@ -118,8 +121,8 @@ impl Store {
         let mut tx = self.pool().begin().await.map_err(db)?;
         let acquired = sqlx::query(
             "INSERT INTO jobs AS j (job_id, tenant_id, status, request_id, metadata, spec, \
-                                    attempts, owner, lease_expires_at, started_at)
-             VALUES ($1, $2, 'processing', $3, $4, $5, 1, $6, now() + $7, now())
+                                    attempts, owner, lease_expires_at, started_at, message_sha256)
+             VALUES ($1, $2, 'processing', $3, $4, $5, 1, $6, now() + $7, now(), $8)
              ON CONFLICT (job_id) DO UPDATE SET
                  status = 'processing',
                  -- The stored message wins; a gap is filled from this delivery.
@@ -127,6 +130,7 @@ impl Store {
                  metadata = CASE WHEN j.metadata = '{}'::jsonb THEN EXCLUDED.metadata
                                  ELSE j.metadata END,
                  spec = COALESCE(j.spec, EXCLUDED.spec),
+                 message_sha256 = COALESCE(j.message_sha256, EXCLUDED.message_sha256),
                  attempts = j.attempts + 1,
                  owner = EXCLUDED.owner,
                  lease_expires_at = EXCLUDED.lease_expires_at,
@@ -145,6 +149,7 @@ impl Store {
         .bind(request.spec.map(Json))
         .bind(request.owner)
         .bind(interval(request.lease))
+        .bind(request.message_sha256.map(|digest| digest.as_slice()))
         .fetch_optional(&mut *tx)
         .await
         .map_err(db)?;
@@ -195,6 +200,25 @@ impl Store {
         };
         tx.commit().await.map_err(db)?;
         Ok(claim)
+    }
+
+    /// The SHA-256 of the message `job_id` was first accepted from, when the job exists, is
+    /// `tenant`'s and was accepted from a message (not recorded failed unrun).
+    pub async fn accepted_message_digest(
+        &self,
+        job_id: Uuid,
+        tenant: Option<&str>,
+    ) -> Result<Option<[u8; 32]>> {
+        let digest: Option<Option<Vec<u8>>> = sqlx::query_scalar(
+            "SELECT message_sha256 FROM jobs
+             WHERE job_id = $1 AND tenant_id IS NOT DISTINCT FROM $2",
+        )
+        .bind(job_id)
+        .bind(tenant)
+        .fetch_optional(self.pool())
+        .await
+        .map_err(|e| OutboxError::sqlx("reading a job's accepted message digest", e))?;
+        Ok(digest.flatten().and_then(|d| d.try_into().ok()))
     }
 
     /// Extends `owner`'s lease on `job_id` to `lease` from now (the heartbeat while extracting).

@@ -30,7 +30,7 @@ mod stats;
 mod store;
 mod terminal;
 
-pub use backoff::backoff;
+pub use backoff::{backoff, Backoff};
 pub use error::{OutboxError, Result};
 pub use jobs::{Claim, ClaimRequest, ExpiredJob, JobRow, JobSpec, WORKER_LOST};
 pub use outbox::PendingEvent;

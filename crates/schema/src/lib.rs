@@ -53,6 +53,7 @@ const EMBEDDED: &[Embedded] = &[
     embed!(2, "jobs and outbox", "0002_jobs_and_outbox.sql"),
     embed!(3, "outbox fillfactor", "0003_outbox_fillfactor.sql"),
     embed!(4, "connections schemas", "0004_connections_schemas.sql"),
+    embed!(5, "jobs message digest", "0005_jobs_message_digest.sql"),
 ];
 
 /// The embedded migrations as sqlx runs them.

@@ -22,6 +22,11 @@ pub const ACTIVE: &str = "consumers_active";
 /// Counter: job messages accepted on the legacy body-only signature
 /// (`RABBITMQ_ALLOW_LEGACY_BODY_SIGNATURE_FALLBACK`).
 pub const LEGACY_VERIFIED: &str = "messages_legacy_signature_total";
+/// Counter: redeliveries of accepted jobs taken although their signature had outgrown
+/// `RABBITMQ_SIGNATURE_MAX_AGE_SEC` (the body was the accepted one).
+pub const STALE_REDELIVERIES: &str = "messages_stale_redelivery_accepted_total";
+/// Counter: result writes that failed transiently and were tried again in the same run.
+pub const STORAGE_RETRIES: &str = "storage_write_retries_total";
 /// Counter: health-server connections closed on accept because the limit was reached.
 pub const HEALTH_REFUSED: &str = "health_connections_refused_total";
 
@@ -64,6 +69,14 @@ fn describe() {
         "Job messages accepted on the legacy body-only signature."
     );
     metrics::describe_counter!(
+        STALE_REDELIVERIES,
+        "Redeliveries of accepted jobs taken past the signature's freshness window."
+    );
+    metrics::describe_counter!(
+        STORAGE_RETRIES,
+        "Result writes that failed transiently and were tried again in the same run."
+    );
+    metrics::describe_counter!(
         HEALTH_REFUSED,
         "Health-server connections closed at once: the connection limit was reached."
     );
@@ -93,6 +106,14 @@ pub(crate) fn active(delta: f64) {
 
 pub(crate) fn legacy_verified() {
     metrics::counter!(LEGACY_VERIFIED).increment(1);
+}
+
+pub(crate) fn stale_redelivery_accepted() {
+    metrics::counter!(STALE_REDELIVERIES).increment(1);
+}
+
+pub(crate) fn storage_retry() {
+    metrics::counter!(STORAGE_RETRIES).increment(1);
 }
 
 pub(crate) fn health_connection_refused() {

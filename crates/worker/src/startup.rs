@@ -100,9 +100,11 @@ impl Application {
             worker_id: settings.jobs.worker_id.clone(),
             lease: settings.jobs.lease,
             verify: VerifyPolicy {
+                max_age_secs: settings.amqp.signature_max_age_secs,
                 allow_legacy_body_signature: settings.amqp.allow_legacy_body_signature,
                 ..VerifyPolicy::default()
             },
+            storage_retry: settings.jobs.storage_retry,
             limits: MessageLimits {
                 max_message_bytes: settings.amqp.max_message_bytes,
                 max_metadata_bytes: settings.amqp.max_metadata_bytes,

@@ -452,3 +452,49 @@ async fn a_job_is_never_failed_without_a_claim_for_another_tenant() {
     assert_eq!(job.status, "processing");
     db.drop().await;
 }
+
+#[tokio::test]
+async fn the_first_accepted_message_digest_is_kept_for_its_tenant_only() {
+    let db = TestDb::migrated().await;
+    let metadata = metadata();
+    let job_id = Uuid::new_v4();
+    let (first, second) = ([1u8; 32], [2u8; 32]);
+    let of = |digest| ClaimRequest {
+        tenant: Some("acme"),
+        message_sha256: Some(digest),
+        ..claim_request(job_id, "worker-a", Duration::from_millis(1), &metadata)
+    };
+    assert_eq!(
+        db.store
+            .accepted_message_digest(job_id, Some("acme"))
+            .await
+            .expect("read"),
+        None,
+        "a job never claimed has no accepted message"
+    );
+    db.store.claim(&of(&first)).await.expect("claim");
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    // A takeover from another message keeps the digest of the first acceptance.
+    assert_eq!(
+        db.store.claim(&of(&second)).await.expect("claim"),
+        Claim::Acquired { attempt: 2 }
+    );
+    assert_eq!(
+        db.store
+            .accepted_message_digest(job_id, Some("acme"))
+            .await
+            .expect("read"),
+        Some(first)
+    );
+    for tenant in [Some("globex"), None] {
+        assert_eq!(
+            db.store
+                .accepted_message_digest(job_id, tenant)
+                .await
+                .expect("read"),
+            None,
+            "{tenant:?}"
+        );
+    }
+    db.drop().await;
+}

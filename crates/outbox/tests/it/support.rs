@@ -75,6 +75,7 @@ pub fn claim_request<'a>(
         request_id: Some("req-1"),
         metadata,
         spec: None,
+        message_sha256: None,
         owner,
         lease,
     }

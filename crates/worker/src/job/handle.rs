@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use chrono::Utc;
-use contract::envelope::{self, Route, ScannedJobId, Verified};
+use contract::envelope::{self, Route, ScannedJobId, SignatureError, Verified, VerifyPolicy};
 use contract::message::{check_header, recover_job_id, JobIdMismatch};
 use contract::{JobMessage, Redacted};
 use lapin::message::Delivery;
@@ -51,14 +51,11 @@ impl JobContext {
         if body.len() > self.limits.max_message_bytes {
             return self.too_large(&headers, &route, body, &signed_job_id).await;
         }
-        match self.verify(&headers, &route, body, &signed_job_id) {
-            Ok(Verified::V1) => {}
-            Ok(Verified::LegacyBody) => metrics::legacy_verified(),
-            Err(error) => {
-                metrics::rejected(error.code());
-                tracing::warn!(reason = error.code(), %error, "Job message dead-lettered: its signature was refused.");
-                return Disposition::DeadLetter;
-            }
+        if let Err(disposition) = self
+            .authenticate(&headers, &route, body, &signed_job_id)
+            .await
+        {
+            return disposition;
         }
 
         let job = match JobMessage::parse(body) {
@@ -87,7 +84,89 @@ impl JobContext {
         }
         let span =
             tracing::info_span!("job", job_id = %job.job_id, tenant = headers.tenant.unwrap_or(""));
-        self.run_job(&job, &headers, stop).instrument(span).await
+        let digest = message_digest(body);
+        self.run_job(&job, &headers, &digest, stop)
+            .instrument(span)
+            .await
+    }
+
+    /// Checks the signature; `Err` holds the disposition of a refused message, already logged.
+    ///
+    /// Freshness guards a job's first acceptance only. A signature older than the window is
+    /// taken when it is otherwise valid and the job was already accepted, for the same tenant,
+    /// from this very body (its digest is stored with the claim): a broker redelivery, a retry
+    /// after an unreachable dependency or a Worker that died must not turn into a dead-lettered
+    /// "stale" job. The state database is asked only once the MAC holds.
+    async fn authenticate(
+        &self,
+        headers: &InboundHeaders<'_>,
+        route: &Route<'_>,
+        body: &[u8],
+        signed_job_id: &ScannedJobId,
+    ) -> Result<(), Disposition> {
+        let verified = match self.verify(headers, route, body, signed_job_id, &self.verify) {
+            Err(stale @ SignatureError::Stale { .. }) => {
+                self.verify_redelivery(headers, route, body, signed_job_id, stale)
+                    .await?
+            }
+            verified => verified,
+        };
+        match verified {
+            Ok(Verified::V1) => Ok(()),
+            Ok(Verified::LegacyBody) => {
+                metrics::legacy_verified();
+                Ok(())
+            }
+            Err(error) => {
+                metrics::rejected(error.code());
+                tracing::warn!(reason = error.code(), %error, "Job message dead-lettered: its signature was refused.");
+                Err(Disposition::DeadLetter)
+            }
+        }
+    }
+
+    /// A stale signature on a later delivery of an accepted job: `Ok(Ok(_))` when the MAC holds
+    /// and the body is the accepted one, `Ok(Err(stale))` when not, `Err(Retry)` when the state
+    /// database cannot tell.
+    async fn verify_redelivery(
+        &self,
+        headers: &InboundHeaders<'_>,
+        route: &Route<'_>,
+        body: &[u8],
+        signed_job_id: &ScannedJobId,
+        stale: SignatureError,
+    ) -> Result<Result<Verified, SignatureError>, Disposition> {
+        let ageless = VerifyPolicy {
+            max_age_secs: i64::MAX,
+            ..self.verify
+        };
+        let verified = match self.verify(headers, route, body, signed_job_id, &ageless) {
+            Ok(verified) => verified,
+            Err(error) => return Ok(Err(error)),
+        };
+        let job_id = match signed_job_id {
+            ScannedJobId::Id(id) => Uuid::parse_str(id).ok(),
+            ScannedJobId::TooLong => None,
+        };
+        let Some(job_id) = job_id else {
+            return Ok(Err(stale));
+        };
+        match self
+            .store
+            .accepted_message_digest(job_id, headers.tenant)
+            .await
+        {
+            Ok(Some(accepted)) if accepted == message_digest(body) => {
+                metrics::stale_redelivery_accepted();
+                tracing::info!(%job_id, %stale, "Redelivery of an accepted job taken despite its signature's age: its body is the accepted one.");
+                Ok(Ok(verified))
+            }
+            Ok(_) => Ok(Err(stale)),
+            Err(error) => {
+                tracing::warn!(%job_id, %error, "Could not check a stale redelivery against its accepted job; the message will be retried.");
+                Err(Disposition::Retry)
+            }
+        }
     }
 
     /// Checks the signature with the internal key; `signed_job_id` is the body's, scanned once.
@@ -97,14 +176,15 @@ impl JobContext {
         route: &Route<'_>,
         body: &[u8],
         signed_job_id: &ScannedJobId,
-    ) -> Result<Verified, envelope::SignatureError> {
+        policy: &VerifyPolicy,
+    ) -> Result<Verified, SignatureError> {
         let keys = &self.keys;
         envelope::verify_scanned(
             &headers.signature,
             route,
             body,
             signed_job_id,
-            &self.verify,
+            policy,
             Utc::now().timestamp(),
             |parts, signature| keys.internal_hmac().verify_hex_parts(parts, signature),
         )
@@ -124,7 +204,7 @@ impl JobContext {
         metrics::rejected(REASON);
         let limit = self.limits.max_message_bytes;
         let signed_job = match (
-            self.verify(headers, route, body, signed_job_id),
+            self.verify(headers, route, body, signed_job_id, &self.verify),
             signed_job_id,
         ) {
             (Ok(_), ScannedJobId::Id(id)) => Uuid::parse_str(id).ok().filter(|id| !id.is_nil()),
@@ -224,6 +304,7 @@ impl JobContext {
         &self,
         job: &JobMessage,
         headers: &InboundHeaders<'_>,
+        digest: &[u8; 32],
         stop: &CancellationToken,
     ) -> Disposition {
         let spec = JobSpec {
@@ -241,6 +322,7 @@ impl JobContext {
                     request_id: headers.request_id,
                     metadata: &job.metadata,
                     spec: Some(spec),
+                    message_sha256: Some(digest),
                     owner: &owner,
                     lease: self.lease,
                 })
@@ -336,6 +418,12 @@ impl JobContext {
     fn owner(&self) -> String {
         format!("{}/{}", self.worker_id, Uuid::new_v4().simple())
     }
+}
+
+/// The SHA-256 of a job message's body, kept with the job's claim.
+fn message_digest(body: &[u8]) -> [u8; 32] {
+    use sha2::Digest as _;
+    sha2::Sha256::digest(body).into()
 }
 
 /// The unsigned `jobId` header names another job than the signed body: dead-lettered, the job

@@ -36,6 +36,8 @@ pub struct JobContext {
     pub lease: Duration,
     pub verify: VerifyPolicy,
     pub limits: MessageLimits,
+    /// `OBJECT_STORAGE_RETRY_SEC`: how long a result write is tried again in the same run.
+    pub storage_retry: Duration,
 }
 
 /// What one job message may weigh.

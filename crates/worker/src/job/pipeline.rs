@@ -2,6 +2,11 @@
 //! event and publish it. Fail-fast: any failure ends the job `failed` (without a stored
 //! object), except transient ones, which send the message back to be retried.
 //!
+//! A result that could not be written is written again in the same run, from the sealed bytes
+//! kept in memory, for up to `OBJECT_STORAGE_RETRY_SEC` (never past the job's timeout): an S3
+//! outage costs no re-extraction, and a long one fails the job instead of sending it back to
+//! the customer's database again and again.
+//!
 //! A job's object has one key (contract §7), so every run of a job writes the same object.
 //! Whoever ends a job `failed` after an earlier run may have stored it deletes it; a run whose
 //! commit went unanswered asks the database whether it happened before deleting anything.
@@ -53,6 +58,12 @@ enum Failure {
     LostClaim,
 }
 
+/// How a result write is tried again: from 250 ms doubling to 5 s, with full jitter.
+const STORE_BACKOFF: outbox::Backoff = outbox::Backoff {
+    base: Duration::from_millis(250),
+    cap: Duration::from_secs(5),
+};
+
 pub(crate) async fn run(
     ctx: &JobContext,
     job: &JobMessage,
@@ -80,7 +91,7 @@ pub(crate) async fn run(
         source: &ctx.source,
     };
     let produced = tokio::select! {
-        produced = produce(ctx, job, tenant, owner) => produced,
+        produced = produce(ctx, job, tenant, owner, started) => produced,
         _ = lost.cancelled() => return RunEnd::LostClaim,
     };
     let (outcome, stored_key, event) = match produced {
@@ -201,6 +212,7 @@ async fn produce(
     job: &JobMessage,
     tenant: Option<&str>,
     owner: &str,
+    started: Instant,
 ) -> Result<(StoredResult, String), Failure> {
     let key = object_key(&ctx.objects.config().key_prefix, tenant, job.job_id)
         .map_err(|e| Failure::Job(Redacted::new(&e.to_string())))?;
@@ -236,10 +248,8 @@ async fn produce(
         Err(e) => return Err(Failure::Transient(e.to_string())),
     }
     let storing = Instant::now();
-    ctx.objects
-        .put_sealed(&key.full, sealed)
-        .await
-        .map_err(|e| Failure::of(e.is_retriable(), &e))?;
+    let job_ends = started + ctx.engine.config().timeout;
+    store_sealed(ctx, job.job_id, &key.full, &sealed, job_ends).await?;
     metrics::stage("store", storing.elapsed());
     Ok((
         StoredResult {
@@ -250,6 +260,42 @@ async fn produce(
         },
         key.full,
     ))
+}
+
+/// Writes the sealed result, trying a transient failure again after a capped, jittered wait
+/// while `OBJECT_STORAGE_RETRY_SEC` from the first failure and the job's own time (`job_ends`)
+/// both last. No attempt starts after that; the job then fails, its reason redacted.
+async fn store_sealed(
+    ctx: &JobContext,
+    job_id: uuid::Uuid,
+    key: &str,
+    sealed: &[u8],
+    job_ends: Instant,
+) -> Result<(), Failure> {
+    let mut failures = 0u32;
+    let mut give_up_at = None;
+    loop {
+        let error = match ctx.objects.put_sealed(key, sealed).await {
+            Ok(_) => return Ok(()),
+            Err(error) if !error.is_retriable() => {
+                return Err(Failure::Job(Redacted::new(&error.to_string())))
+            }
+            Err(error) => error,
+        };
+        failures += 1;
+        metrics::storage_retry();
+        let give_up_at =
+            *give_up_at.get_or_insert_with(|| (Instant::now() + ctx.storage_retry).min(job_ends));
+        let wait = STORE_BACKOFF.delay(failures);
+        if Instant::now() + wait >= give_up_at {
+            tracing::warn!(%job_id, %error, failures, "Job failed: its result could not be stored within OBJECT_STORAGE_RETRY_SEC.");
+            return Err(Failure::Job(Redacted::new(&format!(
+                "storage write did not complete: {error}"
+            ))));
+        }
+        tracing::warn!(%job_id, %error, failures, wait_ms = wait.as_millis() as u64, "Could not store the job's result; writing it again.");
+        tokio::time::sleep(wait).await;
+    }
 }
 
 /// Publishes a just-recorded event (its outbox row leased to `owner`); the repairer retries it

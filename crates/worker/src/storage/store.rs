@@ -121,12 +121,15 @@ impl ObjectStore {
     /// is sent, at most 3 at a time: memory stays near `sealed_raw` plus 3 parts, and the whole
     /// text is never built. A failed multipart upload is aborted before the error is returned;
     /// if this future is dropped midway, the abort is spawned in the background.
-    pub async fn put_sealed(&self, key: &str, sealed_raw: Vec<u8>) -> Result<u64> {
+    ///
+    /// The bytes are only borrowed, so a caller can keep them to try again.
+    pub async fn put_sealed(&self, key: &str, sealed_raw: impl AsRef<[u8]>) -> Result<u64> {
+        let sealed_raw = sealed_raw.as_ref();
         let text_len = base64_len(sealed_raw.len());
         if text_len <= self.config.multipart_threshold_bytes as u64 {
-            self.put_single(key, &sealed_raw).await?;
+            self.put_single(key, sealed_raw).await?;
         } else {
-            self.put_multipart(key, &sealed_raw, text_len).await?;
+            self.put_multipart(key, sealed_raw, text_len).await?;
         }
         Ok(text_len)
     }

@@ -300,11 +300,42 @@ async fn a_job_that_fails_after_an_unanswered_commit_leaves_no_object() {
     setup.world.cleanup().await;
 }
 
+/// The job's `attempts` (claims) and status.
+async fn attempts_and_status(world: &World, job_id: Uuid) -> Option<(i32, String)> {
+    sqlx::query_as("SELECT attempts, status FROM jobs WHERE job_id = $1")
+        .bind(job_id)
+        .fetch_optional(&world.state)
+        .await
+        .expect("job row")
+}
+
+/// Waits until the Worker's log says it is writing `job_id`'s result again (the outage hit the
+/// write, not something before it).
+async fn wait_for_store_retry(worker: &WorkerProcess, job_id: Uuid) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !worker
+        .output()
+        .lines()
+        .any(|line| line.contains("writing it again") && line.contains(&job_id.to_string()))
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the Worker never retried the write; output:\n{}",
+            worker.output()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 #[tokio::test]
-async fn a_job_interrupted_by_an_s3_outage_gives_its_claim_back_and_completes_after_it() {
-    // A lease far longer than the test: the job can only be taken again at once if the run
-    // that could not store its object released its claim.
-    let setup = Setup::start_with(&[("JOB_LEASE_SEC", "300")]).await;
+async fn a_job_whose_result_write_meets_an_s3_outage_writes_it_again_without_re_extracting() {
+    // A retry window far longer than the outage, and a lease far longer than the test: only a
+    // write tried again in the same run can complete the job with one claim.
+    let setup = Setup::start_with(&[
+        ("JOB_LEASE_SEC", "300"),
+        ("OBJECT_STORAGE_RETRY_SEC", "300"),
+    ])
+    .await;
     let world = &setup.world;
     let mut listener = world.listen().await;
     setup.s3.set_refuse(true);
@@ -318,28 +349,7 @@ async fn a_job_interrupted_by_an_s3_outage_gives_its_claim_back_and_completes_af
             &[],
         )
         .await;
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let row: Option<(String, i32, bool)> = sqlx::query_as(
-            "SELECT status, attempts, lease_expires_at <= now() FROM jobs WHERE job_id = $1",
-        )
-        .bind(job_id)
-        .fetch_optional(&world.state)
-        .await
-        .expect("job row");
-        if let Some((status, _, released)) = &row {
-            assert_eq!(status, "processing", "{}", setup.worker.output());
-            if *released {
-                break;
-            }
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the claim was never released ({row:?}); worker output:\n{}",
-            setup.worker.output()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_for_store_retry(&setup.worker, job_id).await;
     assert!(world.object_keys().await.is_empty());
     setup.s3.heal();
 
@@ -347,12 +357,58 @@ async fn a_job_interrupted_by_an_s3_outage_gives_its_claim_back_and_completes_af
     let mut events = vec![event];
     events.extend(listener.drain(Duration::from_secs(2)).await);
     check_outcome(world, job_id, &events, &setup.worker).await;
-    let attempts: i32 = sqlx::query_scalar("SELECT attempts FROM jobs WHERE job_id = $1")
-        .bind(job_id)
-        .fetch_one(&world.state)
-        .await
-        .expect("job row");
-    assert!(attempts >= 2, "{attempts} attempts");
+    assert_eq!(
+        attempts_and_status(world, job_id).await,
+        Some((1, "completed".into())),
+        "the job was extracted again; worker output:\n{}",
+        setup.worker.output()
+    );
+    drop(setup.worker);
+    setup.world.cleanup().await;
+}
+
+#[tokio::test]
+async fn a_job_whose_result_write_outlasts_the_retry_window_fails_once_and_stores_nothing() {
+    let setup =
+        Setup::start_with(&[("JOB_LEASE_SEC", "300"), ("OBJECT_STORAGE_RETRY_SEC", "2")]).await;
+    let world = &setup.world;
+    let mut listener = world.listen().await;
+    setup.s3.set_refuse(true);
+    setup.s3.reset_all();
+
+    let job_id = Uuid::now_v7();
+    world
+        .submit(
+            &world.job_body(job_id, "src", "payments", &["id", "amount"]),
+            None,
+            &[],
+        )
+        .await;
+    let event = listener.event_for(job_id, Duration::from_secs(120)).await;
+    assert_eq!(
+        event.delivery.routing_key.as_str(),
+        "job.failed",
+        "{}",
+        setup.worker.output()
+    );
+    event.verify(&world.keys).expect("signature");
+    let error = event.body()["metadata"]["error"]["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        error.contains("storage write did not complete"),
+        "the failed event says {error:?}"
+    );
+    assert_eq!(
+        attempts_and_status(world, job_id).await,
+        Some((1, "failed".into())),
+        "the job went back to the source database; worker output:\n{}",
+        setup.worker.output()
+    );
+    setup.s3.heal();
+    assert!(world.object_keys().await.is_empty());
+    assert!(listener.drain(Duration::from_secs(2)).await.is_empty());
     drop(setup.worker);
     setup.world.cleanup().await;
 }
