@@ -229,5 +229,8 @@ fn table_names(
             names.push(name);
         }
     }
+    // Keys that name one table differently (`t`, `public.t`) ask the catalog once.
+    names.sort_unstable();
+    names.dedup();
     Ok(names)
 }

@@ -8,6 +8,10 @@ use contract::message::{FilterCondition, FilterValue, Operator};
 use crate::catalog::{Catalog, Column, TableName};
 use crate::error::{EngineError, Result};
 
+mod naming;
+
+pub use naming::{parse_table_key, result_key, Keys, Naming};
+
 /// The limits on one job (upstream defaults: 10, 20, 50).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
@@ -56,19 +60,10 @@ impl Limits {
     }
 }
 
-/// How a datasource names tables: its default schema (stripped from result keys) and the name
-/// a three-part `catalog.schema.table` key must carry.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Naming {
-    pub default_schema: String,
-    /// `None` when the datasource takes no catalog part (MySQL).
-    pub catalog: Option<String>,
-}
-
 /// One table to extract.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TablePlan {
-    /// The table's key in the result JSON (default schema stripped).
+    /// The table's key in the result JSON ([`result_key`]).
     pub key: String,
     pub name: TableName,
     /// The schema (MySQL: database) the catalog found the table in; the SQL names it, so
@@ -87,43 +82,8 @@ pub struct Predicate {
     pub values: Vec<FilterValue>,
 }
 
-/// Splits a requested table key into its name, after the length limits were checked.
-pub fn parse_table_key(key: &str, naming: &Naming) -> Result<TableName> {
-    let parts: Vec<&str> = key.split('.').collect();
-    let invalid = |why: &str| EngineError::Schema {
-        connection: String::new(),
-        detail: format!("table {key:?} {why}"),
-    };
-    if parts.iter().any(|p| p.is_empty()) {
-        return Err(invalid("has an empty name part"));
-    }
-    let (schema, table) = match parts.as_slice() {
-        [table] => (None, *table),
-        [schema, table] => (Some(*schema), *table),
-        [catalog, schema, table] => match &naming.catalog {
-            Some(expected) if expected == catalog => (Some(*schema), *table),
-            Some(_) => return Err(invalid("names another database")),
-            None => return Err(invalid("has too many name parts")),
-        },
-        _ => return Err(invalid("has too many name parts")),
-    };
-    let schema = schema.filter(|s| *s != naming.default_schema);
-    Ok(TableName {
-        schema: schema.map(str::to_owned),
-        table: table.to_owned(),
-    })
-}
-
-/// The result key of a table: `table`, or `schema.table` outside the default schema.
-pub fn table_key(name: &TableName) -> String {
-    match &name.schema {
-        Some(schema) => format!("{schema}.{}", name.table),
-        None => name.table.clone(),
-    }
-}
-
 /// Builds the plan of one datasource: every requested table, field and filter must exist in
-/// `catalog`. Tables come out sorted by result key.
+/// `catalog`. Tables come out sorted by result key, one plan per key.
 pub fn plan_datasource(
     connection: &str,
     tables: &BTreeMap<String, Vec<String>>,
@@ -143,58 +103,53 @@ pub fn plan_datasource(
         });
     }
 
+    // Keys naming one table under one result key (PostgreSQL `t` and `public.t`) are merged, as
+    // the Go Worker merges them: their fields are united, each column once in the order first
+    // seen, then sorted, since a row writes its keys sorted. The union is what the limit counts.
     let mut plans: BTreeMap<String, TablePlan> = BTreeMap::new();
-    let mut requested_as: BTreeMap<String, &str> = BTreeMap::new();
     for (requested, fields) in tables {
         let name =
             parse_table_key(requested, naming).map_err(|e| with_connection(e, connection))?;
-        let key = table_key(&name);
-        if let Some(previous) = requested_as.insert(key.clone(), requested) {
-            return Err(schema_error(format!(
-                "tables {previous:?} and {requested:?} are the same table"
-            )));
-        }
+        let key = result_key(requested, &name, naming);
         let found = catalog
             .tables
             .get(&name)
             .ok_or_else(|| schema_error(format!("table {requested:?} does not exist")))?;
-        let available = found.columns.as_slice();
-        let mut selected: Vec<&str> = fields.iter().map(String::as_str).collect();
-        selected.sort_unstable();
-        selected.dedup();
-        if selected.len() > limits.max_fields_per_table {
-            return Err(EngineError::LimitExceeded {
-                what: "fields per table",
-                limit: limits.max_fields_per_table,
-            });
+        let plan = plans.entry(key.clone()).or_insert_with(|| TablePlan {
+            key,
+            name,
+            schema: found.schema.clone(),
+            columns: Vec::new(),
+            predicates: Vec::new(),
+        });
+        for field in fields {
+            if plan.columns.iter().any(|c| c.name == *field) {
+                continue;
+            }
+            let column = find_column(&found.columns, field).ok_or_else(|| {
+                schema_error(format!(
+                    "field {field:?} does not exist in table {requested:?}"
+                ))
+            })?;
+            if plan.columns.len() == limits.max_fields_per_table {
+                return Err(EngineError::LimitExceeded {
+                    what: "fields per table",
+                    limit: limits.max_fields_per_table,
+                });
+            }
+            plan.columns.push(column.clone());
         }
-        let columns = selected
-            .into_iter()
-            .map(|field| {
-                find_column(available, field).cloned().ok_or_else(|| {
-                    schema_error(format!(
-                        "field {field:?} does not exist in table {requested:?}"
-                    ))
-                })
-            })
-            .collect::<Result<Vec<_>>>()?;
-        plans.insert(
-            key.clone(),
-            TablePlan {
-                key,
-                name,
-                schema: found.schema.clone(),
-                columns,
-                predicates: Vec::new(),
-            },
-        );
+    }
+    for plan in plans.values_mut() {
+        plan.columns.sort_unstable_by(|a, b| a.name.cmp(&b.name));
     }
 
+    // Filters find their table by result key too; two filters on one merged table both apply.
     for (requested, fields) in filters.into_iter().flatten() {
         let name =
             parse_table_key(requested, naming).map_err(|e| with_connection(e, connection))?;
         let plan = plans
-            .get_mut(&table_key(&name))
+            .get_mut(&result_key(requested, &name, naming))
             .ok_or_else(|| EngineError::Filter {
                 detail: format!("on {connection}.{requested}: the table is not in mappedFields"),
             })?;

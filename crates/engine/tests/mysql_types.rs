@@ -1,5 +1,6 @@
 //! MySQL/MariaDB extraction against the real server: every column type's JSON form, every
-//! filter operator, schema validation, hostile identifiers and values, and table key naming.
+//! filter operator, schema validation, hostile identifiers and values (table key naming is
+//! `result_keys.rs`).
 
 mod support;
 
@@ -666,55 +667,6 @@ async fn hostile_identifiers_and_values_are_quoted_and_bound() {
         ids(&engine, "payments", json!({})).await,
         vec![1, 2, 3, 4, 5]
     );
-    db.drop().await;
-}
-
-#[tokio::test]
-async fn keys_with_the_connection_database_are_normalized_and_others_kept() {
-    let db = MyDb::create().await;
-    let other = MyDb::create().await;
-    db.exec("CREATE TABLE t (id INT); INSERT INTO t VALUES (1);")
-        .await;
-    other
-        .exec("CREATE TABLE t (id INT); INSERT INTO t VALUES (2);")
-        .await;
-    let engine = db.engine(CONN);
-
-    let own = format!("{}.t", db.name);
-    let text = extract(&engine, json!({CONN: {own.clone(): ["id"]}}), json!({}))
-        .await
-        .expect("db.table extracts");
-    assert_eq!(
-        text,
-        "{\n  \"my\": {\n    \"t\": [\n      {\n        \"id\": 1\n      }\n    ]\n  }\n}"
-    );
-
-    let foreign = format!("{}.t", other.name);
-    let text = extract(
-        &engine,
-        json!({CONN: {"t": ["id"], foreign.clone(): ["id"]}}),
-        json!({CONN: {foreign.clone(): {"id": {"eq": [2]}}}}),
-    )
-    .await
-    .expect("another database's table extracts");
-    let expected = format!(
-        "{{\n  \"my\": {{\n    \"{foreign}\": [\n      {{\n        \"id\": 2\n      }}\n    ],\n    \
-         \"t\": [\n      {{\n        \"id\": 1\n      }}\n    ]\n  }}\n}}"
-    );
-    assert_eq!(text, expected);
-
-    // `db.t` and `t` are one table.
-    let result = extract(
-        &engine,
-        json!({CONN: {"t": ["id"], own: ["id"]}}),
-        json!({}),
-    )
-    .await;
-    assert!(
-        matches!(result, Err(EngineError::Schema { .. })),
-        "{result:?}"
-    );
-    other.drop().await;
     db.drop().await;
 }
 

@@ -175,14 +175,14 @@ async fn mysql_tables_of_the_database_still_extract() {
         .expect("a table of the database extracts");
     let expected = json!({"my": {"items": [{"id": 1, "name": "one"}, {"id": 2, "name": "two"}]}});
     assert_eq!(plain, expected);
-    let qualified = extract(
-        &engine,
-        "my",
-        &format!("{}.items", db.name),
-        &["id", "name"],
-    )
-    .await
-    .expect("the database-qualified name extracts");
-    assert_eq!(qualified, expected);
+    let key = format!("{}.items", db.name);
+    let qualified = extract(&engine, "my", &key, &["id", "name"])
+        .await
+        .expect("the database-qualified name extracts");
+    assert_eq!(
+        qualified,
+        json!({"my": {key: [{"id": 1, "name": "one"}, {"id": 2, "name": "two"}]}}),
+        "under the key the job wrote"
+    );
     db.drop().await;
 }

@@ -12,15 +12,17 @@ pub(crate) use schema::load_catalog;
 pub(crate) use stream::stream_table;
 
 use crate::catalog::{Column, ValueKind};
-use crate::plan::Naming;
+use crate::plan::{Keys, Naming};
 
 /// MySQL's naming: the connection's database is the default schema (`db.table` with that
-/// database is the same table as `table`); other databases stay `db.table`. There is no
-/// catalog part, so three-part keys are refused.
+/// database is the same table as `table`), and result keys stay as the job wrote them, as the
+/// Go Worker leaves them: `db.table` and `table` are two keys. There is no catalog part, so
+/// three-part keys are refused.
 pub(crate) fn naming(database: &str) -> Naming {
     Naming {
         default_schema: database.to_owned(),
         catalog: None,
+        keys: Keys::AsWritten,
     }
 }
 

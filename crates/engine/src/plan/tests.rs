@@ -7,6 +7,7 @@ fn naming() -> Naming {
     Naming {
         default_schema: "public".into(),
         catalog: Some("shop".into()),
+        keys: Keys::DefaultSchemaStripped,
     }
 }
 
@@ -101,9 +102,112 @@ fn unknown_tables_and_fields_fail_schema_validation() {
 }
 
 #[test]
-fn the_same_table_twice_is_refused() {
-    let e = plan(&[("users", &["id"]), ("public.users", &["name"])]).unwrap_err();
-    assert!(e.to_string().contains("are the same table"), "{e}");
+fn keys_naming_the_same_table_are_merged_fields_united() {
+    let plans = plan(&[
+        ("users", &["name", "id"]),
+        ("public.users", &["age", "name"]),
+        ("PUBLIC.users", &["id"]),
+        ("shop.public.users", &["name"]),
+    ])
+    .expect("one table, asked for four ways");
+    assert_eq!(plans.len(), 1, "{plans:?}");
+    assert_eq!(plans[0].key, "users");
+    let fields: Vec<&str> = plans[0].columns.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(fields, ["age", "id", "name"], "each field once, sorted");
+}
+
+#[test]
+fn a_merged_table_is_checked_field_by_field() {
+    let e = plan(&[("users", &["id"]), ("PUBLIC.users", &["secret"])]).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "datasource pg failed schema validation: field \"secret\" does not exist in table \"PUBLIC.users\""
+    );
+    let limits = Limits {
+        max_fields_per_table: 2,
+        ..Limits::default()
+    };
+    let merged = tables(&[("users", &["id", "name"]), ("public.users", &["age"])]);
+    let e = plan_datasource("pg", &merged, None, &catalog(), &naming(), &limits).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "job exceeds the limit of 2 fields per table",
+        "the union counts"
+    );
+}
+
+#[test]
+fn filters_of_merged_keys_all_apply() {
+    let condition = |op, n: &str| {
+        FilterCondition::from_clauses([(op, vec![FilterValue::String(n.into())])]).expect("valid")
+    };
+    let filters: BTreeMap<String, BTreeMap<String, FilterCondition>> = [
+        (
+            "public.users".to_string(),
+            [("age".to_string(), condition(Operator::Gte, "18"))].into(),
+        ),
+        (
+            "users".to_string(),
+            [("age".to_string(), condition(Operator::Lt, "65"))].into(),
+        ),
+    ]
+    .into();
+    let plans = plan_datasource(
+        "pg",
+        &tables(&[("users", &["id"]), ("Public.users", &["name"])]),
+        Some(&filters),
+        &catalog(),
+        &naming(),
+        &Limits::default(),
+    )
+    .expect("valid");
+    assert_eq!(plans.len(), 1);
+    let ops: Vec<Operator> = plans[0].predicates.iter().map(|p| p.op).collect();
+    assert_eq!(ops, [Operator::Gte, Operator::Lt]);
+}
+
+#[test]
+fn mysql_keys_stay_as_written_each_its_own_table() {
+    let naming = Naming {
+        default_schema: "shop".into(),
+        catalog: None,
+        keys: Keys::AsWritten,
+    };
+    let mut catalog = catalog();
+    let users = catalog
+        .tables
+        .remove(&TableName {
+            schema: None,
+            table: "users".into(),
+        })
+        .expect("users");
+    catalog.tables.insert(
+        TableName {
+            schema: None,
+            table: "users".into(),
+        },
+        Table {
+            schema: "shop".into(),
+            ..users
+        },
+    );
+    let plans = plan_datasource(
+        "my",
+        &tables(&[("shop.users", &["id"]), ("users", &["name"])]),
+        None,
+        &catalog,
+        &naming,
+        &Limits::default(),
+    )
+    .expect("valid");
+    let keys: Vec<(&str, &str)> = plans
+        .iter()
+        .map(|p| (p.key.as_str(), p.columns[0].name.as_str()))
+        .collect();
+    assert_eq!(keys, [("shop.users", "id"), ("users", "name")]);
+    assert!(plans
+        .iter()
+        .all(|p| p.schema == "shop" && p.name.schema.is_none()));
 }
 
 #[test]

@@ -8,7 +8,7 @@ pub(crate) use schema::load_catalog;
 pub(crate) use stream::stream_table;
 
 use crate::catalog::{Column, ElementKind, ValueKind};
-use crate::plan::Naming;
+use crate::plan::{Keys, Naming};
 
 /// Session settings every extraction connection runs with, sent as startup parameters after
 /// the connection's own options (the later of two wins; the options refuse these names anyway):
@@ -27,11 +27,13 @@ pub(crate) const SESSION_SETTINGS: [(&str, &str); 6] = [
     ("default_transaction_read_only", "on"),
 ];
 
-/// PostgreSQL's naming: `public` is the default schema, the catalog is the database.
+/// PostgreSQL's naming: `public` (in any case) is the default schema and is stripped from
+/// result keys, as is the catalog part, which must be the connection's database.
 pub(crate) fn naming(database: &str) -> Naming {
     Naming {
         default_schema: "public".to_owned(),
         catalog: Some(database.to_owned()),
+        keys: Keys::DefaultSchemaStripped,
     }
 }
 
