@@ -1,5 +1,6 @@
-//! What `submit` and `watch` share on the broker side: the URI (a secret), the connection, and
-//! reading and writing AMQP header values.
+//! What `submit` and `watch` share on the broker side: the URI (a secret: `--amqp-uri`,
+//! `AMQP_URI`, else the Worker's `RABBITMQ_*` variables), the connection, and reading and
+//! writing AMQP header values.
 
 use std::time::Duration;
 
@@ -8,15 +9,16 @@ use lapin::types::{AMQPValue, FieldTable, LongString};
 use lapin::uri::AMQPUri;
 use lapin::{Connection, ConnectionProperties};
 
-/// The broker used when neither `--amqp-uri` nor `AMQP_URI` names one.
-pub const DEFAULT_AMQP_URI: &str = "amqp://guest:guest@127.0.0.1:5672/%2f";
+use crate::broker_env::{self, BrokerUri};
 
 /// Where the broker is. The URI carries a password: it is never printed, not even in `--help`
 /// (`hide_env_values`), nor in an error.
 #[derive(clap::Args)]
 pub struct BrokerArgs {
-    /// AMQP URI of the broker [default: amqp://guest:***@127.0.0.1:5672/%2f]. A flag is visible
-    /// in the process list: prefer the AMQP_URI variable when the URI holds a password.
+    /// AMQP URI of the broker. Default: built from the Worker's variables (RABBITMQ_URI, else
+    /// RABBITMQ_HOST, RABBITMQ_PORT_AMQP, RABBITMQ_DEFAULT_USER, RABBITMQ_DEFAULT_PASS,
+    /// RABBITMQ_VHOST), each defaulting as in the Worker: amqp://guest:***@127.0.0.1:5672/%2F.
+    /// A flag is visible in the process list: prefer a variable when the URI holds a password.
     #[arg(long, value_name = "URI", env = "AMQP_URI", hide_env_values = true)]
     amqp_uri: Option<String>,
 
@@ -30,19 +32,30 @@ impl BrokerArgs {
         Duration::from_secs(self.broker_timeout.max(1))
     }
 
-    /// Connects; `name` is the connection name the broker shows.
-    pub async fn connect(&self, name: &str) -> anyhow::Result<Connection> {
-        let text = self
+    /// `--amqp-uri` or `AMQP_URI` when given, else the Worker's `RABBITMQ_*` variables.
+    fn uri(&self) -> anyhow::Result<BrokerUri> {
+        match self
             .amqp_uri
             .as_deref()
             .map(str::trim)
             .filter(|uri| !uri.is_empty())
-            .unwrap_or(DEFAULT_AMQP_URI);
+        {
+            Some(uri) => Ok(BrokerUri {
+                uri: uri.to_owned(),
+                source: "--amqp-uri or AMQP_URI",
+            }),
+            None => broker_env::from_vars(|name| std::env::var(name).ok()),
+        }
+    }
+
+    /// Connects; `name` is the connection name the broker shows.
+    pub async fn connect(&self, name: &str) -> anyhow::Result<Connection> {
+        let BrokerUri { uri, source } = self.uri()?;
         // The parser's error quotes the URI, password included: it is dropped here.
-        let uri: AMQPUri = text.parse().map_err(|_| {
+        let uri: AMQPUri = uri.parse().map_err(|_| {
             anyhow!(
-                "the AMQP URI (from --amqp-uri or AMQP_URI) does not parse; it is not shown \
-                 because it may hold a password"
+                "the AMQP URI (from {source}) does not parse; it is not shown because it may \
+                 hold a password"
             )
         })?;
         let password = uri.authority.userinfo.password.clone();
@@ -50,11 +63,11 @@ impl BrokerArgs {
         match tokio::time::timeout(self.timeout(), Connection::connect_uri(uri, properties)).await {
             Ok(Ok(connection)) => Ok(connection),
             Ok(Err(error)) => bail!(
-                "Failed to connect to the broker: {}",
+                "Failed to connect to the broker (URI from {source}): {}",
                 scrub(&error.to_string(), &password)
             ),
             Err(_) => bail!(
-                "Failed to connect to the broker within {} s",
+                "Failed to connect to the broker (URI from {source}) within {} s",
                 self.timeout().as_secs()
             ),
         }

@@ -1,15 +1,19 @@
 //! `fetcherctl`: the operator's and consumer's tool for the Fetcher Worker.
 //!
-//! One module per command (`derive_key`, `submit`, `watch`, `fetch`); `keys` and `amqp` hold
-//! what they share, `dedupe` the check that makes an event's ce-id safe to deduplicate on. No
-//! command prints a secret: not the master key, not the AMQP URI (it may hold a password), not
-//! the S3 secret key; `derive-key` prints the HMAC keys it is asked for and nothing else.
+//! One module per command (`derive_key`, `submit`, `watch`, `fetch`); `keys`, `amqp` and
+//! `broker_env` (the Worker's `RABBITMQ_*` variables) hold what they share, `dedupe` the check
+//! that makes an event's ce-id safe to deduplicate on, `max_age` how old a watched event's
+//! signature may be. No command prints a secret: not the master key, not the AMQP URI (it may
+//! hold a password), not the S3 secret key; `derive-key` prints the HMAC keys it is asked for
+//! and nothing else.
 
 mod amqp;
+mod broker_env;
 mod dedupe;
 mod derive_key;
 mod fetch;
 mod keys;
+mod max_age;
 mod private_file;
 mod submit;
 mod watch;
@@ -52,6 +56,8 @@ enum Command {
     /// or ce-subject is not the one the signed routing key and body imply, are printed as
     /// `REJECTED <reason>` and never hide a later event with the same ce-id.
     /// The key comes from --hmac-key / FETCHER_EXTERNAL_HMAC_KEY, else from APP_ENC_KEY.
+    /// Signatures older than 5 minutes are rejected on a private queue; with --queue (a durable
+    /// backlog) any age is accepted unless --max-age says otherwise.
     Watch(watch::Args),
 
     /// Download a stored result, open it, check its HMAC and print it.

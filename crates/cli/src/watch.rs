@@ -1,6 +1,6 @@
 //! `fetcherctl watch`: consumes job events, verifies their signature with the external HMAC key
-//! (contract §3, §8), checks that their ce-id is the one the signed parts imply (`dedupe`),
-//! drops duplicates by ce-id, and prints them.
+//! (contract §3, §8; how old it may be: `max_age`), checks that their ce-id is the one the
+//! signed parts imply (`dedupe`), drops duplicates by ce-id, and prints them.
 
 use std::collections::HashSet;
 use std::io::Write as _;
@@ -19,7 +19,7 @@ use lapin::options::{
     QueueBindOptions, QueueDeclareOptions,
 };
 use lapin::types::{FieldTable, ShortString};
-use lapin::{Connection, ExchangeKind};
+use lapin::{Channel, Connection, ExchangeKind};
 use serde::Serialize;
 use tokio::time::Instant;
 use uuid::Uuid;
@@ -27,6 +27,7 @@ use uuid::Uuid;
 use crate::amqp::{self, BrokerArgs};
 use crate::dedupe::{dedupe_key, Attribute, Attributes};
 use crate::keys;
+use crate::max_age::{self, MaxAge};
 
 /// The events exchange's conventional name (contract §8).
 pub const DEFAULT_EXCHANGE: &str = "fetcher.job.events";
@@ -48,11 +49,18 @@ pub struct Args {
     #[arg(long, value_name = "PATTERN", default_value = "job.*")]
     pattern: String,
 
-    /// Consume from this named, durable queue (declared and bound if needed), which keeps events
-    /// while nobody watches. Default: a private, server-named queue that lives as long as this
-    /// command. Every event taken from the queue is acknowledged, those skipped by --job too.
+    /// Consume from this named, durable queue (used as it is when it exists, else declared;
+    /// bound either way), which keeps events while nobody watches. Default: a private,
+    /// server-named queue that lives as long as this command. Every event taken from the queue
+    /// is acknowledged, those skipped by --job and those rejected too.
     #[arg(long, value_name = "QUEUE")]
     queue: Option<String>,
+
+    /// Oldest signature accepted: seconds, or a number with s, m, h or d (5m), or none.
+    /// Default: 5m on a private queue; none with --queue, whose backlog may be of any age.
+    /// Every signature is verified whatever its age.
+    #[arg(long, value_name = "AGE", value_parser = max_age::parse)]
+    max_age: Option<MaxAge>,
 
     /// The external HMAC key as 64 hex characters (what `fetcherctl derive-key` prints), for
     /// consumers that are not given the master key. Default: derived from APP_ENC_KEY. A flag is
@@ -149,29 +157,26 @@ async fn watch(
                 exchange.as_str()
             )
         })?;
-    let (name, options) = match &args.queue {
-        Some(name) => (
-            ShortString::try_new(name.as_str())
-                .map_err(|_| anyhow!("--queue is longer than 255 bytes"))?,
-            QueueDeclareOptions {
-                durable: true,
-                ..QueueDeclareOptions::default()
-            },
-        ),
-        None => (
-            ShortString::from(""),
-            QueueDeclareOptions {
+    let (channel, queue) = match &args.queue {
+        Some(name) => {
+            let name = ShortString::try_new(name.as_str())
+                .map_err(|_| anyhow!("--queue is longer than 255 bytes"))?;
+            durable_queue(connection, channel, name).await?
+        }
+        None => {
+            let options = QueueDeclareOptions {
                 exclusive: true,
                 auto_delete: true,
                 ..QueueDeclareOptions::default()
-            },
-        ),
+            };
+            let queue = channel
+                .queue_declare(ShortString::from(""), options, FieldTable::default())
+                .await
+                .context("Failed to declare the queue")?;
+            let queue = queue.name().clone();
+            (channel, queue)
+        }
     };
-    let queue = channel
-        .queue_declare(name, options, FieldTable::default())
-        .await
-        .context("Failed to declare the queue")?;
-    let queue = queue.name().clone();
     channel
         .queue_bind(
             queue.clone(),
@@ -195,12 +200,15 @@ async fn watch(
         )
         .await
         .context("Failed to consume")?;
+    let max_age = MaxAge::or_default(args.max_age, args.queue.is_some());
     eprintln!(
-        "Watching exchange {:?} (pattern {:?}) on queue {:?}.",
+        "Watching exchange {:?} (pattern {:?}) on queue {:?}; {}.",
         exchange.as_str(),
         pattern.as_str(),
-        queue.as_str()
+        queue.as_str(),
+        max_age.describe()
     );
+    let policy = max_age.policy();
 
     let deadline = args
         .timeout
@@ -223,7 +231,7 @@ async fn watch(
             }
             _ = &mut interrupted => break,
         };
-        handle(args, key, &delivery, &mut seen, &mut tally)?;
+        handle(args, key, &policy, &delivery, &mut seen, &mut tally)?;
         delivery
             .acker
             .ack(BasicAckOptions::default())
@@ -253,6 +261,39 @@ async fn watch(
     }
 }
 
+/// The durable queue `name`, used as it is when it exists (an operator may have declared it with
+/// arguments of their own), else declared durable. A passive declare of a missing queue closes
+/// its channel, so the declare goes on a new one, which is returned.
+async fn durable_queue(
+    connection: &Connection,
+    channel: Channel,
+    name: ShortString,
+) -> anyhow::Result<(Channel, ShortString)> {
+    let passive = QueueDeclareOptions {
+        passive: true,
+        ..QueueDeclareOptions::default()
+    };
+    if let Ok(queue) = channel
+        .queue_declare(name.clone(), passive, FieldTable::default())
+        .await
+    {
+        return Ok((channel, queue.name().clone()));
+    }
+    let channel = connection
+        .create_channel()
+        .await
+        .context("Failed to open a channel")?;
+    let durable = QueueDeclareOptions {
+        durable: true,
+        ..QueueDeclareOptions::default()
+    };
+    let queue = channel
+        .queue_declare(name, durable, FieldTable::default())
+        .await
+        .context("Failed to declare the queue")?;
+    Ok((channel, queue.name().clone()))
+}
+
 /// Resolves at `deadline`, never without one.
 async fn until(deadline: Option<Instant>) {
     match deadline {
@@ -265,6 +306,7 @@ async fn until(deadline: Option<Instant>) {
 fn handle(
     args: &Args,
     key: &HmacKey,
+    policy: &VerifyPolicy,
     delivery: &Delivery,
     seen: &mut HashSet<String>,
     tally: &mut Tally,
@@ -292,14 +334,9 @@ fn handle(
         routing_key: delivery.routing_key.as_str(),
     };
     let now = chrono::Utc::now().timestamp();
-    let verified = verify(
-        &signature,
-        &route,
-        body,
-        &VerifyPolicy::default(),
-        now,
-        |payload, hex| key.verify_hex_parts(payload, hex),
-    );
+    let verified = verify(&signature, &route, body, policy, now, |payload, hex| {
+        key.verify_hex_parts(payload, hex)
+    });
 
     let mut out = std::io::stdout().lock();
     // The signature first, then whether the ce-id is the one the signed parts imply.

@@ -3,122 +3,18 @@
 
 mod support;
 
-use std::io::{BufRead as _, BufReader, Read as _};
-use std::process::{Child, Stdio};
-use std::sync::mpsc::{self, Receiver};
-use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use chrono::Utc;
-use contract::event::{CloudEventAttributes, OutboundEvent, Outcome, StoredResult};
-use contract::Redacted;
+use contract::event::OutboundEvent;
 use lapin::options::{BasicPublishOptions, ExchangeDeleteOptions};
 use lapin::types::{AMQPValue, ByteArray, FieldTable};
 use lapin::BasicProperties;
 use publisher::{AmqpUri, Publisher, PublisherConfig};
+use support::events::{completed, failed};
+use support::watcher::Watcher;
 use support::Broker;
 use uuid::Uuid;
-
-/// A running `fetcherctl watch`, killed if the test ends before it does.
-struct Watcher {
-    child: Child,
-    stderr: Receiver<String>,
-    stdout: Option<JoinHandle<String>>,
-}
-
-struct Finished {
-    success: bool,
-    stdout: String,
-    stderr: String,
-}
-
-impl Watcher {
-    fn start(args: &[&str], env: &[(&str, &str)]) -> Watcher {
-        let mut command = support::fetcherctl();
-        command
-            .arg("watch")
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        for (name, value) in env {
-            command.env(name, value);
-        }
-        let mut child = command.spawn().expect("spawn fetcherctl watch");
-        let stderr = child.stderr.take().expect("stderr");
-        let (lines, receiver) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if lines.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let mut stdout = child.stdout.take().expect("stdout");
-        let stdout = std::thread::spawn(move || {
-            let mut text = String::new();
-            let _ = stdout.read_to_string(&mut text);
-            text
-        });
-        Watcher {
-            child,
-            stderr: receiver,
-            stdout: Some(stdout),
-        }
-    }
-
-    /// Waits for the line that says the queue is bound: events published after it are seen.
-    fn wait_until_bound(&mut self) {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match self.stderr.recv_timeout(left) {
-                Ok(line) if line.starts_with("Watching exchange") => return,
-                Ok(_) => {}
-                Err(_) => {
-                    let _ = self.child.kill();
-                    let early = self.child.try_wait();
-                    panic!("watch never reported its queue as bound (exit: {early:?})");
-                }
-            }
-        }
-    }
-
-    /// Waits (up to 30 s) for the process to exit on its own.
-    fn finish(mut self) -> Finished {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        let status = loop {
-            if let Some(status) = self.child.try_wait().expect("try_wait") {
-                break status;
-            }
-            if Instant::now() >= deadline {
-                panic!("watch did not exit within 30 s");
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        };
-        let stdout = self
-            .stdout
-            .take()
-            .expect("stdout reader")
-            .join()
-            .expect("stdout thread");
-        let stderr: Vec<String> = self.stderr.iter().collect();
-        Finished {
-            success: status.success(),
-            stdout,
-            stderr: stderr.join("\n"),
-        }
-    }
-}
-
-impl Drop for Watcher {
-    fn drop(&mut self) {
-        if matches!(self.child.try_wait(), Ok(None)) {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
-}
 
 /// The Worker's publisher on `exchange`, signing with the test's external key.
 async fn publisher(exchange: &str) -> Publisher {
@@ -132,50 +28,6 @@ async fn publisher(exchange: &str) -> Publisher {
         .await
         .expect("declare exchange");
     publisher
-}
-
-fn completed(job_id: Uuid, tenant: Option<&str>) -> OutboundEvent {
-    let result = StoredResult {
-        path: format!("external-data/{job_id}.json"),
-        size_bytes: 17,
-        row_count: 1,
-        hmac: "ab".repeat(32),
-    };
-    let mut metadata = serde_json::Map::new();
-    metadata.insert("source".into(), "payments".into());
-    let outcome = Outcome::Completed {
-        result: &result,
-        execution_time_ms: 12,
-        completed_at: Utc::now(),
-    };
-    let attributes = CloudEventAttributes::new(
-        outcome.status(),
-        job_id,
-        "//fetcherctl-tests",
-        tenant,
-        Utc::now(),
-    );
-    OutboundEvent::new(job_id, &metadata, &outcome, attributes, None).expect("event")
-}
-
-fn failed(job_id: Uuid) -> OutboundEvent {
-    let error = Redacted::new("failed to connect to datasource");
-    let outcome = Outcome::Failed { error: &error };
-    let attributes = CloudEventAttributes::new(
-        outcome.status(),
-        job_id,
-        "//fetcherctl-tests",
-        None,
-        Utc::now(),
-    );
-    OutboundEvent::new(
-        job_id,
-        &serde_json::Map::new(),
-        &outcome,
-        attributes,
-        Some("req-9".into()),
-    )
-    .expect("event")
 }
 
 /// Publishes, with the test's own channel, a `job.completed` event that claims `ce_id` and

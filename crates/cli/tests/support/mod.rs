@@ -1,8 +1,12 @@
 //! Shared by the integration tests: the real `fetcherctl` binary with a clean environment, the
-//! test master key, and a test-side connection to the real RabbitMQ (`testkit`'s [`Broker`]).
+//! test master key, and a test-side connection to the real RabbitMQ (`testkit`'s [`Broker`]);
+//! `watcher` runs `watch` in the background, `events` builds and signs job events.
 
 // Not every test binary uses every helper.
 #![allow(dead_code, unused_imports)]
+
+pub mod events;
+pub mod watcher;
 
 use std::process::Command;
 
@@ -17,6 +21,12 @@ pub const MASTER: &str = "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=";
 const READ_VARS: &[&str] = &[
     "APP_ENC_KEY",
     "AMQP_URI",
+    "RABBITMQ_URI",
+    "RABBITMQ_HOST",
+    "RABBITMQ_PORT_AMQP",
+    "RABBITMQ_DEFAULT_USER",
+    "RABBITMQ_DEFAULT_PASS",
+    "RABBITMQ_VHOST",
     "RABBITMQ_FETCHER_WORK_QUEUE",
     "RABBITMQ_JOB_EVENTS_EXCHANGE",
     "FETCHER_EXTERNAL_HMAC_KEY",
