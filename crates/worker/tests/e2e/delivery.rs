@@ -1,8 +1,10 @@
 //! Delivery guarantees: a job delivered twice runs once; a Worker killed mid-extraction does not
-//! leave its job `processing`; a run whose claim is taken over does not write the job's object.
+//! leave its job `processing`, even when the message comes back after the signature's freshness
+//! window; a run whose claim is taken over does not write the job's object.
 
 use std::time::{Duration, Instant};
 
+use futures_util::StreamExt;
 use uuid::Uuid;
 
 use crate::harness::{self, WorkerProcess, World};
@@ -144,5 +146,85 @@ async fn a_run_whose_claim_is_taken_over_while_extracting_stores_nothing() {
         Some("processing")
     );
     drop(worker);
+    world.cleanup().await;
+}
+
+#[tokio::test]
+async fn a_job_retried_after_the_freshness_window_is_finished_not_dead_lettered() {
+    const WINDOW_SECS: i64 = 3;
+    let world = World::new().await;
+    let spawn = || {
+        let port = harness::free_port();
+        let mut env = world.env(port);
+        env.insert(
+            "RABBITMQ_SIGNATURE_MAX_AGE_SEC".into(),
+            WINDOW_SECS.to_string(),
+        );
+        WorkerProcess::spawn(env, port)
+    };
+    let mut first = spawn();
+    first.wait_ready(Duration::from_secs(60)).await;
+    let mut events = world.listen().await;
+    let dlq = format!("fetcher.test.dlq.{}", world.id);
+    let mut dead = world.tap(&dlq, "fetcher.dlx", "fetcher.dlq.key").await;
+
+    let job_id = Uuid::now_v7();
+    let body = world.job_body(job_id, "src", "slow", &["id"]);
+    let signed_at = chrono::Utc::now().timestamp();
+    world.submit_signed_at(&body, None, &[], signed_at).await;
+    world
+        .wait_status(job_id, "processing", Duration::from_secs(20))
+        .await;
+    // The first attempt dies mid-extraction; its message comes back to the next Worker only
+    // once the signature is older than the window.
+    first.signal("KILL");
+    first.wait_exit(Duration::from_secs(10)).await;
+    while chrono::Utc::now().timestamp() - signed_at <= WINDOW_SECS {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let second = spawn();
+    second.wait_ready(Duration::from_secs(60)).await;
+
+    let event = events.event_for(job_id, Duration::from_secs(120)).await;
+    assert_eq!(
+        event.delivery.routing_key.as_str(),
+        "job.completed",
+        "{}",
+        second.output()
+    );
+    event.verify(&world.keys).expect("signature");
+    let attempts: i32 = sqlx::query_scalar("SELECT attempts FROM jobs WHERE job_id = $1")
+        .bind(job_id)
+        .fetch_one(&world.state)
+        .await
+        .expect("job");
+    assert_eq!(attempts, 2, "the retry ran the job once more");
+
+    // Freshness still guards everything else: an old signature on another body for the same
+    // job, or on a job never accepted, is dead-lettered.
+    let an_hour_ago = chrono::Utc::now().timestamp() - 3600;
+    let other_body = world.job_body(job_id, "src", "payments", &["id"]);
+    let never_accepted = world.job_body(Uuid::now_v7(), "src", "payments", &["id"]);
+    for stale in [&other_body, &never_accepted] {
+        world.submit_signed_at(stale, None, &[], an_hour_ago).await;
+        let refused = loop {
+            let delivery = tokio::time::timeout(Duration::from_secs(30), dead.next())
+                .await
+                .expect("the stale message was dead-lettered")
+                .expect("dead-letter tap")
+                .expect("delivery");
+            if delivery.data == *stale {
+                break delivery;
+            }
+        };
+        assert_eq!(refused.data, *stale);
+    }
+    assert!(
+        second.output().contains("signature_stale"),
+        "{}",
+        second.output()
+    );
+    assert!(events.drain(Duration::from_secs(2)).await.is_empty());
+    drop(second);
     world.cleanup().await;
 }

@@ -239,12 +239,24 @@ impl World {
 
     /// Publishes `body` to the work queue, signed with the internal key.
     pub async fn submit(&self, body: &[u8], tenant: Option<&str>, extra: &[(&str, &str)]) {
+        self.submit_signed_at(body, tenant, extra, chrono::Utc::now().timestamp())
+            .await;
+    }
+
+    /// [`submit`](Self::submit), signed as of Unix second `signed_at`.
+    pub async fn submit_signed_at(
+        &self,
+        body: &[u8],
+        tenant: Option<&str>,
+        extra: &[(&str, &str)],
+        signed_at: i64,
+    ) {
         let route = Route {
             tenant: tenant.unwrap_or(""),
             exchange: "",
             routing_key: &self.queue,
         };
-        let signature = envelope::sign(chrono::Utc::now().timestamp(), &route, body, |p| {
+        let signature = envelope::sign(signed_at, &route, body, |p| {
             self.keys.internal_hmac().sign_hex(p)
         });
         let mut headers = vec![
