@@ -7,4 +7,5 @@ mod consume;
 mod delivery;
 mod failures;
 mod lifecycle;
+mod topology;
 mod world;
