@@ -15,7 +15,7 @@ use crate::relay::{broker_away, record, send, RelayReport};
 pub struct RepairerConfig {
     /// Who leases rows: unique per Worker process.
     pub owner: String,
-    /// Between passes (upstream: 30 s).
+    /// Between passes (upstream: 30 s). Zero, which would panic the timer, means 30 s.
     pub interval: Duration,
     /// Rows leased per batch (upstream: 25 per pass; a pass here drains the backlog in
     /// batches of this size).
@@ -36,11 +36,25 @@ pub struct RepairerConfig {
     pub purge_batch: i64,
 }
 
+/// [`RepairerConfig::interval`]'s default, upstream's.
+const DEFAULT_INTERVAL: Duration = Duration::from_secs(30);
+
 impl RepairerConfig {
+    /// The period of the repairer's timer: the interval, or the default for zero
+    /// (`tokio::time::interval` panics on zero, and in a spawned task that panic would leave
+    /// the Worker running without a repairer).
+    fn tick_period(&self) -> Duration {
+        if self.interval.is_zero() {
+            DEFAULT_INTERVAL
+        } else {
+            self.interval
+        }
+    }
+
     pub fn new(owner: impl Into<String>) -> RepairerConfig {
         RepairerConfig {
             owner: owner.into(),
-            interval: Duration::from_secs(30),
+            interval: DEFAULT_INTERVAL,
             batch: 25,
             batches_in_flight: 3,
             grace: Duration::from_secs(10),
@@ -79,7 +93,7 @@ impl Repairer {
     /// the batches it has leased. A failing pass is logged and counted, and the next one runs
     /// as usual.
     pub async fn run(&self, stop: CancellationToken) {
-        let mut ticks = tokio::time::interval(self.config.interval);
+        let mut ticks = tokio::time::interval(self.config.tick_period());
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
@@ -190,4 +204,20 @@ fn add(total: &mut RelayReport, batch: RelayReport) {
     total.published += batch.published;
     total.failed += batch.failed;
     total.rejected += batch.rejected;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_zero_interval_ticks_at_the_default_and_never_reaches_the_timer() {
+        let mut config = RepairerConfig::new("t");
+        config.interval = Duration::ZERO;
+        assert_eq!(config.tick_period(), Duration::from_secs(30));
+        // What `run` builds its timer with: it would panic on zero.
+        drop(tokio::time::interval(config.tick_period()));
+        config.interval = Duration::from_millis(50);
+        assert_eq!(config.tick_period(), Duration::from_millis(50));
+    }
 }

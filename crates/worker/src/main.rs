@@ -45,6 +45,9 @@ async fn run() -> ExitCode {
         }
     };
     worker::telemetry::init(&settings.log);
+    for warning in &settings.warnings {
+        tracing::warn!(warning = %warning, "A setting was replaced by its default or skipped.");
+    }
     let shutdown = CancellationToken::new();
     tokio::spawn(worker::shutdown::on_signal(shutdown.clone()));
     let outcome = match Application::build(settings).await {

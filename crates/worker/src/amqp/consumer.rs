@@ -51,9 +51,7 @@ pub async fn connect(config: &ConsumerConfig) -> anyhow::Result<Connection> {
             contract::redact(&e.to_string())
         )
     })?;
-    let channel = connection.create_channel().await?;
-    topology::declare(&channel, &config.events_exchange, &config.work_queue).await?;
-    let _ = channel.close(200, "OK".into()).await;
+    topology::declare(&connection, &config.events_exchange, &config.work_queue).await?;
     Ok(connection)
 }
 

@@ -1,9 +1,14 @@
 //! Settings from the environment (contract §9): the upstream variable names, validated at
-//! start, every problem reported at once, no secret ever printed.
+//! start, every problem reported at once, no secret ever printed. A numeric setting at or below
+//! 0 takes its default with a warning (as upstream), one out of range is refused; a bad
+//! `DATASOURCE_<NAME>_*` group is skipped with a warning (as upstream).
 
+mod number;
 mod reader;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod walk_tests;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -35,8 +40,11 @@ pub struct Settings {
     pub outbox: OutboxSettings,
     pub jobs: JobSettings,
     pub log: LogSettings,
-    /// `DATASOURCE_<NAME>_*`, by connection name.
+    /// `DATASOURCE_<NAME>_*`, by connection name: the groups without problems.
     pub datasources: BTreeMap<String, ConnectionConfig>,
+    /// What was replaced by a default or skipped, one sentence each (no secret in any): for the
+    /// Worker to log once its logging is up.
+    pub warnings: Vec<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -46,7 +54,7 @@ pub struct AmqpSettings {
     pub uri: SecretString,
     pub work_queue: String,
     pub events_exchange: String,
-    /// `RABBITMQ_NUMBERS_OF_WORKERS`: prefetch and concurrent jobs (≤0 → 5).
+    /// `RABBITMQ_NUMBERS_OF_WORKERS`: prefetch and concurrent jobs (≤0 → 5, at most 1000).
     pub consumers: u16,
     pub allow_legacy_body_signature: bool,
     /// `RABBITMQ_MAX_MESSAGE_BYTES` (default 4 MiB): a larger job message is dead-lettered
@@ -76,7 +84,7 @@ pub struct DatabaseSettings {
 pub struct HttpSettings {
     /// `HEALTH_BIND` (default `0.0.0.0`, so probes from outside the pod reach it).
     pub bind: std::net::IpAddr,
-    /// `HEALTH_PORT` (default 4007; 0 picks a free port).
+    /// `HEALTH_PORT` (default 4007; ≤0 or above 65535 → 4007, as upstream).
     pub port: u16,
 }
 

@@ -7,13 +7,17 @@ use std::time::Duration;
 use engine::EngineConfig;
 use secrecy::SecretString;
 
+use super::number::{self, Number, Reading};
 use super::*;
 use crate::storage::{StaticCredentials, StorageConfig};
 
-/// Variables with the problems found so far.
+/// Variables with the problems and warnings found so far.
 pub(super) struct Reader<'a> {
     vars: &'a BTreeMap<String, String>,
     problems: Vec<String>,
+    warnings: Vec<String>,
+    /// The numeric variables read, so a test can tell that it walked every one.
+    numbers_read: Vec<&'static str>,
 }
 
 impl<'a> Reader<'a> {
@@ -21,6 +25,8 @@ impl<'a> Reader<'a> {
         Reader {
             vars,
             problems: Vec::new(),
+            warnings: Vec::new(),
+            numbers_read: Vec::new(),
         }
     }
 
@@ -30,6 +36,36 @@ impl<'a> Reader<'a> {
 
     fn problem(&mut self, text: String) {
         self.problems.push(text);
+    }
+
+    fn warning(&mut self, text: String) {
+        self.warnings.push(text);
+    }
+
+    /// The numeric variables read so far.
+    #[cfg(test)]
+    pub(super) fn numbers_read(&self) -> &[&'static str] {
+        &self.numbers_read
+    }
+
+    /// A numeric variable, within its range (see [`number`]).
+    fn number(&mut self, spec: &Number) -> u64 {
+        self.numbers_read.push(spec.name);
+        match spec.read(self.get(spec.name)) {
+            Reading::Value(value) => value,
+            Reading::Replaced(value, warning) => {
+                self.warning(warning);
+                value
+            }
+            Reading::Refused(value, problem) => {
+                self.problem(problem);
+                value
+            }
+        }
+    }
+
+    fn seconds(&mut self, spec: &Number) -> Duration {
+        Duration::from_secs(self.number(spec))
     }
 
     /// The value, `None` when unset or blank.
@@ -73,19 +109,6 @@ impl<'a> Reader<'a> {
             }
         }
     }
-
-    /// A whole number of bytes above zero.
-    fn positive<T: FromStr + Default + PartialOrd>(&mut self, name: &str, default: T) -> T {
-        let value = self.parsed(name, default, "a whole number of bytes above 0");
-        if value <= T::default() {
-            self.problem(format!("{name} must be a whole number of bytes above 0"));
-        }
-        value
-    }
-
-    fn seconds(&mut self, name: &str, default: u64) -> Duration {
-        Duration::from_secs(self.parsed(name, default, "a whole number of seconds"))
-    }
 }
 
 pub(super) fn read(r: &mut Reader<'_>, vars: &BTreeMap<String, String>) -> Option<Settings> {
@@ -106,10 +129,7 @@ pub(super) fn read(r: &mut Reader<'_>, vars: &BTreeMap<String, String>) -> Optio
     let database = database(r);
     let storage = storage(r);
     let engine = engine(r);
-    let datasources =
-        engine::connection::from_env_vars(vars.iter().map(|(k, v)| (k.clone(), v.clone())))
-            .map_err(|e| r.problem(e.to_string()))
-            .ok();
+    let datasources = datasources(r, vars);
     // Everything is read before anything is required, so every problem is reported at once.
     let key_version = r.text("APP_ENC_KEY_VERSION", "1");
     let http = HttpSettings {
@@ -118,28 +138,24 @@ pub(super) fn read(r: &mut Reader<'_>, vars: &BTreeMap<String, String>) -> Optio
             std::net::IpAddr::from([0, 0, 0, 0]),
             "an IP address (0.0.0.0, 127.0.0.1, ::)",
         ),
-        port: r.parsed("HEALTH_PORT", 4007, "a port number (0-65535)"),
+        port: port(r.number(&number::HEALTH_PORT)),
     };
     let shutdown = ShutdownSettings {
-        readyz_drain_delay: r.seconds("READYZ_DRAIN_DELAY_SEC", 12),
-        grace: r.seconds("SHUTDOWN_GRACE_SEC", 330),
+        readyz_drain_delay: r.seconds(&number::READYZ_DRAIN_DELAY_SEC),
+        grace: r.seconds(&number::SHUTDOWN_GRACE_SEC),
     };
     let outbox = OutboxSettings {
-        repair_interval: r.seconds("OUTBOX_REPAIR_INTERVAL_SEC", 30),
-        repair_batch: r
-            .parsed("OUTBOX_REPAIR_BATCH", 25, "a positive number")
-            .max(1),
-        repair_grace: r.seconds("OUTBOX_REPAIR_GRACE_SEC", 10),
-        retention: Duration::from_secs(
-            3600 * r.parsed::<u64>("OUTBOX_RETENTION_HOURS", 168, "a whole number of hours"),
-        ),
+        repair_interval: r.seconds(&number::OUTBOX_REPAIR_INTERVAL_SEC),
+        repair_batch: signed(r.number(&number::OUTBOX_REPAIR_BATCH)),
+        repair_grace: r.seconds(&number::OUTBOX_REPAIR_GRACE_SEC),
+        retention: Duration::from_secs(3600 * r.number(&number::OUTBOX_RETENTION_HOURS)),
     };
     let jobs = JobSettings {
-        lease: r.seconds("JOB_LEASE_SEC", 30).max(Duration::from_secs(2)),
+        lease: r.seconds(&number::JOB_LEASE_SEC),
         worker_id: r
             .get("WORKER_ID")
             .map_or_else(default_worker_id, str::to_owned),
-        storage_retry: r.seconds("OBJECT_STORAGE_RETRY_SEC", 60),
+        storage_retry: r.seconds(&number::OBJECT_STORAGE_RETRY_SEC),
     };
     let log = LogSettings {
         level: r.text("LOG_LEVEL", "info"),
@@ -157,9 +173,41 @@ pub(super) fn read(r: &mut Reader<'_>, vars: &BTreeMap<String, String>) -> Optio
         outbox,
         jobs,
         log,
-        datasources: datasources?,
+        datasources,
+        warnings: std::mem::take(&mut r.warnings),
     };
     Some(settings)
+}
+
+/// A value [`Reader::number`] bounded to a port's range.
+fn port(value: u64) -> u16 {
+    u16::try_from(value).unwrap_or(u16::MAX)
+}
+
+/// A value [`Reader::number`] bounded far below `i64::MAX`.
+fn signed(value: u64) -> i64 {
+    i64::try_from(value).unwrap_or(i64::MAX)
+}
+
+/// The usable `DATASOURCE_<NAME>_*` groups. A group with problems is left out with a warning
+/// that lists every one of them (as upstream skips it), so one bad group does not stop the
+/// jobs of every other datasource; a job naming it fails with "connection not found" unless
+/// the `connections` table has that name.
+fn datasources(
+    r: &mut Reader<'_>,
+    vars: &BTreeMap<String, String>,
+) -> BTreeMap<String, ConnectionConfig> {
+    let read = engine::connection::read_env_vars(vars.iter().map(|(k, v)| (k.clone(), v.clone())));
+    for skipped in read.skipped {
+        r.warning(format!(
+            "{} is skipped, a job naming {:?} resolves it from the connections table or fails \
+             with connection not found: {}",
+            skipped.group,
+            skipped.connection,
+            skipped.problems.join("; ")
+        ));
+    }
+    read.configs
 }
 
 fn amqp(r: &mut Reader<'_>) -> Option<AmqpSettings> {
@@ -171,18 +219,13 @@ fn amqp(r: &mut Reader<'_>) -> Option<AmqpSettings> {
         "STREAMING_CLOUDEVENTS_SOURCE",
         "the ce-source of job events",
     );
-    let workers: i64 = r.parsed("RABBITMQ_NUMBERS_OF_WORKERS", 5, "a whole number");
-    let consumers = if workers <= 0 {
-        5
-    } else {
-        workers.min(1000) as u16
-    };
+    let consumers = r.number(&number::RABBITMQ_NUMBERS_OF_WORKERS);
     let uri = match r.get("RABBITMQ_URI") {
         Some(uri) if uri.contains("://") => uri.to_owned(),
         scheme => {
             let scheme = scheme.unwrap_or("amqp");
             let host = r.text("RABBITMQ_HOST", "127.0.0.1");
-            let port: u16 = r.parsed("RABBITMQ_PORT_AMQP", 5672, "a port number");
+            let port = port(r.number(&number::RABBITMQ_PORT_AMQP));
             let user = r.text("RABBITMQ_DEFAULT_USER", "guest");
             let pass = r.text("RABBITMQ_DEFAULT_PASS", "guest");
             let vhost = r.text("RABBITMQ_VHOST", "/");
@@ -194,30 +237,31 @@ fn amqp(r: &mut Reader<'_>) -> Option<AmqpSettings> {
             )
         }
     };
+    let work_queue = r.text("RABBITMQ_FETCHER_WORK_QUEUE", DEFAULT_WORK_QUEUE);
+    let allow_legacy_body_signature =
+        r.flag("RABBITMQ_ALLOW_LEGACY_BODY_SIGNATURE_FALLBACK", false);
+    let max_message_bytes = r.number(&number::RABBITMQ_MAX_MESSAGE_BYTES);
+    let max_metadata_bytes = r.number(&number::EVENT_MAX_METADATA_BYTES);
+    let signature_max_age_secs = signed(r.number(&number::RABBITMQ_SIGNATURE_MAX_AGE_SEC));
     Some(AmqpSettings {
         uri: SecretString::from(uri),
-        work_queue: r.text("RABBITMQ_FETCHER_WORK_QUEUE", DEFAULT_WORK_QUEUE),
+        work_queue,
         events_exchange: exchange?,
-        consumers,
-        allow_legacy_body_signature: r.flag("RABBITMQ_ALLOW_LEGACY_BODY_SIGNATURE_FALLBACK", false),
-        max_message_bytes: r.positive("RABBITMQ_MAX_MESSAGE_BYTES", DEFAULT_MAX_MESSAGE_BYTES),
-        max_metadata_bytes: r.positive("EVENT_MAX_METADATA_BYTES", DEFAULT_MAX_METADATA_BYTES),
+        consumers: u16::try_from(consumers).unwrap_or(u16::MAX),
+        allow_legacy_body_signature,
+        max_message_bytes: usize::try_from(max_message_bytes).unwrap_or(usize::MAX),
+        max_metadata_bytes,
         cloudevents_source: source?,
-        signature_max_age_secs: r.parsed(
-            "RABBITMQ_SIGNATURE_MAX_AGE_SEC",
-            300,
-            "a whole number of seconds",
-        ),
+        signature_max_age_secs,
     })
 }
 
 fn database(r: &mut Reader<'_>) -> Option<DatabaseSettings> {
     let url = r.required("DATABASE_URL", "the Worker's PostgreSQL state database");
+    let max_connections = r.number(&number::DATABASE_MAX_CONNECTIONS);
     Some(DatabaseSettings {
         url: SecretString::from(url?),
-        max_connections: r
-            .parsed("DATABASE_MAX_CONNECTIONS", 10, "a positive number")
-            .max(1),
+        max_connections: u32::try_from(max_connections).unwrap_or(u32::MAX),
         run_migrations: r.flag("DATABASE_RUN_MIGRATIONS", true),
     })
 }
@@ -237,26 +281,24 @@ fn storage(r: &mut Reader<'_>) -> Option<StorageConfig> {
             None
         }
     };
+    let endpoint = r.get("OBJECT_STORAGE_ENDPOINT").map(str::to_owned);
+    let region = r.text("OBJECT_STORAGE_REGION", "us-east-1");
+    let key_prefix = r.text("OBJECT_STORAGE_KEY_PREFIX", "");
+    let use_path_style = r.flag("OBJECT_STORAGE_USE_PATH_STYLE", false);
     let mut config = StorageConfig::new(bucket?);
-    config.endpoint = r.get("OBJECT_STORAGE_ENDPOINT").map(str::to_owned);
-    config.region = r.text("OBJECT_STORAGE_REGION", "us-east-1");
-    config.key_prefix = r.text("OBJECT_STORAGE_KEY_PREFIX", "");
+    config.endpoint = endpoint;
+    config.region = region;
+    config.key_prefix = key_prefix;
     config.credentials = credentials;
-    config.use_path_style = r.flag("OBJECT_STORAGE_USE_PATH_STYLE", false);
+    config.use_path_style = use_path_style;
     Some(config)
 }
 
 fn engine(r: &mut Reader<'_>) -> EngineConfig {
-    let defaults = EngineConfig::default();
-    let max: i64 = r.parsed("ENGINE_MAX_RESULT_BYTES", 0, "a whole number of bytes");
     EngineConfig {
-        max_result_bytes: if max <= 0 {
-            engine::config::DEFAULT_MAX_RESULT_BYTES
-        } else {
-            max as u64
-        },
-        timeout: r.seconds("ENGINE_EXTRACTION_TIMEOUT_SEC", defaults.timeout.as_secs()),
-        ..defaults
+        max_result_bytes: r.number(&number::ENGINE_MAX_RESULT_BYTES),
+        timeout: r.seconds(&number::ENGINE_EXTRACTION_TIMEOUT_SEC),
+        ..EngineConfig::default()
     }
 }
 

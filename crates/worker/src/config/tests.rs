@@ -4,7 +4,7 @@ use super::*;
 
 const KEY: &str = "kV2RgskAt2gr+rtJmldM0gVEQNXduXXp3Le8VFCQKj8=";
 
-fn minimal() -> Vec<(String, String)> {
+pub(super) fn minimal() -> Vec<(String, String)> {
     [
         ("APP_ENC_KEY", KEY),
         ("STREAMING_ENABLED", "true"),
@@ -20,7 +20,7 @@ fn minimal() -> Vec<(String, String)> {
     .to_vec()
 }
 
-fn with(extra: &[(&str, &str)]) -> Vec<(String, String)> {
+pub(super) fn with(extra: &[(&str, &str)]) -> Vec<(String, String)> {
     let mut vars = minimal();
     for (k, v) in extra {
         vars.retain(|(name, _)| name != k);
@@ -78,7 +78,7 @@ fn rabbitmq_uri_is_built_from_its_parts() {
 fn every_problem_is_reported_at_once() {
     let vars = vec![
         ("APP_ENC_KEY".to_owned(), "not base64!!".to_owned()),
-        ("HEALTH_PORT".to_owned(), "99999".to_owned()),
+        ("RABBITMQ_PORT_AMQP".to_owned(), "99999".to_owned()),
         (
             "OBJECT_STORAGE_ACCESS_KEY_ID".to_owned(),
             "AKIA-ONLY".to_owned(),
@@ -93,7 +93,7 @@ fn every_problem_is_reported_at_once() {
         "STREAMING_CLOUDEVENTS_SOURCE is required",
         "DATABASE_URL is required",
         "OBJECT_STORAGE_BUCKET is required",
-        "HEALTH_PORT must be a port number",
+        "RABBITMQ_PORT_AMQP must be a port number from 1 to 65535",
     ] {
         assert!(text.contains(expected), "missing {expected:?} in:\n{text}");
     }

@@ -7,4 +7,6 @@ mod consume;
 mod delivery;
 mod failures;
 mod lifecycle;
+mod settings;
+mod topology;
 mod world;

@@ -285,3 +285,90 @@ fn empty_schema_entries_are_refused_naming_the_variable() {
         );
     }
 }
+
+#[test]
+fn every_problem_of_every_bad_group_is_reported_and_the_good_groups_kept() {
+    let list = with(
+        ledger(),
+        &[
+            ("DATASOURCE_BROKEN_PORT", "99999"),
+            ("DATASOURCE_BROKEN_SSLMODE", "sometimes"),
+            ("DATASOURCE_BROKEN_PASSWORD", SECRET),
+            ("DATASOURCE_ALSO_TYPE", "cassandra"),
+            ("DATASOURCE_ALSO_HOST", "h"),
+            ("DATASOURCE_ALSO_DATABASE", "d"),
+            ("DATASOURCE_ALSO_USER", "u"),
+            ("DATASOURCE_ALSO_SCHEMAS", "a,,b"),
+        ],
+    );
+    let read = read_env_vars(list);
+    assert_eq!(read.configs.keys().collect::<Vec<_>>(), ["ledger"]);
+    let skipped: Vec<(&str, &str, Vec<&str>)> = read
+        .skipped
+        .iter()
+        .map(|s| {
+            let problems = s.problems.iter().map(String::as_str).collect();
+            (s.group.as_str(), s.connection.as_str(), problems)
+        })
+        .collect();
+    assert_eq!(skipped.len(), 2, "{skipped:?}");
+    assert_eq!(skipped[0].0, "DATASOURCE_ALSO_*");
+    assert_eq!(skipped[0].1, "also");
+    assert_eq!(skipped[0].2.len(), 2, "{skipped:?}");
+    assert!(skipped[0].2[0].starts_with("DATASOURCE_ALSO_TYPE: \"cassandra\" is not"));
+    assert_eq!(
+        skipped[0].2[1],
+        "DATASOURCE_ALSO_SCHEMAS: entry 2 of the list is empty"
+    );
+    assert_eq!(skipped[1].0, "DATASOURCE_BROKEN_*");
+    assert_eq!(skipped[1].1, "broken");
+    let broken = &skipped[1].2;
+    for expected in [
+        "DATASOURCE_BROKEN_TYPE is not set",
+        "DATASOURCE_BROKEN_HOST is not set",
+        "DATASOURCE_BROKEN_PORT is not a port number (1-65535)",
+        "DATASOURCE_BROKEN_DATABASE is not set",
+        "DATASOURCE_BROKEN_USER is not set",
+    ] {
+        assert!(broken.contains(&expected), "{expected:?} not in {broken:?}");
+    }
+    assert!(broken
+        .iter()
+        .any(|p| p.starts_with("DATASOURCE_BROKEN_SSLMODE")));
+    assert_eq!(broken.len(), 6, "{broken:?}");
+    assert!(!format!("{read:?}").contains(SECRET));
+}
+
+#[test]
+fn two_groups_with_one_connection_name_are_both_left_out() {
+    let list = with(
+        ledger(),
+        &[
+            ("DATASOURCE_OTHER_CONFIG_NAME", "ledger"),
+            ("DATASOURCE_OTHER_TYPE", "MYSQL"),
+            ("DATASOURCE_OTHER_HOST", "h"),
+            ("DATASOURCE_OTHER_DATABASE", "d"),
+            ("DATASOURCE_OTHER_USER", "u"),
+            ("DATASOURCE_HOST", "h"),
+        ],
+    );
+    let read = read_env_vars(list);
+    assert!(read.configs.is_empty(), "{:?}", read.configs.keys());
+    let groups: Vec<&str> = read.skipped.iter().map(|s| s.group.as_str()).collect();
+    assert_eq!(
+        groups,
+        [
+            "DATASOURCE_HOST",
+            "DATASOURCE_LEDGER_*",
+            "DATASOURCE_OTHER_*"
+        ]
+    );
+    assert!(read.skipped[0].problems[0].contains("names no datasource"));
+    for skipped in &read.skipped[1..] {
+        assert_eq!(skipped.connection, "ledger");
+        assert_eq!(
+            skipped.problems,
+            ["defined twice, by DATASOURCE_LEDGER_* and DATASOURCE_OTHER_*"]
+        );
+    }
+}

@@ -1,0 +1,176 @@
+//! The walk: every numeric variable at 0, -1, a huge number and a word is either refused with
+//! the others or replaced by its default with a warning. Never a panic, never taken as given.
+
+use super::tests::{minimal, with};
+use super::*;
+
+/// Every numeric variable the Worker reads, listed here from README's table rather than taken
+/// from the reader, so a new one the walk does not know fails
+/// [`the_walk_knows_every_numeric_variable`].
+const NUMERIC: [&str; 17] = [
+    "RABBITMQ_PORT_AMQP",
+    "RABBITMQ_NUMBERS_OF_WORKERS",
+    "RABBITMQ_MAX_MESSAGE_BYTES",
+    "RABBITMQ_SIGNATURE_MAX_AGE_SEC",
+    "EVENT_MAX_METADATA_BYTES",
+    "DATABASE_MAX_CONNECTIONS",
+    "ENGINE_MAX_RESULT_BYTES",
+    "ENGINE_EXTRACTION_TIMEOUT_SEC",
+    "JOB_LEASE_SEC",
+    "OBJECT_STORAGE_RETRY_SEC",
+    "OUTBOX_REPAIR_INTERVAL_SEC",
+    "OUTBOX_REPAIR_BATCH",
+    "OUTBOX_REPAIR_GRACE_SEC",
+    "OUTBOX_RETENTION_HOURS",
+    "HEALTH_PORT",
+    "READYZ_DRAIN_DELAY_SEC",
+    "SHUTDOWN_GRACE_SEC",
+];
+
+const VALUES: [&str; 4] = ["0", "-1", "99999999999999999999", "ten"];
+
+/// The minimal environment with a fixed `WORKER_ID`, so two readings compare equal.
+fn base(extra: &[(&str, &str)]) -> Vec<(String, String)> {
+    let mut vars = with(&[("WORKER_ID", "walk")]);
+    for (k, v) in extra {
+        vars.retain(|(name, _)| name != k);
+        vars.push((k.to_string(), v.to_string()));
+    }
+    vars
+}
+
+/// Everything a reading decided, warnings aside.
+fn decided(mut settings: Settings) -> String {
+    settings.warnings.clear();
+    format!("{settings:?}")
+}
+
+#[test]
+fn the_walk_knows_every_numeric_variable() {
+    let vars: BTreeMap<String, String> = minimal().into_iter().collect();
+    let mut reader = reader::Reader::new(&vars);
+    reader::read(&mut reader, &vars).expect("the minimal environment is valid");
+    let mut read: Vec<&str> = reader.numbers_read().to_vec();
+    read.sort_unstable();
+    let mut listed = NUMERIC.to_vec();
+    listed.sort_unstable();
+    assert_eq!(read, listed);
+}
+
+#[test]
+fn every_numeric_variable_at_zero_negative_huge_or_a_word_is_refused_or_defaulted_with_a_warning() {
+    let defaults = decided(Settings::from_vars(base(&[])).expect("valid"));
+    for name in NUMERIC {
+        for value in VALUES {
+            let outcome = std::panic::catch_unwind(|| Settings::from_vars(base(&[(name, value)])))
+                .unwrap_or_else(|_| panic!("{name}={value} panicked"));
+            match outcome {
+                Err(refused) => {
+                    assert!(
+                        refused.problems.iter().any(|p| p.starts_with(name)),
+                        "{name}={value}: refused without naming it: {:?}",
+                        refused.problems
+                    );
+                    assert!(
+                        refused.problems.iter().all(|p| !p.contains(value)),
+                        "{name}={value}: the refusal echoes the value"
+                    );
+                }
+                Ok(settings) => {
+                    assert!(
+                        settings.warnings.iter().any(|w| w.starts_with(name)),
+                        "{name}={value}: taken without a warning: {:?}",
+                        settings.warnings
+                    );
+                    assert_eq!(
+                        decided(settings),
+                        defaults,
+                        "{name}={value}: not replaced by the default"
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn a_word_in_every_numeric_variable_is_refused_all_at_once() {
+    let words: Vec<(&str, &str)> = NUMERIC.iter().map(|name| (*name, "ten")).collect();
+    let problems = Settings::from_vars(base(&words))
+        .expect_err("refused")
+        .problems;
+    for name in NUMERIC {
+        assert!(
+            problems.iter().any(|p| p.starts_with(name)),
+            "{name} missing from {problems:?}"
+        );
+    }
+}
+
+#[test]
+fn zero_intervals_and_timeouts_become_their_defaults() {
+    let s = Settings::from_vars(base(&[
+        ("OUTBOX_REPAIR_INTERVAL_SEC", "0"),
+        ("ENGINE_EXTRACTION_TIMEOUT_SEC", "-5"),
+        ("RABBITMQ_NUMBERS_OF_WORKERS", "0"),
+    ]))
+    .expect("valid");
+    assert_eq!(s.outbox.repair_interval, Duration::from_secs(30));
+    assert_eq!(s.engine.timeout, Duration::from_secs(300));
+    assert_eq!(s.amqp.consumers, 5);
+    assert_eq!(
+        s.warnings,
+        [
+            "RABBITMQ_NUMBERS_OF_WORKERS is 0, not above 0: using the default, 5",
+            "ENGINE_EXTRACTION_TIMEOUT_SEC is -5, not above 0: using the default, 300 seconds",
+            "OUTBOX_REPAIR_INTERVAL_SEC is 0, not above 0: using the default, 30 seconds",
+        ]
+    );
+}
+
+#[test]
+fn bad_datasource_groups_are_skipped_with_every_problem_and_the_others_kept() {
+    let s = Settings::from_vars(base(&[
+        ("DATASOURCE_LEDGER_TYPE", "POSTGRESQL"),
+        ("DATASOURCE_LEDGER_HOST", "ledger.internal"),
+        ("DATASOURCE_LEDGER_DATABASE", "ledger"),
+        ("DATASOURCE_LEDGER_USER", "reader"),
+        ("DATASOURCE_LEDGER_PASSWORD", "ds-very-secret"),
+        ("DATASOURCE_BAD_TYPE", "POSTGRESQL"),
+        ("DATASOURCE_BAD_PORT", "-1"),
+        ("DATASOURCE_BAD_PASSWORD", "ds-very-secret"),
+        ("DATASOURCE_WORSE_TYPE", "cassandra"),
+        ("DATASOURCE_WORSE_HOST", "h"),
+        ("DATASOURCE_WORSE_DATABASE", "d"),
+        ("DATASOURCE_WORSE_USER", "u"),
+        ("DATASOURCE_WORSE_PORT", "99999999999999999999"),
+    ]))
+    .expect("bad groups do not stop the Worker");
+    assert_eq!(s.datasources.keys().collect::<Vec<_>>(), ["ledger"]);
+    let [bad, worse] = &s.warnings[..] else {
+        panic!("one warning per bad group: {:?}", s.warnings);
+    };
+    assert!(bad.starts_with("DATASOURCE_BAD_* is skipped"), "{bad}");
+    for problem in [
+        "DATASOURCE_BAD_HOST is not set",
+        "DATASOURCE_BAD_PORT is not a port number (1-65535)",
+        "DATASOURCE_BAD_DATABASE is not set",
+        "DATASOURCE_BAD_USER is not set",
+        "connection not found",
+    ] {
+        assert!(bad.contains(problem), "{problem:?} not in {bad}");
+    }
+    assert!(
+        worse.starts_with("DATASOURCE_WORSE_* is skipped"),
+        "{worse}"
+    );
+    assert!(
+        worse.contains("DATASOURCE_WORSE_TYPE: \"cassandra\""),
+        "{worse}"
+    );
+    assert!(
+        worse.contains("DATASOURCE_WORSE_PORT is not a port number"),
+        "{worse}"
+    );
+    assert!(!format!("{:?}", s.warnings).contains("ds-very-secret"));
+}
