@@ -53,7 +53,7 @@ worker=$!
 cleanup() { kill -TERM "$worker" 2>/dev/null && wait "$worker" 2>/dev/null || true; }
 trap cleanup EXIT
 for _ in $(seq 120); do
-  if (exec 3<>"/dev/tcp/127.0.0.1/$PORT" && printf 'GET /readyz HTTP/1.0\r\n\r\n' >&3 && grep -q '"ready"' <&3) 2>/dev/null; then
+  if (exec 3<>"/dev/tcp/127.0.0.1/$PORT" && printf 'GET /readyz HTTP/1.0\r\n\r\n' >&3 && grep -q '"status":"healthy"' <&3) 2>/dev/null; then
     break
   fi
   kill -0 "$worker" 2>/dev/null || { cat "$LOG"; echo "the Worker stopped"; exit 1; }

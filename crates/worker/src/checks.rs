@@ -52,7 +52,7 @@ pub struct ObjectStorage(pub ObjectStore);
 
 impl Check for ObjectStorage {
     fn name(&self) -> &'static str {
-        "object_storage"
+        "s3"
     }
 
     fn check(&self) -> Pin<Box<dyn Future<Output = CheckResult> + Send + '_>> {

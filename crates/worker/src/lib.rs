@@ -4,6 +4,7 @@
 //! # Layout
 //! - [`config`]: settings from the environment, every problem reported at once.
 //! - [`startup`]: [`startup::Application`]: wiring, the run, the drain.
+//! - [`dependencies`]: waiting at start for PostgreSQL, RabbitMQ and S3 to answer.
 //! - [`amqp`]: the work queue's topology, headers and consumer.
 //! - [`job`]: one delivery to its terminal outcome; the sweeper of lost jobs.
 //! - [`storage`]: sealed results in S3-compatible object storage (contract §7).
@@ -15,6 +16,7 @@
 pub mod amqp;
 pub mod checks;
 pub mod config;
+pub mod dependencies;
 pub mod health;
 pub mod job;
 pub mod metrics;

@@ -30,6 +30,18 @@ pub const STORAGE_RETRIES: &str = "storage_write_retries_total";
 /// Counter: health-server connections closed on accept because the limit was reached.
 pub const HEALTH_REFUSED: &str = "health_connections_refused_total";
 
+/// Histogram: one `/readyz` dependency check, milliseconds, by `dep` and `status` (upstream's).
+pub const READYZ_CHECK_DURATION: &str = "readyz_check_duration_ms";
+/// Counter: `/readyz` dependency checks, by `dep` and `status` (`up`, `down`).
+pub const READYZ_CHECK_STATUS: &str = "readyz_check_status";
+/// Gauge: the start's probe of each dependency, by `dep`: 1 once it answered, 0 while waiting.
+pub const SELFPROBE: &str = "selfprobe_result";
+
+/// Upstream's buckets of [`READYZ_CHECK_DURATION`], milliseconds.
+const READYZ_MS_BUCKETS: &[f64] = &[
+    1.0, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 2000.0, 5000.0,
+];
+
 /// Seconds buckets from 5 ms to 10 min: covers a tiny query and the 5-minute extraction limit.
 const SECONDS_BUCKETS: &[f64] = &[
     0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0,
@@ -39,6 +51,10 @@ const SECONDS_BUCKETS: &[f64] = &[
 pub fn install() -> Result<PrometheusHandle, BuildError> {
     let handle = PrometheusBuilder::new()
         .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), SECONDS_BUCKETS)?
+        .set_buckets_for_metric(
+            Matcher::Full(READYZ_CHECK_DURATION.into()),
+            READYZ_MS_BUCKETS,
+        )?
         .install_recorder()?;
     describe();
     Ok(handle)
@@ -75,6 +91,15 @@ fn describe() {
     metrics::describe_counter!(
         STORAGE_RETRIES,
         "Result writes that failed transiently and were tried again in the same run."
+    );
+    metrics::describe_histogram!(
+        READYZ_CHECK_DURATION,
+        "Duration of one /readyz dependency check, in milliseconds."
+    );
+    metrics::describe_counter!(READYZ_CHECK_STATUS, "/readyz dependency checks, by status.");
+    metrics::describe_gauge!(
+        SELFPROBE,
+        "The start's probe of each dependency: 1 once it answered, 0 while waiting."
     );
     metrics::describe_counter!(
         HEALTH_REFUSED,
@@ -114,6 +139,16 @@ pub(crate) fn stale_redelivery_accepted() {
 
 pub(crate) fn storage_retry() {
     metrics::counter!(STORAGE_RETRIES).increment(1);
+}
+
+pub(crate) fn readiness_check(dep: &'static str, up: bool, took_ms: f64) {
+    let status = if up { "up" } else { "down" };
+    metrics::histogram!(READYZ_CHECK_DURATION, "dep" => dep, "status" => status).record(took_ms);
+    metrics::counter!(READYZ_CHECK_STATUS, "dep" => dep, "status" => status).increment(1);
+}
+
+pub(crate) fn selfprobe(dep: &'static str, up: bool) {
+    metrics::gauge!(SELFPROBE, "dep" => dep).set(if up { 1.0 } else { 0.0 });
 }
 
 pub(crate) fn health_connection_refused() {

@@ -1,4 +1,5 @@
-//! Wiring: pools, broker, storage, engine, publisher, health server; then the run and the drain.
+//! Wiring: pools, broker, storage, engine, publisher, health server; then the wait for the
+//! dependencies, the run and the drain.
 
 use std::str::FromStr;
 use std::sync::atomic::AtomicBool;
@@ -15,11 +16,12 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::amqp::consumer::{self, ConsumerConfig};
+use crate::amqp::topology;
 use crate::config::Settings;
 use crate::health::{self, HealthServer, Readiness};
 use crate::job::{JobContext, MessageLimits, Sweeper};
 use crate::storage::ObjectStore;
-use crate::{checks, metrics};
+use crate::{checks, dependencies, metrics};
 
 /// A Worker ready to run: every dependency checked, the health server bound.
 pub struct Application {
@@ -30,11 +32,12 @@ pub struct Application {
     readiness: Arc<Readiness>,
     health: HealthServer,
     pool: sqlx::PgPool,
+    objects: ObjectStore,
 }
 
 impl Application {
-    /// Connects to everything and refuses to start, with a clear message, when a dependency is
-    /// unreachable or the broker's topology conflicts.
+    /// Sets everything up without asking any dependency (they may not answer yet) and binds the
+    /// health server; [`run_until_stopped`](Self::run_until_stopped) waits for them.
     pub async fn build(settings: Settings) -> anyhow::Result<Application> {
         let prometheus = metrics::install().context("Failed to install the metrics recorder")?;
 
@@ -45,14 +48,6 @@ impl Application {
             .max_connections(settings.database.max_connections)
             .acquire_timeout(Duration::from_secs(10))
             .connect_lazy_with(options);
-        if settings.database.run_migrations {
-            schema::migrate(&pool).await.map_err(|e| {
-                anyhow::anyhow!(
-                    "Failed to migrate the state database: {}",
-                    contract::redact(&e.to_string())
-                )
-            })?;
-        }
         let store = outbox::Store::new(pool.clone());
 
         let connections = ConnectionStore::new(
@@ -82,14 +77,6 @@ impl Application {
             prefetch: settings.amqp.consumers,
             worker_id: settings.jobs.worker_id.clone(),
         };
-        // Declares the topology: a conflicting queue stops the start here.
-        let connection = consumer::connect(&consumer).await?;
-        let _ = connection.close(200, "OK".into()).await;
-        publisher
-            .declare_exchange()
-            .await
-            .context("Failed to declare the events exchange")?;
-
         let ctx = Arc::new(JobContext {
             keys: settings.keys.clone(),
             engine,
@@ -121,7 +108,7 @@ impl Application {
         let readiness = Readiness::new(vec![
             Box::new(checks::Postgres(pool.clone())),
             Box::new(checks::RabbitMq(consumer_connected.clone())),
-            Box::new(checks::ObjectStorage(objects)),
+            Box::new(checks::ObjectStorage(objects.clone())),
         ]);
         let health = HealthServer::bind(
             settings.http.bind,
@@ -143,6 +130,7 @@ impl Application {
             readiness,
             health,
             pool,
+            objects,
         })
     }
 
@@ -151,9 +139,10 @@ impl Application {
         self.health.addr().map(|a| a.port()).unwrap_or(0)
     }
 
-    /// Runs until `shutdown` is cancelled, then drains: `/readyz` says 503 at once, consuming
-    /// stops `READYZ_DRAIN_DELAY_SEC` later, in-flight jobs finish, the outbox is relayed once
-    /// more, and everything closes.
+    /// Serves the health server, waits for the dependencies, then runs until `shutdown` is
+    /// cancelled and drains: `/readyz` says 503 at once, consuming stops
+    /// `READYZ_DRAIN_DELAY_SEC` later, in-flight jobs finish, the outbox is relayed once more,
+    /// and everything closes.
     pub async fn run_until_stopped(self, shutdown: CancellationToken) -> anyhow::Result<()> {
         let Application {
             settings,
@@ -163,9 +152,21 @@ impl Application {
             readiness,
             health,
             pool,
+            objects,
         } = self;
         let stop_http = CancellationToken::new();
         let http = tokio::spawn(health.serve(stop_http.clone()));
+        let prepared = prepare(&settings, &pool, &consumer, &ctx, &objects, &shutdown).await;
+        if !matches!(prepared, Ok(true)) {
+            ctx.publisher.close().await;
+            pool.close().await;
+            stop_http.cancel();
+            let _ = http.await;
+            if prepared.is_ok() {
+                tracing::info!("Fetcher Worker stopped before its dependencies answered.");
+            }
+            return prepared.map(drop);
+        }
         tracing::info!(worker_id = %settings.jobs.worker_id, "Fetcher Worker started.");
 
         let stop_consuming = CancellationToken::new();
@@ -236,4 +237,57 @@ impl Application {
         tracing::info!("Fetcher Worker stopped.");
         Ok(())
     }
+}
+
+/// Waits until PostgreSQL, RabbitMQ and S3 answer (see [`crate::dependencies`]), then
+/// migrates the state database and declares the topology, which stop the start when they
+/// fail. `Ok(false)`: stopped while waiting.
+async fn prepare(
+    settings: &Settings,
+    pool: &sqlx::PgPool,
+    queue: &ConsumerConfig,
+    ctx: &JobContext,
+    objects: &ObjectStore,
+    shutdown: &CancellationToken,
+) -> anyhow::Result<bool> {
+    let database = dependencies::wait_for("postgres", shutdown, || async {
+        sqlx::query("SELECT 1")
+            .execute(pool)
+            .await
+            .map(drop)
+            .map_err(|e| contract::redact(&e.to_string()))
+    });
+    if database.await.is_none() {
+        return Ok(false);
+    }
+    if settings.database.run_migrations {
+        schema::migrate(pool).await.map_err(|e| {
+            anyhow::anyhow!(
+                "Failed to migrate the state database: {}",
+                contract::redact(&e.to_string())
+            )
+        })?;
+    }
+    let broker = dependencies::wait_for("rabbitmq", shutdown, || async {
+        consumer::open(queue).await.map_err(|e| e.to_string())
+    });
+    let Some(connection) = broker.await else {
+        return Ok(false);
+    };
+    // Declares the topology: a conflicting queue stops the start here.
+    let declared = topology::declare(&connection, &queue.events_exchange, &queue.work_queue).await;
+    let _ = connection.close(200, "OK".into()).await;
+    declared?;
+    ctx.publisher
+        .declare_exchange()
+        .await
+        .context("Failed to declare the events exchange")?;
+    let bucket = dependencies::wait_for("s3", shutdown, || async {
+        objects
+            .head_bucket()
+            .await
+            .map(drop)
+            .map_err(|e| e.to_string())
+    });
+    Ok(bucket.await.is_some())
 }

@@ -36,6 +36,13 @@ pub struct ConsumerConfig {
 /// Connects, declares the topology and checks it: the startup check that refuses to start on a
 /// work queue declared with other arguments.
 pub async fn connect(config: &ConsumerConfig) -> anyhow::Result<Connection> {
+    let connection = open(config).await?;
+    topology::declare(&connection, &config.events_exchange, &config.work_queue).await?;
+    Ok(connection)
+}
+
+/// Opens a connection to the broker, declaring nothing: whether RabbitMQ answers.
+pub async fn open(config: &ConsumerConfig) -> anyhow::Result<Connection> {
     let properties = ConnectionProperties::default()
         .with_connection_name(format!("fetcher-worker {}", config.worker_id).into());
     let connection = tokio::time::timeout(
@@ -51,7 +58,6 @@ pub async fn connect(config: &ConsumerConfig) -> anyhow::Result<Connection> {
             contract::redact(&e.to_string())
         )
     })?;
-    topology::declare(&connection, &config.events_exchange, &config.work_queue).await?;
     Ok(connection)
 }
 

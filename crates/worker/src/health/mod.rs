@@ -29,7 +29,12 @@ struct AppState {
 /// The health server's routes.
 pub fn router(readiness: Arc<Readiness>, metrics: PrometheusHandle) -> Router {
     Router::new()
-        .route("/health", get(|| async { Json(json!({"status": "ok"})) }))
+        // Alive, as upstream words it; also while the Worker waits for its dependencies at start
+        // (a liveness probe must not restart a Worker that is only waiting).
+        .route(
+            "/health",
+            get(|| async { Json(json!({"status": "healthy"})) }),
+        )
         .route("/readyz", get(readyz))
         .route("/metrics", get(render_metrics))
         .with_state(AppState { readiness, metrics })

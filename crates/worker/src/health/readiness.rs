@@ -1,5 +1,11 @@
 //! What `/readyz` reports: one check per dependency, run at most once per [`CACHE_FOR`] however
 //! many probes ask, and 503 from the moment the drain starts.
+//!
+//! The body uses upstream's words: `{"status": "healthy"|"unhealthy", "checks": {"<dep>":
+//! {"status": "up"|"down", "latency_ms": N, "error": "..."}}, "version": "..."}`, with a
+//! `draining` check (`down`, "graceful drain in progress") during the drain. Each check run is
+//! also counted in `readyz_check_status{dep,status}` and timed in
+//! `readyz_check_duration_ms{dep,status}`.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -77,14 +83,18 @@ impl Readiness {
             }
         };
         let draining = self.is_draining();
-        let status = match (draining, round.all_up) {
-            (true, _) => "draining",
-            (false, true) => "ready",
-            (false, false) => "not ready",
-        };
+        let mut checks = round.checks;
+        if draining {
+            checks.insert(
+                "draining".to_owned(),
+                json!({"status": "down", "reason": "graceful drain in progress"}),
+            );
+        }
+        let ready = round.all_up && !draining;
+        let status = if ready { "healthy" } else { "unhealthy" };
         (
-            round.all_up && !draining,
-            json!({"status": status, "checks": round.checks}),
+            ready,
+            json!({"status": status, "checks": checks, "version": env!("CARGO_PKG_VERSION")}),
         )
     }
 
@@ -102,6 +112,7 @@ impl Readiness {
         let mut checks = Map::new();
         for (name, outcome, latency) in futures_util::future::join_all(runs).await {
             let latency_ms = latency.as_secs_f64() * 1000.0;
+            crate::metrics::readiness_check(name, outcome.is_ok(), latency_ms);
             let entry = match outcome {
                 Ok(()) => json!({"status": "up", "latency_ms": latency_ms}),
                 Err(error) => {
@@ -145,6 +156,7 @@ mod tests {
         let probes = (0..200).map(|_| readiness.report());
         let reports = futures_util::future::join_all(probes).await;
         assert!(reports.iter().all(|(ready, _)| *ready));
+        assert_eq!(reports[0].1["status"], "healthy");
         assert_eq!(runs.load(Ordering::SeqCst), 1);
     }
 
@@ -156,7 +168,9 @@ mod tests {
         readiness.start_draining();
         let (ready, body) = readiness.report().await;
         assert!(!ready);
-        assert_eq!(body["status"], "draining");
+        assert_eq!(body["status"], "unhealthy");
+        assert_eq!(body["checks"]["draining"]["status"], "down");
+        assert_eq!(body["checks"]["counting"]["status"], "up");
         assert_eq!(runs.load(Ordering::SeqCst), 1);
     }
 

@@ -39,8 +39,28 @@ impl JobContext {
     /// Nothing costly happens before the signature holds: the size is checked first, the signed
     /// job id is found by a shallow scan, the signature is computed over the body in place, and
     /// only then is the body parsed.
+    ///
+    /// Every log line of the delivery carries its `X-Request-Id` (and its job id, once known)
+    /// from the `job` span.
     pub async fn handle(&self, delivery: &Delivery, stop: &CancellationToken) -> Disposition {
         let headers = InboundHeaders::read(delivery.properties.headers().as_ref());
+        let span = tracing::info_span!(
+            "job",
+            request_id = headers.request_id.unwrap_or(""),
+            tenant = headers.tenant.unwrap_or(""),
+            job_id = tracing::field::Empty,
+        );
+        self.handle_delivery(delivery, headers, stop)
+            .instrument(span)
+            .await
+    }
+
+    async fn handle_delivery(
+        &self,
+        delivery: &Delivery,
+        headers: InboundHeaders<'_>,
+        stop: &CancellationToken,
+    ) -> Disposition {
         let route = Route {
             tenant: headers.signed_tenant(),
             exchange: delivery.exchange.as_str(),
@@ -62,6 +82,7 @@ impl JobContext {
             Ok(job) => job,
             Err(error) => return self.unusable(&headers, body, &error).await,
         };
+        tracing::Span::current().record("job_id", tracing::field::display(job.job_id));
         if let Err(mismatch) = check_header(headers.job_id, job.job_id) {
             return refuse_job_id_header(mismatch);
         }
@@ -82,12 +103,8 @@ impl JobContext {
                 .record_failure(job.job_id, &headers, &job.metadata, message)
                 .await;
         }
-        let span =
-            tracing::info_span!("job", job_id = %job.job_id, tenant = headers.tenant.unwrap_or(""));
         let digest = message_digest(body);
-        self.run_job(&job, &headers, &digest, stop)
-            .instrument(span)
-            .await
+        self.run_job(&job, &headers, &digest, stop).await
     }
 
     /// Checks the signature; `Err` holds the disposition of a refused message, already logged.

@@ -19,6 +19,7 @@ use contract::event::{OutboundEvent, StoredResult};
 use contract::{JobMessage, Redacted};
 use outbox::{PendingEvent, Recorded, TerminalOutcome, TerminalRecord};
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument as _;
 
 use super::events::EventContext;
 use super::JobContext;
@@ -74,13 +75,16 @@ pub(crate) async fn run(
 ) -> RunEnd {
     let started = Instant::now();
     let lost = CancellationToken::new();
-    let heartbeat = tokio::spawn(heartbeat(
-        ctx.store.clone(),
-        job.job_id,
-        owner.to_owned(),
-        ctx.lease,
-        lost.clone(),
-    ));
+    let heartbeat = tokio::spawn(
+        heartbeat(
+            ctx.store.clone(),
+            job.job_id,
+            owner.to_owned(),
+            ctx.lease,
+            lost.clone(),
+        )
+        .in_current_span(),
+    );
     let _stop_heartbeat = AbortOnDrop(heartbeat);
 
     let events = EventContext {

@@ -39,6 +39,16 @@ impl Setup {
 
     /// With `overrides` of the Worker's environment.
     async fn start_with(overrides: &[(&str, &str)]) -> Setup {
+        let setup = Setup::spawn_with(overrides, |_| {}).await;
+        setup.worker.wait_ready(Duration::from_secs(60)).await;
+        setup
+    }
+
+    /// Starts the Worker without waiting for it to be ready; `faults` arms the proxies first.
+    async fn spawn_with(
+        overrides: &[(&str, &str)],
+        faults: impl FnOnce([&FaultProxy; 3]),
+    ) -> Setup {
         let world = World::new().await;
         let pg = FaultProxy::start(addr(5432)).await;
         let amqp = FaultProxy::start(addr(5672)).await;
@@ -64,8 +74,8 @@ impl Setup {
         for (name, value) in overrides {
             env.insert((*name).into(), (*value).into());
         }
+        faults([&pg, &amqp, &s3]);
         let worker = WorkerProcess::spawn(env, port);
-        worker.wait_ready(Duration::from_secs(60)).await;
         Setup {
             world,
             pg,
@@ -409,6 +419,85 @@ async fn a_job_whose_result_write_outlasts_the_retry_window_fails_once_and_store
     setup.s3.heal();
     assert!(world.object_keys().await.is_empty());
     assert!(listener.drain(Duration::from_secs(2)).await.is_empty());
+    drop(setup.worker);
+    setup.world.cleanup().await;
+}
+
+/// Waits until the Worker has logged `times` failed probes of `dep` while starting.
+async fn wait_for_probes(worker: &WorkerProcess, dep: &str, times: usize) {
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        let output = worker.output();
+        let probes = output
+            .lines()
+            .filter(|line| {
+                line.contains("waiting for it before consuming")
+                    && line.contains(&format!("\"dep\":\"{dep}\""))
+            })
+            .count();
+        if probes >= times {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{probes} probes of {dep} logged; output:\n{output}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// `/readyz` answers 503 with `dep` down, and `/health` 200, while the Worker waits for `dep`.
+async fn assert_waiting_for(worker: &mut WorkerProcess, dep: &str) {
+    wait_for_probes(worker, dep, 2).await;
+    assert!(
+        !worker.has_exited(),
+        "the Worker exited:\n{}",
+        worker.output()
+    );
+    let (status, health) = worker.get("/health").expect("/health answers");
+    assert_eq!(status, 200, "{health}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (status, body) = worker.get("/readyz").expect("/readyz answers");
+        let body: serde_json::Value = serde_json::from_str(&body).expect("readyz JSON");
+        if status == 503 && body["checks"][dep]["status"] == "down" {
+            assert_eq!(body["status"], "unhealthy");
+            assert!(body["checks"][dep]["error"].is_string(), "{body}");
+            return;
+        }
+        assert!(Instant::now() < deadline, "/readyz said {status} {body}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_worker_started_before_its_dependencies_waits_for_each_and_then_consumes() {
+    let mut setup = Setup::spawn_with(&[], |proxies| {
+        for proxy in proxies {
+            proxy.set_refuse(true);
+        }
+    })
+    .await;
+    assert_waiting_for(&mut setup.worker, "postgres").await;
+    setup.pg.heal();
+    assert_waiting_for(&mut setup.worker, "rabbitmq").await;
+    setup.amqp.heal();
+    assert_waiting_for(&mut setup.worker, "s3").await;
+    setup.s3.heal();
+    setup.worker.wait_ready(Duration::from_secs(60)).await;
+
+    let world = &setup.world;
+    let mut listener = world.listen().await;
+    let job_id = Uuid::now_v7();
+    world
+        .submit(
+            &world.job_body(job_id, "src", "payments", &["id", "amount"]),
+            None,
+            &[],
+        )
+        .await;
+    let event = listener.event_for(job_id, Duration::from_secs(60)).await;
+    check_outcome(world, job_id, &[event], &setup.worker).await;
     drop(setup.worker);
     setup.world.cleanup().await;
 }

@@ -102,8 +102,8 @@ async fn a_signed_job_completes_with_a_verifiable_event_and_object() {
     let (status, ready) = worker.get("/readyz").expect("readyz");
     assert_eq!(status, 200, "{ready}");
     let ready: serde_json::Value = serde_json::from_str(&ready).expect("readyz JSON");
-    assert_eq!(ready["status"], "ready");
-    for dependency in ["postgres", "rabbitmq", "object_storage"] {
+    assert_eq!(ready["status"], "healthy");
+    for dependency in ["postgres", "rabbitmq", "s3"] {
         assert_eq!(ready["checks"][dependency]["status"], "up", "{ready}");
         assert!(
             ready["checks"][dependency]["latency_ms"].is_number(),
@@ -118,6 +118,56 @@ async fn a_signed_job_completes_with_a_verifiable_event_and_object() {
         metrics.contains("jobs_total{outcome=\"completed\"} 1"),
         "{metrics}"
     );
+    // Upstream's readiness metrics: the checks just run, and the start's probe of each dependency.
+    for dependency in ["postgres", "rabbitmq", "s3"] {
+        for series in [
+            format!("readyz_check_status{{dep=\"{dependency}\",status=\"up\"}}"),
+            format!(
+                "readyz_check_duration_ms_bucket{{dep=\"{dependency}\",status=\"up\",le=\"5000\"}}"
+            ),
+            format!("selfprobe_result{{dep=\"{dependency}\"}} 1"),
+        ] {
+            assert!(metrics.contains(&series), "{series} missing:\n{metrics}");
+        }
+    }
+    drop(worker);
+    world.cleanup().await;
+}
+
+#[tokio::test]
+async fn every_log_line_of_a_job_carries_its_request_id() {
+    let world = World::new().await;
+    let worker = world.start_worker().await;
+    let mut events = world.listen().await;
+
+    // One job that completes and one that fails (its datasource is down): both log lines of
+    // their own, from the claim to the publish.
+    let jobs = [(Uuid::now_v7(), "src"), (Uuid::now_v7(), "down")];
+    for (job_id, connection) in jobs {
+        let request_id = format!("req-{job_id}");
+        world
+            .submit(
+                &world.job_body(job_id, connection, "payments", &["id"]),
+                None,
+                &[("X-Request-Id", &request_id)],
+            )
+            .await;
+    }
+    for (job_id, _) in jobs {
+        events.event_for(job_id, Duration::from_secs(90)).await;
+    }
+    let output = worker.output();
+    for (job_id, _) in jobs {
+        let request_id = format!("\"request_id\":\"req-{job_id}\"");
+        let lines: Vec<&str> = output
+            .lines()
+            .filter(|line| line.contains(&job_id.to_string()))
+            .collect();
+        assert!(lines.len() >= 2, "too few lines of {job_id}:\n{output}");
+        for line in lines {
+            assert!(line.contains(&request_id), "no {request_id} in {line}");
+        }
+    }
     drop(worker);
     world.cleanup().await;
 }

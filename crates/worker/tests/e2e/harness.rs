@@ -677,6 +677,11 @@ impl WorkerProcess {
     }
 
     /// Waits for the process to exit; its exit code.
+    /// Whether the process has exited by now.
+    pub fn has_exited(&mut self) -> bool {
+        !matches!(self.child.try_wait(), Ok(None))
+    }
+
     pub async fn wait_exit(&mut self, within: Duration) -> Option<i32> {
         let deadline = Instant::now() + within;
         loop {

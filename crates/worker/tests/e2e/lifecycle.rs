@@ -60,7 +60,13 @@ async fn sigterm_drains_in_flight_jobs_with_readyz_at_503() {
     let mut saw_503 = false;
     while signalled.elapsed() < Duration::from_secs(2) {
         if let Some((503, body)) = worker.get("/readyz") {
-            assert!(body.contains("draining"), "{body}");
+            let body: serde_json::Value = serde_json::from_str(&body).expect("readyz JSON");
+            assert_eq!(body["status"], "unhealthy", "{body}");
+            assert_eq!(body["checks"]["draining"]["status"], "down", "{body}");
+            assert_eq!(
+                body["checks"]["draining"]["reason"], "graceful drain in progress",
+                "{body}"
+            );
             saw_503 = true;
             break;
         }
