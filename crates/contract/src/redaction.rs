@@ -1,11 +1,19 @@
 //! Error redaction (contract §8): no host, port, user or password leaves the process.
+//!
+//! [`redact`] is the one way a text is redacted. Patterns catch what has a recognisable shape
+//! (URIs, IP literals, `host:port`, quoted users); [`remember_host`] and [`remember_user`] add
+//! the names of the datasources the process connects to, which drivers also print bare.
+
+mod names;
+mod tokens;
 
 use std::borrow::Cow;
 use std::fmt;
-use std::net::Ipv6Addr;
 use std::sync::LazyLock;
 
 use regex::Regex;
+
+pub use names::{remember_host, remember_user};
 
 /// The rules, applied in order. The first four are the Go Worker's, with RE2's ASCII classes
 /// spelled out; the rest catch what Rust's drivers and `std` print instead of Go's texts.
@@ -65,8 +73,9 @@ static RULES: LazyLock<Vec<(Regex, &'static str)>> = LazyLock::new(|| {
         .collect()
 });
 
-/// Redacts network addresses, URIs and credentials from an error text; the rest survives, so
-/// the message still says what went wrong.
+/// Redacts network addresses, URIs, credentials and the remembered host and user names from an
+/// error text; the rest survives, so the message still says what went wrong. Redacting a
+/// redacted text changes nothing.
 pub fn redact(text: &str) -> String {
     let mut out = Cow::Borrowed(text);
     for (regex, replacement) in RULES.iter() {
@@ -74,32 +83,11 @@ pub fn redact(text: &str) -> String {
             out = Cow::Owned(replaced);
         }
     }
-    redact_bare_ipv6(&out)
-}
-
-/// Bare IPv6 literals (`::1`, `fe80::1%eth0`), as `std::net::Ipv6Addr` prints them. A pattern
-/// would also catch times like `12:30:45` and Rust paths like `io::Error`; parsing each candidate
-/// token catches only real addresses.
-fn redact_bare_ipv6(text: &str) -> String {
-    let is_token_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, ':' | '.' | '%' | '_');
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while let Some(start) = rest.find(is_token_char) {
-        out.push_str(&rest[..start]);
-        let token_len = rest[start..]
-            .find(|c: char| !is_token_char(c))
-            .unwrap_or(rest.len() - start);
-        let token = &rest[start..start + token_len];
-        let address = token.split('%').next().unwrap_or(token);
-        if token.matches(':').count() >= 2 && address.parse::<Ipv6Addr>().is_ok() {
-            out.push_str("[redacted]");
-        } else {
-            out.push_str(token);
-        }
-        rest = &rest[start + token_len..];
+    // After the patterns, so `db-7.internal:5432` goes whole, port included.
+    if let Cow::Owned(replaced) = names::redact_names(&out) {
+        out = Cow::Owned(replaced);
     }
-    out.push_str(rest);
-    out
+    tokens::redact_tokens(&out)
 }
 
 /// An error text that went through [`redact`]: the only kind of text the Worker stores with a
@@ -125,81 +113,4 @@ impl fmt::Display for Redacted {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::redact;
-    use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV6};
-
-    #[test]
-    fn std_socket_addresses_are_redacted() {
-        let v4 = SocketAddr::from((Ipv4Addr::new(10, 1, 2, 3), 5432));
-        let v6 = SocketAddr::from(SocketAddrV6::new(Ipv6Addr::LOCALHOST, 5432, 0, 0));
-        let scoped = SocketAddrV6::new("fe80::1".parse().expect("v6"), 80, 0, 2);
-        for addr in [v4.to_string(), v6.to_string(), scoped.to_string()] {
-            assert_eq!(
-                redact(&format!("connect to {addr} failed")),
-                "connect to [redacted] failed"
-            );
-        }
-        for ip in ["::1", "fe80::1%eth0", "2001:db8::8a2e:370:7334"] {
-            assert_eq!(
-                redact(&format!("peer {ip} reset")),
-                "peer [redacted] reset",
-                "{ip}"
-            );
-        }
-    }
-
-    #[test]
-    fn texts_of_rust_drivers_keep_their_meaning_and_lose_their_secrets() {
-        let cases = [
-            (
-                "error communicating with database: Connection refused (os error 111)",
-                "error communicating with database: Connection refused (os error 111)",
-            ),
-            (
-                "error returned from database: password authentication failed for user \"alice\"",
-                "error returned from database: password authentication failed for user [redacted]",
-            ),
-            (
-                "error returned from database: role \"alice\" does not exist",
-                "error returned from database: role [redacted] does not exist",
-            ),
-            (
-                "error returned from database: 1045 (28000): Access denied for user 'root'@'172.18.0.1' (using password: YES)",
-                "error returned from database: 1045 (28000): Access denied for user [redacted] (using password: YES)",
-            ),
-            (
-                "tcp connect error: db.internal:5432: Connection refused",
-                "tcp connect error: [redacted]: Connection refused",
-            ),
-            ("connect to localhost:3306 timed out", "connect to [redacted] timed out"),
-            (
-                "invalid connection string: host=db.internal port=5432 user=app password=hunter2",
-                "invalid connection string: host=[redacted] port=[redacted] user=[redacted] password=[redacted]",
-            ),
-            (
-                "invalid peer certificate: certificate not valid for name \"db.internal\"; certificate is only valid for DnsName(\"other.internal\")",
-                "invalid peer certificate: certificate not valid for name [redacted]; certificate is only valid for DnsName([redacted])",
-            ),
-            (
-                "dispatch failure: io error: error trying to connect: tcp connect error: Connection refused (os error 111)",
-                "dispatch failure: io error: error trying to connect: tcp connect error: Connection refused (os error 111)",
-            ),
-        ];
-        for (input, expected) in cases {
-            assert_eq!(redact(input), expected, "for {input:?}");
-        }
-    }
-
-    #[test]
-    fn times_paths_and_plain_words_survive() {
-        for text in [
-            "deadline 12:30:45 exceeded",
-            "std::io::Error: broken pipe",
-            "table payments failed schema validation",
-            "connection not found for database: postgres_db",
-        ] {
-            assert_eq!(redact(text), text);
-        }
-    }
-}
+mod tests;

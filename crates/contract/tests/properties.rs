@@ -46,6 +46,19 @@ proptest! {
     }
 
     #[test]
+    fn redaction_is_idempotent_on_address_like_text(text in "[a-f0-9:.%_\\[\\]/@ -]{0,40}") {
+        let once = redact(&text);
+        prop_assert_eq!(redact(&once), once);
+    }
+
+    #[test]
+    fn redaction_removes_every_single_label_host_port(host in "[a-z][a-z0-9-]{0,20}[a-z0-9]", port in 1u16..) {
+        let address = format!("{host}:{port}");
+        let text = redact(&format!("connect to {address}: refused"));
+        prop_assert!(!text.contains(&address), "{}", text);
+    }
+
+    #[test]
     fn redaction_removes_every_ipv4_with_port(a in 0u8..=255, b in 0u8..=255, c in 0u8..=255, d in 0u8..=255, port in 1u16..) {
         let address = format!("{a}.{b}.{c}.{d}:{port}");
         let text = redact(&format!("connect to {address} refused"));

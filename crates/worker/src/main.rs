@@ -28,7 +28,14 @@ fn main() -> ExitCode {
         .thread_stack_size(RUNTIME_STACK_BYTES)
         .build();
     match runtime {
-        Ok(runtime) => runtime.block_on(run()),
+        Ok(runtime) => {
+            let code = runtime.block_on(run());
+            // Dropping the runtime would wait, without limit, for blocking work still running:
+            // a DNS lookup that a timed-out datasource connect left behind lasts as long as the
+            // resolver's timeouts, and kept a drained Worker alive past its drain for a minute.
+            runtime.shutdown_background();
+            code
+        }
         Err(error) => {
             eprintln!("fetcher-worker: cannot start the async runtime: {error}");
             ExitCode::FAILURE
@@ -50,10 +57,18 @@ async fn run() -> ExitCode {
     }
     let shutdown = CancellationToken::new();
     tokio::spawn(worker::shutdown::on_signal(shutdown.clone()));
-    let outcome = match Application::build(settings).await {
-        Ok(app) => app.run_until_stopped(shutdown).await,
-        Err(error) => Err(error),
+    let limit = worker::shutdown::drain_limit(&settings.shutdown);
+    let running = async {
+        match Application::build(settings).await {
+            Ok(app) => app.run_until_stopped(shutdown.clone()).await,
+            Err(error) => Err(error),
+        }
     };
+    // A drain cut short is still the stop that was asked for: what it had not settled, the
+    // broker redelivers.
+    let outcome = worker::shutdown::bounded(running, shutdown.clone(), limit)
+        .await
+        .unwrap_or(Ok(()));
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {

@@ -16,7 +16,11 @@ pub struct Resolver {
 impl Resolver {
     /// `env` is what [`from_env_vars`](super::from_env_vars) read; `store` is `None` when the
     /// Worker has only environment-defined datasources.
+    ///
+    /// Every host and user name a resolver hands out is first given to
+    /// [`contract::redaction`], so drivers' texts that print them bare are redacted too.
     pub fn new(env: BTreeMap<String, ConnectionConfig>, store: Option<ConnectionStore>) -> Self {
+        env.values().for_each(remember_names);
         Resolver { env, store }
     }
 
@@ -31,6 +35,7 @@ impl Resolver {
         }
         if let Some(store) = &self.store {
             if let Some(config) = store.find(name).await? {
+                remember_names(&config);
                 return Ok(config);
             }
         }
@@ -40,6 +45,19 @@ impl Resolver {
     /// The names of the environment-defined datasources (stored ones are looked up on demand).
     pub fn env_names(&self) -> impl Iterator<Item = &str> {
         self.env.keys().map(String::as_str)
+    }
+}
+
+/// Gives `config`'s host and user to redaction. A name equal to the connection's own name is
+/// left out: messages name the connection (that is how an operator finds it), so such a name
+/// is out already, and redacting it would only hide which connection failed.
+fn remember_names(config: &ConnectionConfig) {
+    let own_name = |name: &str| name.eq_ignore_ascii_case(&config.name);
+    if !own_name(&config.host) {
+        contract::redaction::remember_host(&config.host);
+    }
+    if !own_name(&config.user) {
+        contract::redaction::remember_user(&config.user);
     }
 }
 

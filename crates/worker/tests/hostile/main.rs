@@ -6,8 +6,11 @@ mod harness;
 mod support;
 
 mod corpus;
+mod drain;
 
 mod flood;
+mod mariadb_user;
 mod poison;
 mod replay;
+mod secret_values;
 mod secrets;

@@ -1,85 +1,32 @@
 //! Secrets never leave the Worker: with a known master key, datasource passwords, an S3 secret,
-//! a secret hostname and a password in `DATABASE_URL`, jobs are made to fail in every way that
-//! can be provoked, and every log line (JSON and text), event, stored error, outbox row and
-//! health or metrics answer is searched for each secret.
+//! secret host and user names and a password in `DATABASE_URL`, jobs are made to fail in every
+//! way that can be provoked (among them real driver failures: a wrong password on MariaDB, an
+//! unknown role on PostgreSQL, a name that does not resolve, TLS refused or untrusted), and
+//! every log line (JSON and text), event, stored error, outbox row and health or metrics answer
+//! is searched for each secret. The drain that ends each run must end within its documented
+//! bound.
 
 use std::time::Duration;
 
-use base64::Engine as _;
-use hkdf::Hkdf;
-use sha2::Sha256;
 use uuid::Uuid;
 
+use worker::config::ShutdownSettings;
+use worker::shutdown::drain_limit;
+
 use crate::harness::{free_port, WorkerProcess, World};
+use crate::mariadb_user::MariaDbUser;
+use crate::secret_values::Secrets;
 use crate::support::{http_get, publish, signed, work_route};
 
 const SECRET_HOST: &str = "db-secret-host.invalid";
 const TABLE_SECRET_HOST: &str = "vault-secret-host.invalid";
-
-struct Secrets {
-    /// (what, value) pairs that must appear nowhere.
-    values: Vec<(&'static str, String)>,
-}
-
-impl Secrets {
-    fn of(world: &World) -> Secrets {
-        let master = base64::engine::general_purpose::STANDARD
-            .decode(&world.master_key)
-            .expect("master key");
-        let hkdf = Hkdf::<Sha256>::new(None, &master);
-        let derived = |label: &str| {
-            let mut key = [0u8; 32];
-            hkdf.expand(label.as_bytes(), &mut key).expect("hkdf");
-            hex::encode(key)
-        };
-        let id = &world.id;
-        let values = vec![
-            ("the master key", world.master_key.clone()),
-            (
-                "the master key without padding",
-                world.master_key.trim_end_matches('=').to_owned(),
-            ),
-            ("the master key's hex", hex::encode(&master)),
-            ("the credentials key", derived("fetcher-credentials-v1")),
-            ("the internal HMAC key", derived("fetcher-internal-hmac-v1")),
-            ("the external HMAC key", derived("fetcher-external-hmac-v1")),
-            ("the storage key", derived("fetcher-storage-encryption-v1")),
-            ("the PostgreSQL datasource password", format!("pgpw-{id}")),
-            ("the hidden datasource password", format!("hiddenpw-{id}")),
-            ("the MySQL datasource password", format!("mypw-{id}")),
-            ("a stored connection password", format!("tablepw-{id}")),
-            ("the DATABASE_URL password", format!("dburlpw-{id}")),
-            ("the S3 secret", "fetcher-secret".to_owned()),
-            ("the secret hostname", "db-secret-host".to_owned()),
-            (
-                "the stored connection's hostname",
-                "vault-secret-host".to_owned(),
-            ),
-        ];
-        Secrets { values }
-    }
-
-    /// The first secret found in `haystack` (searched case-insensitively, so hex in either
-    /// case counts), with the text around it.
-    fn find(&self, haystack: &str) -> Option<(&'static str, String)> {
-        let lower = haystack.to_lowercase();
-        self.values.iter().find_map(|(what, value)| {
-            let at = lower.find(&value.to_lowercase())?;
-            let context: String = lower
-                .chars()
-                .skip(lower[..at].chars().count().saturating_sub(200))
-                .take(400 + value.len())
-                .collect();
-            Some((*what, context))
-        })
-    }
-
-    fn assert_absent(&self, haystack: &str, place: &str) {
-        if let Some((what, context)) = self.find(haystack) {
-            panic!("{what} leaked into {place}: …{context}…");
-        }
-    }
-}
+/// What each run's Worker is given, so the test knows how long its drain may take.
+const SHUTDOWN: ShutdownSettings = ShutdownSettings {
+    readyz_drain_delay: Duration::from_secs(2),
+    grace: Duration::from_secs(20),
+};
+/// Beyond the drain's bound: SIGTERM's delivery, and the exit once the drain ended.
+const EXIT_ALLOWANCE: Duration = Duration::from_secs(5);
 
 fn env(
     world: &World,
@@ -89,7 +36,7 @@ fn env(
 ) -> std::collections::BTreeMap<String, String> {
     let id = &world.id;
     let mut env = world.env(port);
-    for (k, v) in [
+    let vars = [
         ("LOG_FORMAT", format.to_owned()),
         ("LOG_LEVEL", level.to_owned()),
         (
@@ -99,29 +46,116 @@ fn env(
                 world.state_db
             ),
         ),
+        ("SHUTDOWN_GRACE_SEC", SHUTDOWN.grace.as_secs().to_string()),
+        (
+            "READYZ_DRAIN_DELAY_SEC",
+            SHUTDOWN.readyz_drain_delay.as_secs().to_string(),
+        ),
         ("DATASOURCE_DOWN_PASSWORD", format!("pgpw-{id}")),
-        ("DATASOURCE_HIDDEN_TYPE", "POSTGRESQL".into()),
-        ("DATASOURCE_HIDDEN_HOST", SECRET_HOST.into()),
-        ("DATASOURCE_HIDDEN_PORT", "5432".into()),
-        ("DATASOURCE_HIDDEN_DATABASE", "hidden".into()),
-        ("DATASOURCE_HIDDEN_USER", "hidden".into()),
-        ("DATASOURCE_HIDDEN_PASSWORD", format!("hiddenpw-{id}")),
-        ("DATASOURCE_HIDDEN_SSLMODE", "disable".into()),
-        ("DATASOURCE_MYDOWN_TYPE", "MYSQL".into()),
-        ("DATASOURCE_MYDOWN_HOST", "127.0.0.1".into()),
-        ("DATASOURCE_MYDOWN_PORT", "1".into()),
-        ("DATASOURCE_MYDOWN_DATABASE", "nowhere".into()),
-        ("DATASOURCE_MYDOWN_USER", "ghost".into()),
-        ("DATASOURCE_MYDOWN_PASSWORD", format!("mypw-{id}")),
-        ("DATASOURCE_MYDOWN_SSLMODE", "disable".into()),
-        ("DATASOURCE_MYHIDDEN_TYPE", "MYSQL".into()),
-        ("DATASOURCE_MYHIDDEN_HOST", SECRET_HOST.into()),
-        ("DATASOURCE_MYHIDDEN_DATABASE", "nowhere".into()),
-        ("DATASOURCE_MYHIDDEN_USER", "ghost".into()),
-        ("DATASOURCE_MYHIDDEN_PASSWORD", format!("mypw-{id}")),
-    ] {
-        env.insert(k.to_owned(), v);
+    ];
+    let datasources = [
+        // name, type, host, port, user, password, sslmode ("" = the default, prefer)
+        (
+            "HIDDEN",
+            "POSTGRESQL",
+            SECRET_HOST,
+            5432,
+            "hiddenuser",
+            "hiddenpw",
+            "disable",
+        ),
+        (
+            "MYDOWN",
+            "MYSQL",
+            "127.0.0.1",
+            1,
+            "myghost",
+            "mypw",
+            "disable",
+        ),
+        (
+            "MYHIDDEN",
+            "MYSQL",
+            SECRET_HOST,
+            3306,
+            "myghost",
+            "mypw",
+            "",
+        ),
+        // A role PostgreSQL does not know: "password authentication failed", or with `trust`
+        // "role ... does not exist".
+        (
+            "PGAUTH",
+            "POSTGRESQL",
+            "127.0.0.1",
+            5432,
+            "pgauth",
+            "pgauthpw",
+            "",
+        ),
+        // A MariaDB account that exists, with the wrong password: "Access denied".
+        (
+            "MYAUTH",
+            "MYSQL",
+            "127.0.0.1",
+            3306,
+            "myauth",
+            "mywrongpw",
+            "",
+        ),
+        // A single-label name that does not resolve.
+        (
+            "NXHOST",
+            "POSTGRESQL",
+            "nxhost",
+            5432,
+            "pgauth",
+            "pgauthpw",
+            "disable",
+        ),
+        // PostgreSQL's certificate is not one the Worker trusts.
+        (
+            "PGTLS",
+            "POSTGRESQL",
+            "127.0.0.1",
+            5432,
+            "pgtls",
+            "tlspw",
+            "verify-full",
+        ),
+        // The local MariaDB has no TLS.
+        (
+            "MYTLS",
+            "MYSQL",
+            "127.0.0.1",
+            3306,
+            "mytls",
+            "tlspw",
+            "require",
+        ),
+    ];
+    let mut vars: Vec<(String, String)> =
+        vars.into_iter().map(|(k, v)| (k.to_owned(), v)).collect();
+    for (name, kind, host, port, user, password, ssl_mode) in datasources {
+        let host = if host == "nxhost" {
+            format!("nxhost{id}")
+        } else {
+            host.to_owned()
+        };
+        let key = |field: &str| format!("DATASOURCE_{name}_{field}");
+        vars.extend([
+            (key("TYPE"), kind.to_owned()),
+            (key("HOST"), host),
+            (key("PORT"), port.to_string()),
+            (key("DATABASE"), world.source_db.clone()),
+            (key("USER"), format!("{user}{id}")),
+            (key("PASSWORD"), format!("{password}-{id}")),
+        ]);
+        if !ssl_mode.is_empty() {
+            vars.push((key("SSLMODE"), ssl_mode.to_owned()));
+        }
     }
+    env.extend(vars);
     env
 }
 
@@ -169,13 +203,14 @@ async fn store_connections(world: &World) {
     ] {
         sqlx::query(
             "INSERT INTO connections (name, type, host, port, database, username, password_sealed, \
-             key_version, ssl_mode) VALUES ($1, $2, $3, $4, 'vaultdb', 'vaultuser', $5, $6, 'disable') \
+             key_version, ssl_mode) VALUES ($1, $2, $3, $4, 'vaultdb', $5, $6, $7, 'disable') \
              ON CONFLICT DO NOTHING",
         )
         .bind(name)
         .bind(kind)
         .bind(host)
         .bind(port)
+        .bind(format!("vaultuser{}", world.id))
         .bind(password)
         .bind(version)
         .execute(&world.state)
@@ -195,19 +230,35 @@ async fn provoke(world: &World, format: &str, level: &str) -> String {
     let mut seen = String::new();
 
     let mut waiting = Vec::new();
-    for (connection, table) in [
-        ("nope", "payments"),
-        ("down", "payments"),
-        ("hidden", "payments"),
-        ("mydown", "payments"),
-        ("myhidden", "payments"),
-        ("src", "missing_table"),
-        ("vault", "payments"),
-        ("vault_local", "payments"),
-        ("vault_mysql", "payments"),
-        ("vault_old_key", "payments"),
-        ("vault_garbled", "payments"),
+    // What each real driver failure must still say, so the test knows it provoked it.
+    let mut meaning = std::collections::HashMap::new();
+    for (connection, table, says) in [
+        ("nope", "payments", &[][..]),
+        ("down", "payments", &[]),
+        ("hidden", "payments", &[]),
+        ("mydown", "payments", &[]),
+        ("myhidden", "payments", &[]),
+        ("src", "missing_table", &[]),
+        ("vault", "payments", &[]),
+        ("vault_local", "payments", &[]),
+        ("vault_mysql", "payments", &[]),
+        ("vault_old_key", "payments", &[]),
+        ("vault_garbled", "payments", &[]),
+        (
+            "pgauth",
+            "payments",
+            &["password authentication failed", "does not exist"],
+        ),
+        ("myauth", "payments", &["Access denied"]),
+        (
+            "nxhost",
+            "payments",
+            &["failed to connect to datasource nxhost"],
+        ),
+        ("pgtls", "payments", &["certificate"]),
+        ("mytls", "payments", &["TLS"]),
     ] {
+        meaning.insert(connection, says);
         let job_id = Uuid::now_v7();
         world
             .submit(
@@ -250,8 +301,16 @@ async fn provoke(world: &World, format: &str, level: &str) -> String {
             "job.failed",
             "{what} did not fail"
         );
-        if let Some(message) = event.body()["metadata"]["error"]["message"].as_str() {
-            eprintln!("secrets ({format}): {what}: {message}");
+        let message = event.body()["metadata"]["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        eprintln!("secrets ({format}): {what}: {message}");
+        if let Some(says) = meaning.get(what).filter(|says| !says.is_empty()) {
+            assert!(
+                says.iter().any(|said| message.contains(said)),
+                "{what} should fail saying one of {says:?}: {message}"
+            );
         }
         seen.push_str(&String::from_utf8_lossy(&event.delivery.data));
         seen.push('\n');
@@ -269,14 +328,30 @@ async fn provoke(world: &World, format: &str, level: &str) -> String {
     for path in ["/metrics", "/readyz", "/health"] {
         seen.push_str(&http_get(port, path).map(|r| r.1).unwrap_or_default());
     }
+    // Jobs on unreachable datasources may still be connecting: the drain waits for them, within
+    // its documented bound, and then the process exits at once.
     worker.signal("TERM");
-    assert_eq!(worker.wait_exit(Duration::from_secs(60)).await, Some(0));
+    let signalled = std::time::Instant::now();
+    assert_eq!(
+        worker
+            .wait_exit(drain_limit(&SHUTDOWN) + EXIT_ALLOWANCE)
+            .await,
+        Some(0)
+    );
+    eprintln!(
+        "secrets ({format}): exited {:?} after SIGTERM",
+        signalled.elapsed()
+    );
     // The output readers finish with the process.
     tokio::time::sleep(Duration::from_millis(300)).await;
     let output = worker.output();
     assert!(
         output.contains("Job message dead-lettered") && output.contains("Job message dropped"),
         "the refusals were not logged"
+    );
+    assert!(
+        output.contains("Fetcher Worker stopped.") && !output.contains("The drain did not end"),
+        "the drain did not end by itself:\n{output}"
     );
     format!("{seen}\n--- logs ---\n{output}")
 }
@@ -290,9 +365,15 @@ async fn no_secret_appears_in_logs_events_rows_or_metrics() {
         let planted = format!("prefix {} suffix", value.to_uppercase());
         assert!(secrets.find(&planted).is_some(), "the search missed {what}");
     }
+    let account = MariaDbUser::create(
+        &format!("myauth{}", world.id),
+        &format!("myrightpw-{}", world.id),
+    )
+    .await;
     for (format, level) in [("json", "debug"), ("text", "info")] {
         let everything = provoke(&world, format, level).await;
         secrets.assert_absent(&everything, &format!("the {format} run at {level}"));
     }
+    account.remove().await;
     world.cleanup().await;
 }
