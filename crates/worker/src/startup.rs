@@ -44,6 +44,19 @@ impl Application {
         let options = PgConnectOptions::from_str(settings.database.url.expose_secret())
             .map_err(|_| anyhow::anyhow!("DATABASE_URL is not a valid PostgreSQL URL"))?
             .disable_statement_logging();
+        // Driver errors may name the state database's and the broker's hosts and users bare:
+        // redaction learns them, as the engine's resolver does for datasources.
+        contract::redaction::remember_host(options.get_host());
+        contract::redaction::remember_user(options.get_username());
+        if let Ok(uri) = settings
+            .amqp
+            .uri
+            .expose_secret()
+            .parse::<lapin::uri::AMQPUri>()
+        {
+            contract::redaction::remember_host(&uri.authority.host);
+            contract::redaction::remember_user(&uri.authority.userinfo.username);
+        }
         let pool = PgPoolOptions::new()
             .max_connections(settings.database.max_connections)
             .acquire_timeout(Duration::from_secs(10))
