@@ -95,7 +95,7 @@ pub fn header<'a>(headers: Option<&'a FieldTable>, name: &str) -> Option<&'a AMQ
 }
 
 /// A header as the signature rules see it (contract §3), read exactly as the Worker reads it.
-pub use worker::amqp::headers::header_value as signature_value;
+pub use contract::envelope::amqp::header_value as signature_value;
 
 /// A header that is a string (long or short), as UTF-8 text.
 pub fn string_header<'a>(headers: Option<&'a FieldTable>, name: &str) -> Option<&'a str> {

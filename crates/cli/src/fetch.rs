@@ -5,8 +5,8 @@ use std::io::{IsTerminal as _, Write as _};
 use std::path::PathBuf;
 
 use anyhow::{anyhow, bail, Context};
+use storage::{object_key, ObjectStore, StaticCredentials, StorageConfig};
 use uuid::Uuid;
-use worker::storage::{object_key, ObjectStore, StaticCredentials, StorageConfig};
 
 #[derive(clap::Args)]
 #[command(group(clap::ArgGroup::new("object").required(true).args(["path", "job"])))]

@@ -6,8 +6,8 @@ mod support;
 use std::process::Output;
 
 use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region};
+use storage::{object_key, ObjectStore, StaticCredentials, StorageConfig};
 use uuid::Uuid;
-use worker::storage::{object_key, ObjectStore, StaticCredentials, StorageConfig};
 
 /// `TEST_S3_ENDPOINT`, `TEST_S3_ACCESS_KEY`, `TEST_S3_SECRET_KEY`, defaulting to the server of
 /// `scripts/services.sh s3`.

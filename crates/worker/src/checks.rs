@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use crate::health::{Check, CheckResult};
-use crate::storage::ObjectStore;
+use storage::ObjectStore;
 
 /// The state database answers a query.
 pub struct Postgres(pub sqlx::PgPool);

@@ -7,7 +7,6 @@
 //! - [`dependencies`]: waiting at start for PostgreSQL, RabbitMQ and S3 to answer.
 //! - [`amqp`]: the work queue's topology, headers and consumer.
 //! - [`job`]: one delivery to its terminal outcome; the sweeper of lost jobs.
-//! - [`storage`]: sealed results in S3-compatible object storage (contract §7).
 //! - [`health`], [`checks`]: `/health`, `/readyz`, `/metrics`.
 //! - [`metrics`]: metric names and helpers. [`telemetry`]: logs. [`shutdown`]: the signal.
 //!
@@ -22,5 +21,4 @@ pub mod job;
 pub mod metrics;
 pub mod shutdown;
 pub mod startup;
-pub mod storage;
 pub mod telemetry;

@@ -20,8 +20,8 @@ use crate::amqp::topology;
 use crate::config::Settings;
 use crate::health::{self, HealthServer, Readiness};
 use crate::job::{JobContext, MessageLimits, Sweeper};
-use crate::storage::ObjectStore;
 use crate::{checks, dependencies, metrics};
+use storage::ObjectStore;
 
 /// A Worker ready to run: every dependency checked, the health server bound.
 pub struct Application {

@@ -4,6 +4,8 @@
 //! *whether* a message's headers are acceptable, and takes the MAC as a function, so it stays
 //! free of key material.
 
+#[cfg(feature = "amqp")]
+pub mod amqp;
 mod job_id;
 mod verify;
 

@@ -18,8 +18,8 @@ use engine::connection::ConnectionConfig;
 use engine::EngineConfig;
 use secrecy::SecretString;
 
-use crate::storage::StorageConfig;
 use reader::Reader;
+use storage::StorageConfig;
 
 /// The default work queue.
 pub const DEFAULT_WORK_QUEUE: &str = "fetcher.extract-external-data.queue";

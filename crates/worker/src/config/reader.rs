@@ -9,7 +9,7 @@ use secrecy::SecretString;
 
 use super::number::{self, Number, Reading};
 use super::*;
-use crate::storage::{StaticCredentials, StorageConfig};
+use storage::{StaticCredentials, StorageConfig};
 
 /// Variables with the problems and warnings found so far.
 pub(super) struct Reader<'a> {

@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use contract::envelope::VerifyPolicy;
 
-use crate::storage::ObjectStore;
+use storage::ObjectStore;
 
 pub use handle::Disposition;
 pub use sweeper::Sweeper;

@@ -24,7 +24,7 @@ use tracing::Instrument as _;
 use super::events::EventContext;
 use super::JobContext;
 use crate::metrics;
-use crate::storage::object_key;
+use storage::object_key;
 
 /// How a claimed run ended.
 #[derive(Debug)]

@@ -19,8 +19,8 @@ use lapin::types::{AMQPValue, FieldTable, LongString};
 use lapin::{BasicProperties, Channel, Connection, ConnectionProperties, ExchangeKind};
 use sqlx::postgres::PgPoolOptions;
 use sqlx::{Connection as _, PgConnection, PgPool};
+use storage::{ObjectStore, StaticCredentials, StorageConfig};
 use uuid::Uuid;
-use worker::storage::{ObjectStore, StaticCredentials, StorageConfig};
 
 pub const AMQP: &str = "amqp://guest:guest@127.0.0.1:5672/%2f";
 pub const ADMIN_DB: &str = "postgres://postgres@127.0.0.1:5432/postgres";

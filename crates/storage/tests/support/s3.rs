@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region};
 use aws_sdk_s3::Client;
-use worker::storage::{ObjectStore, StaticCredentials, StorageConfig};
+use storage::{ObjectStore, StaticCredentials, StorageConfig};
 
 pub struct S3Env {
     pub endpoint: String,

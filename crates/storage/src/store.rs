@@ -16,8 +16,9 @@ use base64::Engine as _;
 use secrecy::ExposeSecret as _;
 
 use super::config::{StorageConfig, DEFAULT_REGION};
-use super::error::{Result, Scrubber, StorageError};
+use super::error::{Result, StorageError};
 use super::multipart::{base64_len, raw_part_len};
+use super::scrubber::Scrubber;
 
 /// Content type of every stored result (contract §2).
 pub const CONTENT_TYPE: &str = "application/octet-stream";

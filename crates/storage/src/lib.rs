@@ -4,12 +4,14 @@
 //! - [`key`]: [`object_key`], the key rule (`prefix + [tenant/] + external-data/<jobId>.json`).
 //! - [`store`]: [`ObjectStore`], the SDK client wrapped as a service (put, get, delete, exists,
 //!   readiness); its multipart upload lives in `multipart`.
-//! - [`error`]: [`StorageError`], named after the failed step, with `is_retriable`.
+//! - [`error`]: [`StorageError`], named after the failed step, with `is_retriable`; `scrubber`
+//!   takes credentials and the endpoint's host out of every SDK error text.
 
 pub mod config;
 pub mod error;
 pub mod key;
 mod multipart;
+mod scrubber;
 pub mod store;
 
 pub use config::{StaticCredentials, StorageConfig};

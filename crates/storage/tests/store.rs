@@ -6,8 +6,8 @@ mod support;
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine as _;
 use crypto::CipherKey;
+use storage::{object_key, ObjectStore, StaticCredentials, StorageConfig, StorageError};
 use uuid::Uuid;
-use worker::storage::{object_key, ObjectStore, StaticCredentials, StorageConfig, StorageError};
 
 use support::s3::{self, with_bucket};
 
