@@ -19,12 +19,7 @@ use uuid::Uuid;
 use crate::amqp::{self, BrokerArgs};
 use crate::keys::{self, MASTER_KEY_ENV};
 
-/// The work queue's conventional name (contract §4).
-pub const DEFAULT_QUEUE: &str = "fetcher.extract-external-data.queue";
-/// `X-Tenant-ID`: the job's tenant.
-pub const TENANT_HEADER: &str = "X-Tenant-ID";
-/// `X-Request-Id`: correlation for the Worker's logs and the job's events.
-pub const REQUEST_ID_HEADER: &str = "X-Request-Id";
+use contract::wire::{DEFAULT_WORK_QUEUE, REQUEST_ID_HEADER, TENANT_HEADER};
 /// The variable that may hold the internal HMAC key as hex, instead of `--hmac-key`.
 pub const HMAC_KEY_ENV: &str = "FETCHER_INTERNAL_HMAC_KEY";
 
@@ -82,7 +77,7 @@ pub struct Args {
         long,
         value_name = "QUEUE",
         env = "RABBITMQ_FETCHER_WORK_QUEUE",
-        default_value = DEFAULT_QUEUE
+        default_value = DEFAULT_WORK_QUEUE
     )]
     queue: String,
 

@@ -327,7 +327,7 @@ fn handle(
         timestamp: value(TIMESTAMP_HEADER),
         version: value(VERSION_HEADER),
     };
-    let tenant = amqp::string_header(headers, "X-Tenant-ID");
+    let tenant = amqp::string_header(headers, contract::wire::TENANT_HEADER);
     let route = Route {
         tenant: tenant.unwrap_or(""),
         exchange: delivery.exchange.as_str(),
@@ -370,7 +370,7 @@ fn handle(
             ce_time: amqp::text_header(headers, "ce-time"),
             ce_subject: amqp::text_header(headers, "ce-subject"),
             tenant,
-            request_id: amqp::string_header(headers, "X-Request-Id"),
+            request_id: amqp::string_header(headers, contract::wire::REQUEST_ID_HEADER),
             exchange: route.exchange,
             routing_key: route.routing_key,
             signature: "ok",

@@ -8,6 +8,7 @@
 //! - [`envelope`]: what a signature covers (contract §3), signing and verification.
 //! - [`redaction`]: error redaction before an error text leaves the process.
 //! - [`message`]: inbound job messages, decoded with Go's rules and validated; job id recovery.
+//! - [`wire`]: header and queue names shared by the Worker and `fetcherctl`.
 //!
 //! This crate must not depend on any other crate of the workspace, nor on any I/O crate
 //! (`tokio`, `lapin`, `sqlx`, `aws-sdk-*`, `axum`).
@@ -18,6 +19,7 @@ pub mod json;
 pub mod message;
 mod node;
 pub mod redaction;
+pub mod wire;
 
 pub use message::{JobMessage, MessageError};
 pub use redaction::{redact, Redacted};

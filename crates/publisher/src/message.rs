@@ -10,10 +10,9 @@ use lapin::BasicProperties;
 
 use crate::error::{PublishError, Result};
 
-/// Header carrying the event tenant (the same value as `ce-tenantid`), a long string.
-pub const TENANT_HEADER: &str = "X-Tenant-ID";
-/// Header carrying the correlation id, a long string.
-pub const REQUEST_ID_HEADER: &str = "X-Request-Id";
+/// The event's tenant (the same value as `ce-tenantid`) and correlation id travel as long strings
+/// under the contract's names.
+pub use contract::wire::{REQUEST_ID_HEADER, TENANT_HEADER};
 /// `content_type` of every event.
 pub const CONTENT_TYPE: &str = "application/json";
 /// AMQP delivery mode of a persistent message.

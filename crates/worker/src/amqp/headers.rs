@@ -4,14 +4,8 @@ use contract::envelope::amqp::header_value;
 use contract::envelope::{
     HeaderValue, SignatureHeaders, SIGNATURE_HEADER, TIMESTAMP_HEADER, VERSION_HEADER,
 };
+use contract::wire::{JOB_ID_HEADER, REQUEST_ID_HEADER, TENANT_HEADER};
 use lapin::types::{AMQPValue, FieldTable};
-
-/// `X-Tenant-ID`: the job's tenant.
-pub const TENANT_HEADER: &str = "X-Tenant-ID";
-/// `X-Request-Id`: correlation for logs and events.
-pub const REQUEST_ID_HEADER: &str = "X-Request-Id";
-/// `jobId`: lets a message whose body cannot be parsed still fail its job.
-pub const JOB_ID_HEADER: &str = "jobId";
 
 /// The headers the Worker reads, borrowed from a delivery.
 #[derive(Debug, Default, Clone, Copy)]

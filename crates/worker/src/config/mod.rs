@@ -22,7 +22,7 @@ use reader::Reader;
 use storage::StorageConfig;
 
 /// The default work queue.
-pub const DEFAULT_WORK_QUEUE: &str = "fetcher.extract-external-data.queue";
+pub use contract::wire::DEFAULT_WORK_QUEUE;
 
 /// Everything the Worker runs with.
 #[derive(Debug)]
