@@ -162,8 +162,11 @@ pub(crate) async fn run(
             tracing::error!(job_id = %job.job_id, %ce_id, "The job's event already exists for a job that had not ended; the state database was edited by hand.");
             RunEnd::Recorded
         }
-        Err(error) => match commit_outcome(ctx, event.ce_id()).await {
-            Some(Some((outbox_id, leased_by))) => {
+        Err(error) => match commit_check(ctx, event.ce_id()).await {
+            CommitCheck::Committed {
+                outbox_id,
+                leased_by,
+            } => {
                 tracing::info!(job_id = %job.job_id, tenant = tenant.unwrap_or(""), status = %status, "Job finished (the commit's answer was lost; the commit is confirmed).");
                 if leased_by.as_deref() == Some(owner) {
                     metrics::job_finished(status.as_str(), started.elapsed());
@@ -171,35 +174,54 @@ pub(crate) async fn run(
                 }
                 RunEnd::Recorded
             }
-            Some(None) => {
-                // Not committed: the job is not completed, so its object must not stay.
+            CommitCheck::NotCommitted => {
+                // The job is not completed, so its object must not stay.
                 if let Some(key) = stored_key {
                     delete_quietly(ctx, &key).await;
                 }
                 RunEnd::Retry(error.to_string())
             }
-            // Unknown: the object stays. The message's next run finds the job ended (the commit
-            // happened) or runs it again: it overwrites the object, or deletes it if it fails.
-            None => RunEnd::Retry(error.to_string()),
+            // The object stays. The message's next run finds the job ended (the commit happened)
+            // or runs it again: it overwrites the object, or deletes it if it fails.
+            CommitCheck::Unknown => RunEnd::Retry(error.to_string()),
         },
     }
 }
 
-/// After `record_terminal` failed: whether its transaction was committed anyway (the
-/// connection can break after the `COMMIT` left), as the event's outbox row and its lease
-/// holder; `None` when the database does not answer within a few seconds.
-async fn commit_outcome(ctx: &JobContext, ce_id: &str) -> Option<Option<(i64, Option<String>)>> {
+/// Whether a terminal transaction whose answer was lost was committed anyway (the connection
+/// can break after the `COMMIT` left).
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum CommitCheck {
+    /// It was: the event's outbox row, and who holds its lease.
+    Committed {
+        outbox_id: i64,
+        leased_by: Option<String>,
+    },
+    /// It was not: nothing of it exists.
+    NotCommitted,
+    /// The database did not answer within a few seconds.
+    Unknown,
+}
+
+/// Asks the database, a few times, whether the event `ce_id` was recorded.
+async fn commit_check(ctx: &JobContext, ce_id: &str) -> CommitCheck {
     let mut wait = Duration::from_millis(250);
     for _ in 0..5 {
         match ctx.store.recorded_event(ce_id).await {
-            Ok(found) => return Some(found),
+            Ok(Some((outbox_id, leased_by))) => {
+                return CommitCheck::Committed {
+                    outbox_id,
+                    leased_by,
+                }
+            }
+            Ok(None) => return CommitCheck::NotCommitted,
             Err(_) => {
                 tokio::time::sleep(wait).await;
                 wait *= 2;
             }
         }
     }
-    None
+    CommitCheck::Unknown
 }
 
 /// Deletes the object an earlier run of a job that ended `failed` may have stored.
