@@ -18,7 +18,7 @@ use secrecy::{ExposeSecret, SecretString};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::amqp::topology;
+use crate::amqp::{headers, topology};
 use crate::job::{Disposition, JobContext};
 use crate::metrics;
 
@@ -135,7 +135,7 @@ async fn consume(
 
 async fn handle(ctx: Arc<JobContext>, delivery: Delivery, stop: CancellationToken) {
     metrics::active(1.0);
-    let disposition = ctx.handle(&delivery, &stop).await;
+    let disposition = ctx.handle(&headers::inbound(&delivery), &stop).await;
     metrics::active(-1.0);
     let outcome = match disposition {
         Disposition::Ack => delivery.acker.ack(BasicAckOptions::default()).await,

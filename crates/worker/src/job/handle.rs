@@ -6,7 +6,6 @@ use chrono::Utc;
 use contract::envelope::{self, Route, ScannedJobId, SignatureError, Verified, VerifyPolicy};
 use contract::message::{check_header, recover_job_id, JobIdMismatch};
 use contract::{JobMessage, Redacted};
-use lapin::message::Delivery;
 use outbox::{Claim, ClaimRequest, JobSpec, Recorded, TerminalOutcome, TerminalRecord};
 use serde_json::Map;
 use tokio_util::sync::CancellationToken;
@@ -14,9 +13,9 @@ use tracing::Instrument;
 use uuid::Uuid;
 
 use super::events::EventContext;
+use super::inbound::{Inbound, InboundHeaders};
 use super::pipeline::{self, RunEnd};
 use super::JobContext;
-use crate::amqp::headers::InboundHeaders;
 use crate::metrics;
 
 /// What happens to a delivery once it is handled.
@@ -42,31 +41,31 @@ impl JobContext {
     ///
     /// Every log line of the delivery carries its `X-Request-Id` (and its job id, once known)
     /// from the `job` span.
-    pub async fn handle(&self, delivery: &Delivery, stop: &CancellationToken) -> Disposition {
-        let headers = InboundHeaders::read(delivery.properties.headers().as_ref());
+    pub async fn handle(&self, message: &Inbound<'_>, stop: &CancellationToken) -> Disposition {
+        let headers = message.headers;
         let span = tracing::info_span!(
             "job",
             request_id = headers.request_id.unwrap_or(""),
             tenant = headers.tenant.unwrap_or(""),
             job_id = tracing::field::Empty,
         );
-        self.handle_delivery(delivery, headers, stop)
+        self.handle_delivery(message, headers, stop)
             .instrument(span)
             .await
     }
 
     async fn handle_delivery(
         &self,
-        delivery: &Delivery,
+        message: &Inbound<'_>,
         headers: InboundHeaders<'_>,
         stop: &CancellationToken,
     ) -> Disposition {
         let route = Route {
             tenant: headers.signed_tenant(),
-            exchange: delivery.exchange.as_str(),
-            routing_key: delivery.routing_key.as_str(),
+            exchange: message.exchange,
+            routing_key: message.routing_key,
         };
-        let body = delivery.data.as_slice();
+        let body = message.body;
         let signed_job_id = envelope::scan_job_id(body);
         if body.len() > self.limits.max_message_bytes {
             return self.too_large(&headers, &route, body, &signed_job_id).await;

@@ -1,6 +1,7 @@
 //! Running a job message to its one terminal outcome: verify, parse, claim, extract, seal,
 //! store, record, publish.
 //!
+//! - `inbound.rs`: a delivery as the core sees it, free of any transport type.
 //! - `handle.rs`: what to do with one delivery, and whether to ack, dead-letter or retry it.
 //! - `pipeline.rs`: a claimed job's run, from extraction to the recorded terminal state.
 //! - `events.rs`: the terminal events of each outcome.
@@ -8,6 +9,7 @@
 
 mod events;
 mod handle;
+mod inbound;
 mod pipeline;
 mod sweeper;
 
@@ -19,6 +21,7 @@ use contract::envelope::VerifyPolicy;
 use storage::ObjectStore;
 
 pub use handle::Disposition;
+pub use inbound::{Inbound, InboundHeaders};
 pub use sweeper::Sweeper;
 
 /// Everything a job needs, shared by every consumer task.
