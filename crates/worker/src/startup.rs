@@ -18,7 +18,7 @@ use tokio_util::task::TaskTracker;
 use crate::amqp::consumer::{self, ConsumerConfig};
 use crate::amqp::topology;
 use crate::config::Settings;
-use crate::health::{self, HealthServer, Readiness};
+use crate::health::{self, Check as _, HealthServer, Readiness};
 use crate::job::{JobContext, MessageLimits, Sweeper};
 use crate::{checks, dependencies, metrics};
 use storage::ObjectStore;
@@ -170,86 +170,110 @@ impl Application {
         let stop_http = CancellationToken::new();
         let http = tokio::spawn(health.serve(stop_http.clone()));
         let prepared = prepare(&settings, &pool, &consumer, &ctx, &objects, &shutdown).await;
-        if !matches!(prepared, Ok(true)) {
-            ctx.publisher.close().await;
-            pool.close().await;
-            stop_http.cancel();
-            let _ = http.await;
-            if prepared.is_ok() {
-                tracing::info!("Fetcher Worker stopped before its dependencies answered.");
+        let outcome = match prepared {
+            Ok(true) => {
+                consume_until_stopped(
+                    &settings,
+                    &ctx,
+                    consumer,
+                    consumer_connected,
+                    &readiness,
+                    &shutdown,
+                )
+                .await;
+                Ok(())
             }
-            return prepared.map(drop);
-        }
-        tracing::info!(worker_id = %settings.jobs.worker_id, "Fetcher Worker started.");
-
-        let stop_consuming = CancellationToken::new();
-        let stop_background = CancellationToken::new();
-        let tracker = TaskTracker::new();
-        let consuming = tokio::spawn(consumer::run(
-            consumer,
-            ctx.clone(),
-            consumer_connected,
-            stop_consuming.clone(),
-            tracker.clone(),
-        ));
-
-        let owner = format!("{}/repairer", settings.jobs.worker_id);
-        let mut repair_config = repairer::RepairerConfig::new(owner);
-        repair_config.interval = settings.outbox.repair_interval;
-        repair_config.batch = settings.outbox.repair_batch;
-        repair_config.grace = settings.outbox.repair_grace;
-        repair_config.retention = settings.outbox.retention;
-        let repairer = Arc::new(repairer::Repairer::new(
-            ctx.store.clone(),
-            ctx.publisher.clone(),
-            repair_config,
-        ));
-        let repairing = tokio::spawn({
-            let repairer = repairer.clone();
-            let stop = stop_background.clone();
-            async move { repairer.run(stop).await }
-        });
-        let sweeper = Sweeper {
-            ctx: ctx.clone(),
-            interval: settings.jobs.lease,
-            grace: settings.jobs.lease * 2,
+            Ok(false) => {
+                tracing::info!("Stopped before the dependencies answered.");
+                Ok(())
+            }
+            Err(error) => Err(error),
         };
-        let sweeping = tokio::spawn({
-            let stop = stop_background.clone();
-            async move { sweeper.run(stop).await }
-        });
-
-        shutdown.cancelled().await;
-        readiness.start_draining();
-        tracing::info!(
-            delay_secs = settings.shutdown.readyz_drain_delay.as_secs(),
-            "Draining: /readyz reports 503."
-        );
-        tokio::time::sleep(settings.shutdown.readyz_drain_delay).await;
-        stop_consuming.cancel();
-        let connection = consuming.await.ok().flatten();
-        tracker.close();
-        if tokio::time::timeout(settings.shutdown.grace, tracker.wait())
-            .await
-            .is_err()
-        {
-            tracing::warn!("In-flight jobs did not finish within SHUTDOWN_GRACE_SEC; their messages will be redelivered.");
-        }
-        if let Some(connection) = connection {
-            let _ = connection.close(200, "OK".into()).await;
-        }
-        stop_background.cancel();
-        let _ = repairing.await;
-        let _ = sweeping.await;
-        // Whatever the last jobs recorded but could not publish goes out now, if it can.
-        let _ = repairer.repair_once(&CancellationToken::new()).await;
         ctx.publisher.close().await;
         pool.close().await;
         stop_http.cancel();
         let _ = http.await;
-        tracing::info!("Fetcher Worker stopped.");
-        Ok(())
+        if outcome.is_ok() {
+            tracing::info!("Fetcher Worker stopped.");
+        }
+        outcome
     }
+}
+
+/// Consumes until `shutdown` is cancelled, then drains: `/readyz` says 503 at once, consuming
+/// stops `READYZ_DRAIN_DELAY_SEC` later, in-flight jobs finish, and the outbox is relayed once
+/// more.
+async fn consume_until_stopped(
+    settings: &Settings,
+    ctx: &Arc<JobContext>,
+    consumer: ConsumerConfig,
+    consumer_connected: Arc<AtomicBool>,
+    readiness: &Readiness,
+    shutdown: &CancellationToken,
+) {
+    tracing::info!(worker_id = %settings.jobs.worker_id, "Fetcher Worker started.");
+
+    let stop_consuming = CancellationToken::new();
+    let stop_background = CancellationToken::new();
+    let tracker = TaskTracker::new();
+    let consuming = tokio::spawn(consumer::run(
+        consumer,
+        ctx.clone(),
+        consumer_connected,
+        stop_consuming.clone(),
+        tracker.clone(),
+    ));
+
+    let owner = format!("{}/repairer", settings.jobs.worker_id);
+    let mut repair_config = repairer::RepairerConfig::new(owner);
+    repair_config.interval = settings.outbox.repair_interval;
+    repair_config.batch = settings.outbox.repair_batch;
+    repair_config.grace = settings.outbox.repair_grace;
+    repair_config.retention = settings.outbox.retention;
+    let repairer = Arc::new(repairer::Repairer::new(
+        ctx.store.clone(),
+        ctx.publisher.clone(),
+        repair_config,
+    ));
+    let repairing = tokio::spawn({
+        let repairer = repairer.clone();
+        let stop = stop_background.clone();
+        async move { repairer.run(stop).await }
+    });
+    let sweeper = Sweeper {
+        ctx: ctx.clone(),
+        interval: settings.jobs.lease,
+        grace: settings.jobs.lease * 2,
+    };
+    let sweeping = tokio::spawn({
+        let stop = stop_background.clone();
+        async move { sweeper.run(stop).await }
+    });
+
+    shutdown.cancelled().await;
+    readiness.start_draining();
+    tracing::info!(
+        delay_secs = settings.shutdown.readyz_drain_delay.as_secs(),
+        "Draining: /readyz reports 503."
+    );
+    tokio::time::sleep(settings.shutdown.readyz_drain_delay).await;
+    stop_consuming.cancel();
+    let connection = consuming.await.ok().flatten();
+    tracker.close();
+    if tokio::time::timeout(settings.shutdown.grace, tracker.wait())
+        .await
+        .is_err()
+    {
+        tracing::warn!("In-flight jobs did not finish within SHUTDOWN_GRACE_SEC; their messages will be redelivered.");
+    }
+    if let Some(connection) = connection {
+        let _ = connection.close(200, "OK".into()).await;
+    }
+    stop_background.cancel();
+    let _ = repairing.await;
+    let _ = sweeping.await;
+    // Whatever the last jobs recorded but could not publish goes out now, if it can.
+    let _ = repairer.repair_once(&CancellationToken::new()).await;
 }
 
 /// Waits until PostgreSQL, RabbitMQ and S3 answer (see [`crate::dependencies`]), then
@@ -263,14 +287,12 @@ async fn prepare(
     objects: &ObjectStore,
     shutdown: &CancellationToken,
 ) -> anyhow::Result<bool> {
-    let database = dependencies::wait_for("postgres", shutdown, || async {
-        sqlx::query("SELECT 1")
-            .execute(pool)
-            .await
-            .map(drop)
-            .map_err(|e| contract::redact(&e.to_string()))
-    });
-    if database.await.is_none() {
+    // The probes of the state database and the bucket are their `/readyz` checks.
+    let database = checks::Postgres(pool.clone());
+    if dependencies::wait_for(database.name(), shutdown, || database.check())
+        .await
+        .is_none()
+    {
         return Ok(false);
     }
     if settings.database.run_migrations {
@@ -295,12 +317,10 @@ async fn prepare(
         .declare_exchange()
         .await
         .context("Failed to declare the events exchange")?;
-    let bucket = dependencies::wait_for("s3", shutdown, || async {
-        objects
-            .head_bucket()
+    let bucket = checks::ObjectStorage(objects.clone());
+    Ok(
+        dependencies::wait_for(bucket.name(), shutdown, || bucket.check())
             .await
-            .map(drop)
-            .map_err(|e| e.to_string())
-    });
-    Ok(bucket.await.is_some())
+            .is_some(),
+    )
 }
