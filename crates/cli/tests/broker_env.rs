@@ -16,19 +16,8 @@ use lapin::uri::{AMQPUri, AMQPUserInfo};
 use lapin::{Channel, Connection, ConnectionProperties, ExchangeKind};
 use support::events::{completed, publish_signed_at};
 use support::watcher::Watcher;
+use testkit::amqp::rabbitmqctl;
 use uuid::Uuid;
-
-fn rabbitmqctl(args: &[&str]) {
-    let output = Command::new("rabbitmqctl")
-        .args(args)
-        .output()
-        .expect("rabbitmqctl (RabbitMQ's control tool) must be installed");
-    assert!(
-        output.status.success(),
-        "rabbitmqctl {args:?} failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-}
 
 /// A vhost and a user of the test's own, with every permission on it; both removed on drop.
 struct Tenant {

@@ -64,7 +64,7 @@ async fn restart_scenario() {
 
     // Down: keep this window short, other test binaries may be using the broker.
     let guard = RestartGuard { armed: true };
-    rabbitmqctl("stop_app");
+    rabbitmqctl(&["stop_app"]);
     wait_for_port(false, Duration::from_secs(30));
     for _ in 0..2 {
         let error = publisher
@@ -85,7 +85,7 @@ async fn restart_scenario() {
         );
     }
     assert!(!publisher.is_connected());
-    rabbitmqctl("start_app");
+    rabbitmqctl(&["start_app"]);
     drop(guard);
     wait_for_port(true, Duration::from_secs(60));
 

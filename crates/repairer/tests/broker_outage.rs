@@ -77,7 +77,7 @@ async fn a_broker_outage_delays_events_and_loses_none() {
     // Down. Declared after `broker`, so on a panic it restarts the broker before the broker's
     // own cleanup runs.
     let mut guard = RestartGuard { armed: true };
-    rabbitmqctl("stop_app");
+    rabbitmqctl(&["stop_app"]);
     wait_for_port(false, Duration::from_secs(30)).await;
     let stopped = Instant::now();
 
@@ -112,7 +112,7 @@ async fn a_broker_outage_delays_events_and_loses_none() {
 
     // Back up: every row is published within one repair interval plus the drain.
     let starting = Instant::now();
-    rabbitmqctl("start_app");
+    rabbitmqctl(&["start_app"]);
     guard.armed = false;
     let start_app_took = starting.elapsed();
     wait_for_port(true, Duration::from_secs(60)).await;

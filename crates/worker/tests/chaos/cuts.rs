@@ -322,19 +322,12 @@ async fn attempts_and_status(world: &World, job_id: Uuid) -> Option<(i32, String
 /// Waits until the Worker's log says it is writing `job_id`'s result again (the outage hit the
 /// write, not something before it).
 async fn wait_for_store_retry(worker: &WorkerProcess, job_id: Uuid) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !worker
-        .output()
-        .lines()
-        .any(|line| line.contains("writing it again") && line.contains(&job_id.to_string()))
-    {
-        assert!(
-            Instant::now() < deadline,
-            "the Worker never retried the write; output:\n{}",
-            worker.output()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let job_id = job_id.to_string();
+    worker
+        .wait_for_lines("a retried write", 1, Duration::from_secs(60), |line| {
+            line.contains("writing it again") && line.contains(&job_id)
+        })
+        .await;
 }
 
 #[tokio::test]
@@ -425,25 +418,15 @@ async fn a_job_whose_result_write_outlasts_the_retry_window_fails_once_and_store
 
 /// Waits until the Worker has logged `times` failed probes of `dep` while starting.
 async fn wait_for_probes(worker: &WorkerProcess, dep: &str, times: usize) {
-    let deadline = Instant::now() + Duration::from_secs(90);
-    loop {
-        let output = worker.output();
-        let probes = output
-            .lines()
-            .filter(|line| {
-                line.contains("waiting for it before consuming")
-                    && line.contains(&format!("\"dep\":\"{dep}\""))
-            })
-            .count();
-        if probes >= times {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{probes} probes of {dep} logged; output:\n{output}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let dep_field = format!("\"dep\":\"{dep}\"");
+    worker
+        .wait_for_lines(
+            &format!("failed probes of {dep}"),
+            times,
+            Duration::from_secs(90),
+            |line| line.contains("waiting for it before consuming") && line.contains(&dep_field),
+        )
+        .await;
 }
 
 /// `/readyz` answers 503 with `dep` down, and `/health` 200, while the Worker waits for `dep`.

@@ -597,10 +597,20 @@ pub struct WorkerProcess {
 
 impl WorkerProcess {
     pub fn spawn(env: BTreeMap<String, String>, port: u16) -> WorkerProcess {
-        // `TEST_WORKER_BIN` runs another build (the release binary, to measure it).
-        let binary = std::env::var("TEST_WORKER_BIN")
-            .unwrap_or_else(|_| env!("CARGO_BIN_EXE_fetcher-worker").to_owned());
-        let mut child = Command::new(binary)
+        WorkerProcess::start(Command::new(WorkerProcess::binary()), env, port)
+    }
+
+    /// The Worker binary the tests run: `TEST_WORKER_BIN` runs another build (the release
+    /// binary, to measure it).
+    pub fn binary() -> String {
+        std::env::var("TEST_WORKER_BIN")
+            .unwrap_or_else(|_| env!("CARGO_BIN_EXE_fetcher-worker").to_owned())
+    }
+
+    /// Starts `command` (the Worker, or a wrapper that execs it) with exactly `env` and `PATH`,
+    /// capturing its output.
+    pub fn start(mut command: Command, env: BTreeMap<String, String>, port: u16) -> WorkerProcess {
+        let mut child = command
             .env_clear()
             .envs(env)
             .env("PATH", std::env::var("PATH").unwrap_or_default())
@@ -677,6 +687,29 @@ impl WorkerProcess {
     }
 
     /// Waits for the process to exit; its exit code.
+    /// Waits until `times` lines of the output match `matches`; `what` names them in the failure.
+    pub async fn wait_for_lines(
+        &self,
+        what: &str,
+        times: usize,
+        within: Duration,
+        matches: impl Fn(&str) -> bool,
+    ) {
+        let deadline = Instant::now() + within;
+        loop {
+            let output = self.output();
+            let found = output.lines().filter(|line| matches(line)).count();
+            if found >= times {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{found} of {times} lines of {what} logged within {within:?}; output:\n{output}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
     /// Whether the process has exited by now.
     pub fn has_exited(&mut self) -> bool {
         !matches!(self.child.try_wait(), Ok(None))

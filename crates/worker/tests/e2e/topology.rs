@@ -19,25 +19,14 @@ use lapin::types::{AMQPValue, FieldTable, LongString};
 use lapin::{BasicProperties, Channel, Connection, ConnectionProperties};
 use uuid::Uuid;
 
+use testkit::amqp::rabbitmqctl;
+
 use crate::harness::{free_port, Event, WorkerProcess, World};
 
 const FIXTURE: &str = include_str!("fixtures/upstream-definitions.json");
 const WORK_QUEUE: &str = "fetcher.extract-external-data.queue";
 const EVENTS_EXCHANGE: &str = "fetcher.job.events";
 const COMPLETED_QUEUE: &str = "fetcher.job.completed.queue";
-
-fn rabbitmqctl(args: &[&str]) -> String {
-    let output = Command::new("rabbitmqctl")
-        .args(args)
-        .output()
-        .expect("rabbitmqctl (RabbitMQ's control tool) must be installed");
-    assert!(
-        output.status.success(),
-        "rabbitmqctl {args:?} failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8_lossy(&output.stdout).into_owned()
-}
 
 /// A vhost of the test's own, guest allowed in, deleted on drop.
 struct Vhost(String);

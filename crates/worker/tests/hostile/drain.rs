@@ -7,11 +7,10 @@
 //! server that reads queries and never answers: that needs root (`unshare -m`, port 53). Where
 //! either is refused the test fails, naming what it needs.
 
-use std::io::{BufRead, BufReader, Read};
 use std::net::UdpSocket;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use uuid::Uuid;
@@ -79,50 +78,16 @@ fn spawn_with_resolver(world: &World, port: u16, resolv_conf: &str, host: &str) 
     ] {
         env.insert(k.to_owned(), v);
     }
-    let binary = std::env::var("TEST_WORKER_BIN")
-        .unwrap_or_else(|_| env!("CARGO_BIN_EXE_fetcher-worker").to_owned());
-    let mut child = Command::new("unshare")
-        .args([
-            "-m",
-            "sh",
-            "-c",
-            r#"mount --bind "$0" /etc/resolv.conf && exec "$1""#,
-            resolv_conf,
-            &binary,
-        ])
-        .env_clear()
-        .envs(env)
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn unshare");
-    let output = Arc::new(Mutex::new(String::new()));
-    let streams = [
-        child
-            .stdout
-            .take()
-            .map(|s| Box::new(s) as Box<dyn Read + Send>),
-        child
-            .stderr
-            .take()
-            .map(|s| Box::new(s) as Box<dyn Read + Send>),
-    ];
-    for stream in streams.into_iter().flatten() {
-        let output = output.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stream).lines().map_while(Result::ok) {
-                let mut out = output.lock().unwrap_or_else(|e| e.into_inner());
-                out.push_str(&line);
-                out.push('\n');
-            }
-        });
-    }
-    WorkerProcess {
-        child,
-        port,
-        output,
-    }
+    let mut command = Command::new("unshare");
+    command.args([
+        "-m",
+        "sh",
+        "-c",
+        r#"mount --bind "$0" /etc/resolv.conf && exec "$1""#,
+        resolv_conf,
+        &WorkerProcess::binary(),
+    ]);
+    WorkerProcess::start(command, env, port)
 }
 
 fn private_mounts_allowed() -> bool {
