@@ -51,27 +51,9 @@ pub fn from_vars(get: impl Fn(&str) -> Option<String>) -> anyhow::Result<BrokerU
     let pass = var(PASS).unwrap_or_else(|| "guest".to_owned());
     let vhost = var(VHOST).unwrap_or_else(|| "/".to_owned());
     Ok(BrokerUri {
-        uri: format!(
-            "{scheme}://{}:{}@{host}:{port}/{}",
-            percent_encode(&user),
-            percent_encode(&pass),
-            percent_encode(&vhost)
-        ),
+        uri: contract::wire::broker_uri(&scheme, &host, port, &user, &pass, &vhost),
         source: "the RABBITMQ_* variables",
     })
-}
-
-/// Percent-encodes a URI user, password or vhost (RFC 3986 unreserved characters stay).
-fn percent_encode(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for byte in text.bytes() {
-        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_' | b'~') {
-            out.push(char::from(byte));
-        } else {
-            out.push_str(&format!("%{byte:02X}"));
-        }
-    }
-    out
 }
 
 #[cfg(test)]

@@ -10,3 +10,53 @@ pub const REQUEST_ID_HEADER: &str = "X-Request-Id";
 pub const JOB_ID_HEADER: &str = "jobId";
 /// The work queue's conventional name (contract §4; `RABBITMQ_FETCHER_WORK_QUEUE`'s default).
 pub const DEFAULT_WORK_QUEUE: &str = "fetcher.extract-external-data.queue";
+
+/// The broker URI the Worker composes from `RABBITMQ_URI` (the scheme, when it is not a whole
+/// URI), `RABBITMQ_HOST`, `RABBITMQ_PORT_AMQP`, `RABBITMQ_DEFAULT_USER`, `RABBITMQ_DEFAULT_PASS`
+/// and `RABBITMQ_VHOST`: `<scheme>://<user>:<password>@<host>:<port>/<vhost>`, the user, the
+/// password and the vhost percent-encoded. `fetcherctl` composes it by the same rule.
+pub fn broker_uri(
+    scheme: &str,
+    host: &str,
+    port: u16,
+    user: &str,
+    password: &str,
+    vhost: &str,
+) -> String {
+    format!(
+        "{scheme}://{}:{}@{host}:{port}/{}",
+        percent_encode(user),
+        percent_encode(password),
+        percent_encode(vhost)
+    )
+}
+
+/// Percent-encodes a URI user, password or vhost (RFC 3986 unreserved characters stay).
+fn percent_encode(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for byte in text.bytes() {
+        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_' | b'~') {
+            out.push(char::from(byte));
+        } else {
+            out.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn user_password_and_vhost_are_percent_encoded() {
+        assert_eq!(
+            broker_uri("amqps", "mq.internal", 5671, "svc user", "p@ss:w/rd%", "/"),
+            "amqps://svc%20user:p%40ss%3Aw%2Frd%25@mq.internal:5671/%2F"
+        );
+        assert_eq!(
+            broker_uri("amqp", "127.0.0.1", 5672, "a-b.c_d~e", "guest", "tenant-1"),
+            "amqp://a-b.c_d~e:guest@127.0.0.1:5672/tenant-1"
+        );
+    }
+}

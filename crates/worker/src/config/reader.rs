@@ -229,12 +229,7 @@ fn amqp(r: &mut Reader<'_>) -> Option<AmqpSettings> {
             let user = r.text("RABBITMQ_DEFAULT_USER", "guest");
             let pass = r.text("RABBITMQ_DEFAULT_PASS", "guest");
             let vhost = r.text("RABBITMQ_VHOST", "/");
-            format!(
-                "{scheme}://{}:{}@{host}:{port}/{}",
-                percent_encode(&user),
-                percent_encode(&pass),
-                percent_encode(&vhost)
-            )
+            contract::wire::broker_uri(scheme, &host, port, &user, &pass, &vhost)
         }
     };
     let work_queue = r.text("RABBITMQ_FETCHER_WORK_QUEUE", DEFAULT_WORK_QUEUE);
@@ -300,19 +295,6 @@ fn engine(r: &mut Reader<'_>) -> EngineConfig {
         timeout: r.seconds(&number::ENGINE_EXTRACTION_TIMEOUT_SEC),
         ..EngineConfig::default()
     }
-}
-
-/// Percent-encodes a URI user, password or vhost (RFC 3986 unreserved characters stay).
-fn percent_encode(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for b in text.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
 }
 
 fn default_worker_id() -> String {
