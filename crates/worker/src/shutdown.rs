@@ -58,7 +58,7 @@ pub async fn bounded<F: Future>(
     tokio::select! {
         output = run => Some(output),
         _ = deadline => {
-            tracing::warn!(limit_secs = limit.as_secs(), "The drain did not end within READYZ_DRAIN_DELAY_SEC + SHUTDOWN_GRACE_SEC + 15 s; stopping now.");
+            tracing::warn!(limit_secs = limit.as_secs(), close_budget_secs = CLOSE_BUDGET.as_secs(), "The drain did not end within READYZ_DRAIN_DELAY_SEC + SHUTDOWN_GRACE_SEC + the close budget; stopping now.");
             None
         }
     }

@@ -49,17 +49,15 @@ impl JobContext {
             tenant = headers.tenant.unwrap_or(""),
             job_id = tracing::field::Empty,
         );
-        self.handle_delivery(message, headers, stop)
-            .instrument(span)
-            .await
+        self.handle_delivery(message, stop).instrument(span).await
     }
 
     async fn handle_delivery(
         &self,
         message: &Inbound<'_>,
-        headers: InboundHeaders<'_>,
         stop: &CancellationToken,
     ) -> Disposition {
+        let headers = message.headers;
         let route = Route {
             tenant: headers.signed_tenant(),
             exchange: message.exchange,
