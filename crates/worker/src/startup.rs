@@ -147,11 +147,6 @@ impl Application {
         })
     }
 
-    /// The health server's port (useful with `HEALTH_PORT=0`).
-    pub fn health_port(&self) -> u16 {
-        self.health.addr().map(|a| a.port()).unwrap_or(0)
-    }
-
     /// Serves the health server, waits for the dependencies, then runs until `shutdown` is
     /// cancelled and drains: `/readyz` says 503 at once, consuming stops
     /// `READYZ_DRAIN_DELAY_SEC` later, in-flight jobs finish, the outbox is relayed once more,
