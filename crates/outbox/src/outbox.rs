@@ -26,6 +26,14 @@ pub struct PendingEvent {
     pub created_at: DateTime<Utc>,
 }
 
+/// An event's outbox row, as [`Store::recorded_event`] finds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordedEvent {
+    pub outbox_id: i64,
+    /// Who holds the row's lease, if anyone (the publisher named in its record, until it ends).
+    pub leased_by: Option<String>,
+}
+
 /// The columns [`pending_event`] reads.
 const RETURNED: &str =
     "o.id, o.job_id, o.body, o.attributes, o.request_id, o.attempts, o.created_at";
@@ -110,12 +118,17 @@ impl Store {
     /// How a caller whose commit went unanswered (the connection broke after the `COMMIT` left)
     /// learns whether the terminal state and its event were committed: they are, together,
     /// exactly when the row exists.
-    pub async fn recorded_event(&self, ce_id: &str) -> Result<Option<(i64, Option<String>)>> {
-        sqlx::query_as("SELECT id, leased_by FROM outbox WHERE ce_id = $1")
-            .bind(ce_id)
-            .fetch_optional(self.pool())
-            .await
-            .map_err(|e| OutboxError::sqlx("looking up a recorded event", e))
+    pub async fn recorded_event(&self, ce_id: &str) -> Result<Option<RecordedEvent>> {
+        let row: Option<(i64, Option<String>)> =
+            sqlx::query_as("SELECT id, leased_by FROM outbox WHERE ce_id = $1")
+                .bind(ce_id)
+                .fetch_optional(self.pool())
+                .await
+                .map_err(|e| OutboxError::sqlx("looking up a recorded event", e))?;
+        Ok(row.map(|(outbox_id, leased_by)| RecordedEvent {
+            outbox_id,
+            leased_by,
+        }))
     }
 
     /// Marks the rows published (the broker confirmed them) and clears their lease. Only rows

@@ -104,6 +104,15 @@ pub struct Cause {
 }
 
 impl Cause {
+    /// A cause from a text that is already redacted (the store builds its causes from the SDK's
+    /// errors; other implementations of a result store, and tests, build their own).
+    pub fn new(redacted_message: impl Into<String>, retriable: bool) -> Cause {
+        Cause {
+            message: redacted_message.into(),
+            retriable,
+        }
+    }
+
     /// The redacted text.
     pub fn message(&self) -> &str {
         &self.message

@@ -6,12 +6,14 @@
 //! - [`startup`]: [`startup::Application`]: wiring, the run, the drain.
 //! - [`dependencies`]: waiting at start for PostgreSQL, RabbitMQ and S3 to answer.
 //! - [`amqp`]: the work queue's topology, headers and consumer.
-//! - [`job`]: one delivery to its terminal outcome; the sweeper of lost jobs.
+//! - [`job`]: one delivery to its terminal outcome, over small traits; the sweeper of lost jobs.
+//! - [`adapters`]: those traits on PostgreSQL, S3, RabbitMQ and the engine.
 //! - [`health`], [`checks`]: `/health`, `/readyz`, `/metrics`.
 //! - [`metrics`]: metric names and helpers. [`telemetry`]: logs. [`shutdown`]: the signal.
 //!
 //! This crate wires the libraries together; it is the only one that knows every dependency.
 
+pub mod adapters;
 pub mod amqp;
 pub mod checks;
 pub mod config;

@@ -15,18 +15,26 @@ use sqlx::ConnectOptions;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::adapters;
 use crate::amqp::consumer::{self, ConsumerConfig};
 use crate::amqp::topology;
 use crate::config::Settings;
 use crate::health::{self, Check as _, HealthServer, Readiness};
-use crate::job::{JobContext, MessageLimits, Sweeper};
+use crate::job::{JobCore, JobSettings, MessageLimits, Sweeper};
 use crate::{checks, dependencies, metrics};
 use storage::ObjectStore;
+
+/// What runs jobs, and what the repairer and the drain use beside it.
+struct Jobs {
+    core: Arc<JobCore>,
+    store: outbox::Store,
+    publisher: Arc<publisher::Publisher>,
+}
 
 /// A Worker ready to run: every dependency checked, the health server bound.
 pub struct Application {
     settings: Settings,
-    ctx: Arc<JobContext>,
+    jobs: Jobs,
     consumer: ConsumerConfig,
     consumer_connected: Arc<AtomicBool>,
     readiness: Arc<Readiness>,
@@ -90,12 +98,8 @@ impl Application {
             prefetch: settings.amqp.consumers,
             worker_id: settings.jobs.worker_id.clone(),
         };
-        let ctx = Arc::new(JobContext {
+        let settings_of_jobs = JobSettings {
             keys: settings.keys.clone(),
-            engine,
-            store,
-            objects: objects.clone(),
-            publisher,
             source: settings.amqp.cloudevents_source.clone(),
             worker_id: settings.jobs.worker_id.clone(),
             lease: settings.jobs.lease,
@@ -109,7 +113,13 @@ impl Application {
                 max_message_bytes: settings.amqp.max_message_bytes,
                 max_metadata_bytes: settings.amqp.max_metadata_bytes,
             },
-        });
+        };
+        let ports = adapters::ports(store.clone(), objects.clone(), publisher.clone(), engine);
+        let jobs = Jobs {
+            core: Arc::new(JobCore::new(ports, settings_of_jobs)),
+            store,
+            publisher,
+        };
         if settings.amqp.allow_legacy_body_signature {
             tracing::warn!(
                 "RABBITMQ_ALLOW_LEGACY_BODY_SIGNATURE_FALLBACK is on: messages signed over their body \
@@ -137,7 +147,7 @@ impl Application {
         })?;
         Ok(Application {
             settings,
-            ctx,
+            jobs,
             consumer,
             consumer_connected,
             readiness,
@@ -154,7 +164,7 @@ impl Application {
     pub async fn run_until_stopped(self, shutdown: CancellationToken) -> anyhow::Result<()> {
         let Application {
             settings,
-            ctx,
+            jobs,
             consumer,
             consumer_connected,
             readiness,
@@ -164,12 +174,20 @@ impl Application {
         } = self;
         let stop_http = CancellationToken::new();
         let http = tokio::spawn(health.serve(stop_http.clone()));
-        let prepared = prepare(&settings, &pool, &consumer, &ctx, &objects, &shutdown).await;
+        let prepared = prepare(
+            &settings,
+            &pool,
+            &consumer,
+            &jobs.publisher,
+            &objects,
+            &shutdown,
+        )
+        .await;
         let outcome = match prepared {
             Ok(true) => {
                 consume_until_stopped(
                     &settings,
-                    &ctx,
+                    &jobs,
                     consumer,
                     consumer_connected,
                     &readiness,
@@ -184,7 +202,7 @@ impl Application {
             }
             Err(error) => Err(error),
         };
-        ctx.publisher.close().await;
+        jobs.publisher.close().await;
         pool.close().await;
         stop_http.cancel();
         let _ = http.await;
@@ -200,7 +218,7 @@ impl Application {
 /// more.
 async fn consume_until_stopped(
     settings: &Settings,
-    ctx: &Arc<JobContext>,
+    jobs: &Jobs,
     consumer: ConsumerConfig,
     consumer_connected: Arc<AtomicBool>,
     readiness: &Readiness,
@@ -213,7 +231,7 @@ async fn consume_until_stopped(
     let tracker = TaskTracker::new();
     let consuming = tokio::spawn(consumer::run(
         consumer,
-        ctx.clone(),
+        jobs.core.clone(),
         consumer_connected,
         stop_consuming.clone(),
         tracker.clone(),
@@ -226,8 +244,8 @@ async fn consume_until_stopped(
     repair_config.grace = settings.outbox.repair_grace;
     repair_config.retention = settings.outbox.retention;
     let repairer = Arc::new(repairer::Repairer::new(
-        ctx.store.clone(),
-        ctx.publisher.clone(),
+        jobs.store.clone(),
+        jobs.publisher.clone(),
         repair_config,
     ));
     let repairing = tokio::spawn({
@@ -236,7 +254,7 @@ async fn consume_until_stopped(
         async move { repairer.run(stop).await }
     });
     let sweeper = Sweeper {
-        ctx: ctx.clone(),
+        core: jobs.core.clone(),
         interval: settings.jobs.lease,
         grace: settings.jobs.lease * 2,
     };
@@ -278,7 +296,7 @@ async fn prepare(
     settings: &Settings,
     pool: &sqlx::PgPool,
     queue: &ConsumerConfig,
-    ctx: &JobContext,
+    publisher: &publisher::Publisher,
     objects: &ObjectStore,
     shutdown: &CancellationToken,
 ) -> anyhow::Result<bool> {
@@ -308,7 +326,7 @@ async fn prepare(
     let declared = topology::declare(&connection, &queue.events_exchange, &queue.work_queue).await;
     let _ = connection.close(200, "OK".into()).await;
     declared?;
-    ctx.publisher
+    publisher
         .declare_exchange()
         .await
         .context("Failed to declare the events exchange")?;

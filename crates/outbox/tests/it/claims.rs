@@ -216,7 +216,10 @@ async fn a_recorded_event_is_found_with_its_lease_holder() {
     };
     assert_eq!(
         db.store.recorded_event(&ce_id).await.expect("look up"),
-        Some((outbox_id, Some("publisher-a".to_owned())))
+        Some(outbox::RecordedEvent {
+            outbox_id,
+            leased_by: Some("publisher-a".to_owned())
+        })
     );
     let other = format!("fetcher.job.failed.{job_id}");
     assert_eq!(

@@ -19,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::amqp::{headers, topology};
-use crate::job::{Disposition, JobContext};
+use crate::job::{Disposition, JobCore};
 use crate::metrics;
 
 /// Where and how much to consume.
@@ -66,14 +66,14 @@ pub async fn open(config: &ConsumerConfig) -> anyhow::Result<Connection> {
 /// handlers have settled their deliveries.
 pub async fn run(
     config: ConsumerConfig,
-    ctx: Arc<JobContext>,
+    core: Arc<JobCore>,
     connected: Arc<AtomicBool>,
     stop: CancellationToken,
     tracker: TaskTracker,
 ) -> Option<Connection> {
     let mut backoff = Duration::from_millis(500);
     while !stop.is_cancelled() {
-        match consume(&config, &ctx, &connected, &stop, &tracker).await {
+        match consume(&config, &core, &connected, &stop, &tracker).await {
             Ok(connection) => return Some(connection),
             Err(error) => {
                 connected.store(false, Ordering::SeqCst);
@@ -92,7 +92,7 @@ pub async fn run(
 /// One connection's consumption; `Ok` with the connection when stopped on purpose.
 async fn consume(
     config: &ConsumerConfig,
-    ctx: &Arc<JobContext>,
+    core: &Arc<JobCore>,
     connected: &AtomicBool,
     stop: &CancellationToken,
     tracker: &TaskTracker,
@@ -122,9 +122,9 @@ async fn consume(
             }
             next = deliveries.next() => match next {
                 Some(Ok(delivery)) => {
-                    let ctx = ctx.clone();
+                    let core = core.clone();
                     let stop = stop.clone();
-                    tracker.spawn(async move { handle(ctx, delivery, stop).await });
+                    tracker.spawn(async move { handle(core, delivery, stop).await });
                 }
                 Some(Err(error)) => return Err(error.into()),
                 None => anyhow::bail!("the consumer was cancelled by the broker"),
@@ -133,9 +133,9 @@ async fn consume(
     }
 }
 
-async fn handle(ctx: Arc<JobContext>, delivery: Delivery, stop: CancellationToken) {
+async fn handle(core: Arc<JobCore>, delivery: Delivery, stop: CancellationToken) {
     metrics::active(1.0);
-    let disposition = ctx.handle(&headers::inbound(&delivery), &stop).await;
+    let disposition = core.handle(&headers::inbound(&delivery), &stop).await;
     metrics::active(-1.0);
     let outcome = match disposition {
         Disposition::Ack => delivery.acker.ack(BasicAckOptions::default()).await,

@@ -4,18 +4,18 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use chrono::Utc;
 use contract::Redacted;
-use outbox::{Recorded, TerminalOutcome, TerminalRecord, WORKER_LOST};
+use outbox::WORKER_LOST;
 use tokio_util::sync::CancellationToken;
 
+use super::core::JobCore;
 use super::events::EventContext;
-use super::JobContext;
+use super::finish::{finish, Ending, Finished};
 
 /// Every `interval`, records `failed` (with [`WORKER_LOST`]) each processing job whose lease
 /// lapsed more than `grace` ago, and publishes its event.
 pub struct Sweeper {
-    pub ctx: Arc<JobContext>,
+    pub core: Arc<JobCore>,
     pub interval: Duration,
     pub grace: Duration,
 }
@@ -36,36 +36,33 @@ impl Sweeper {
 
     /// One pass; returns how many jobs were failed.
     pub async fn sweep_once(&self) -> anyhow::Result<usize> {
-        let ctx = &self.ctx;
-        let expired = ctx.store.expired_jobs(self.grace, 100).await?;
+        let core = &self.core;
+        let expired = core.ports.jobs.expired_jobs(self.grace, 100).await?;
+        let publisher = format!("{}/sweeper", core.settings.worker_id);
         let mut failed = 0;
         for job in expired {
-            let error = Redacted::new(WORKER_LOST);
-            let events = EventContext {
-                job_id: job.job_id,
-                tenant: job.tenant_id.as_deref(),
-                request_id: job.request_id.as_deref(),
-                metadata: &job.metadata,
-                source: &ctx.source,
-            };
-            let event = events.failed(&error, Utc::now())?;
-            let owner = format!("{}/sweeper", ctx.worker_id);
-            let record = TerminalRecord {
-                job_id: job.job_id,
-                owner: None,
-                tenant: job.tenant_id.as_deref(),
-                outcome: TerminalOutcome::Failed { error },
-                event: &event,
-                publisher: &owner,
-                lease: ctx.lease,
-            };
-            if let Recorded::Inserted { outbox_id } = ctx.store.record_terminal(&record).await? {
-                failed += 1;
-                tracing::warn!(job_id = %job.job_id, tenant = job.tenant_id.as_deref().unwrap_or(""), "Job failed: its Worker was lost during extraction.");
-                crate::metrics::job_finished("failed", Duration::ZERO);
-                // The lost run may have stored its object before it died.
-                super::pipeline::delete_result_of(ctx, job.tenant_id.as_deref(), job.job_id).await;
-                super::pipeline::publish_now(ctx, outbox_id, job.job_id, event, &owner).await;
+            let tenant = job.tenant_id.as_deref();
+            let mut ending = Ending::failed(
+                EventContext {
+                    job_id: job.job_id,
+                    tenant,
+                    request_id: job.request_id.as_deref(),
+                    metadata: &job.metadata,
+                    source: &core.settings.source,
+                },
+                &publisher,
+                Redacted::new(WORKER_LOST),
+            );
+            // The lost run may have stored its object before it died.
+            ending.earlier_object = true;
+            match finish(core, ending).await {
+                Finished::Recorded => {
+                    failed += 1;
+                    tracing::warn!(job_id = %job.job_id, tenant = tenant.unwrap_or(""), "Job failed: its Worker was lost during extraction.");
+                }
+                // A redelivery took the job over, or it ended meanwhile.
+                Finished::AlreadyTerminal | Finished::NotOurs | Finished::OtherTenant => {}
+                Finished::NotRecorded(reason) => anyhow::bail!("{reason}"),
             }
         }
         Ok(failed)

@@ -1,0 +1,135 @@
+//! The job core's ports ([`crate::job::ports`]) on the real services: the state database
+//! (`outbox::Store`), the bucket (`storage::ObjectStore`), the broker (the repairer's relay over
+//! `publisher::Publisher`) and the engine. Each method forwards; the obligations are the crates'.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use contract::message::{Filters, MappedFields};
+use engine::{EngineError, Extraction};
+use outbox::{
+    Claim, ClaimRequest, ExpiredJob, OutboxError, PendingEvent, Recorded, RecordedEvent,
+    TerminalRecord,
+};
+use storage::{ObjectStore, StorageError};
+use uuid::Uuid;
+
+use crate::job::ports::{EventSink, Extractor, JobStore, Ports, ResultStore};
+
+/// The ports on the real services.
+pub fn ports(
+    store: outbox::Store,
+    objects: ObjectStore,
+    publisher: Arc<publisher::Publisher>,
+    engine: engine::Engine,
+) -> Ports {
+    Ports {
+        jobs: Arc::new(store.clone()),
+        objects: Arc::new(objects),
+        events: Arc::new(Relay { store, publisher }),
+        extractor: Arc::new(engine),
+    }
+}
+
+#[async_trait]
+impl JobStore for outbox::Store {
+    async fn claim(&self, request: &ClaimRequest<'_>) -> Result<Claim, OutboxError> {
+        outbox::Store::claim(self, request).await
+    }
+
+    async fn renew_lease(
+        &self,
+        job_id: Uuid,
+        owner: &str,
+        lease: Duration,
+    ) -> Result<bool, OutboxError> {
+        outbox::Store::renew_lease(self, job_id, owner, lease).await
+    }
+
+    async fn release(&self, job_id: Uuid, owner: &str) -> Result<bool, OutboxError> {
+        outbox::Store::release(self, job_id, owner).await
+    }
+
+    async fn record_terminal(&self, record: &TerminalRecord<'_>) -> Result<Recorded, OutboxError> {
+        outbox::Store::record_terminal(self, record).await
+    }
+
+    async fn recorded_event(&self, ce_id: &str) -> Result<Option<RecordedEvent>, OutboxError> {
+        outbox::Store::recorded_event(self, ce_id).await
+    }
+
+    async fn accepted_message_digest(
+        &self,
+        job_id: Uuid,
+        tenant: Option<&str>,
+    ) -> Result<Option<[u8; 32]>, OutboxError> {
+        outbox::Store::accepted_message_digest(self, job_id, tenant).await
+    }
+
+    async fn lease_unpublished(
+        &self,
+        job_id: Uuid,
+        owner: &str,
+        lease: Duration,
+    ) -> Result<Vec<PendingEvent>, OutboxError> {
+        self.claim_for_job(job_id, owner, lease).await
+    }
+
+    async fn expired_jobs(
+        &self,
+        grace: Duration,
+        limit: i64,
+    ) -> Result<Vec<ExpiredJob>, OutboxError> {
+        outbox::Store::expired_jobs(self, grace, limit).await
+    }
+}
+
+#[async_trait]
+impl ResultStore for ObjectStore {
+    fn key_prefix(&self) -> &str {
+        &self.config().key_prefix
+    }
+
+    async fn put_sealed(&self, key: &str, sealed: &[u8]) -> Result<(), StorageError> {
+        ObjectStore::put_sealed(self, key, sealed).await.map(drop)
+    }
+
+    async fn delete(&self, key: &str) -> Result<(), StorageError> {
+        ObjectStore::delete(self, key).await
+    }
+}
+
+/// Events go out through the repairer's relay: the same publish-and-mark step as its passes.
+struct Relay {
+    store: outbox::Store,
+    publisher: Arc<publisher::Publisher>,
+}
+
+#[async_trait]
+impl EventSink for Relay {
+    async fn deliver(&self, owner: &str, events: &[PendingEvent]) -> Result<(), OutboxError> {
+        repairer::relay(&self.store, &self.publisher, owner, events)
+            .await
+            .map(drop)
+    }
+}
+
+#[async_trait]
+impl Extractor for engine::Engine {
+    fn check_limits(&self, mapped: &MappedFields) -> Result<(), EngineError> {
+        engine::Engine::check_limits(self, mapped)
+    }
+
+    fn timeout(&self) -> Duration {
+        self.config().timeout
+    }
+
+    async fn extract(
+        &self,
+        mapped: &MappedFields,
+        filters: &Filters,
+    ) -> Result<Extraction, EngineError> {
+        engine::Engine::extract(self, mapped, filters).await
+    }
+}

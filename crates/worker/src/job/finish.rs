@@ -1,0 +1,250 @@
+//! The one way a job ends, whoever ends it (a claimed run, a delivery that cannot run, the
+//! sweeper of lost jobs): build the event of its outcome, record the terminal state with it in
+//! one transaction, publish it, and delete an object that no completed job owns.
+//!
+//! A job's object has one key (contract §7), so every run of a job writes the same object.
+//! Whoever ends a job `failed` after an earlier run may have stored it deletes it; an ending
+//! whose commit went unanswered asks the database whether it happened before deleting anything.
+
+use std::time::Duration;
+
+use chrono::Utc;
+use contract::event::{OutboundEvent, TerminalStatus};
+use contract::Redacted;
+use outbox::{PendingEvent, Recorded, RecordedEvent, TerminalOutcome, TerminalRecord};
+use storage::object_key;
+use tokio::time::Instant;
+use uuid::Uuid;
+
+use super::core::JobCore;
+use super::events::EventContext;
+use crate::metrics;
+
+/// A job's end, as whoever ends it knows it.
+pub(super) struct Ending<'a> {
+    /// The job, and where its event goes.
+    pub events: EventContext<'a>,
+    /// The claim the caller holds; `None` ends the job without one (see [`TerminalRecord`]).
+    pub claim: Option<&'a str>,
+    /// Who publishes the event right after the commit (its outbox row is leased to it).
+    pub publisher: &'a str,
+    pub outcome: TerminalOutcome,
+    /// The key of the object this caller stored, if it stored one.
+    pub stored: Option<String>,
+    /// An earlier run of the job may have stored its object: the key is deleted if the job
+    /// ends `failed`.
+    pub earlier_object: bool,
+    /// When the job's run began (its duration is reported); `None` for a job ended unrun.
+    pub started: Option<Instant>,
+}
+
+impl<'a> Ending<'a> {
+    /// A job ended `failed` without a claim, unrun.
+    pub(super) fn failed(
+        events: EventContext<'a>,
+        publisher: &'a str,
+        error: Redacted,
+    ) -> Ending<'a> {
+        Ending {
+            events,
+            claim: None,
+            publisher,
+            outcome: TerminalOutcome::Failed { error },
+            stored: None,
+            earlier_object: false,
+            started: None,
+        }
+    }
+
+    fn took(&self) -> Duration {
+        self.started.map(|at| at.elapsed()).unwrap_or_default()
+    }
+}
+
+/// What ending a job came to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Finished {
+    /// The terminal state is committed by this ending (or its lost commit is confirmed); its
+    /// event was handed to the sink, or is left to the repairer.
+    Recorded,
+    /// Nothing written: the job had already ended.
+    AlreadyTerminal,
+    /// Nothing written: another claim holds the job (or took it over from the caller's).
+    NotOurs,
+    /// Nothing written: without a claim, the job is another tenant's.
+    OtherTenant,
+    /// Nothing is known to be written (a dependency was unreachable); try again later.
+    NotRecorded(String),
+}
+
+/// Ends the job as `ending` says; see the module's docs.
+pub(super) async fn finish(core: &JobCore, ending: Ending<'_>) -> Finished {
+    let job_id = ending.events.job_id;
+    let tenant = ending.events.tenant;
+    let (outcome, event) = match event_of(core, &ending).await {
+        Ok(built) => built,
+        Err(reason) => return Finished::NotRecorded(reason),
+    };
+    let status = outcome.status();
+    let record = TerminalRecord {
+        job_id,
+        owner: ending.claim,
+        tenant,
+        outcome,
+        event: &event,
+        publisher: ending.publisher,
+        lease: core.settings.lease,
+    };
+    let recording = Instant::now();
+    let recorded = core.ports.jobs.record_terminal(&record).await;
+    metrics::stage("record", recording.elapsed());
+    let stored = if status == TerminalStatus::Completed {
+        ending.stored.as_deref()
+    } else {
+        None
+    };
+    match recorded {
+        Ok(Recorded::Inserted { outbox_id }) => {
+            metrics::job_finished(status.as_str(), ending.took());
+            tracing::info!(%job_id, tenant = tenant.unwrap_or(""), status = %status, "Job finished.");
+            if status == TerminalStatus::Failed && ending.earlier_object {
+                delete_result_of(core, tenant, job_id).await;
+            }
+            publish(core, outbox_id, job_id, event, ending.publisher).await;
+            Finished::Recorded
+        }
+        Ok(Recorded::AlreadyTerminal { status }) => {
+            // Another run ended the job; an object this run stored belongs to no completed job.
+            if status == TerminalStatus::Failed {
+                if let Some(key) = stored {
+                    delete_quietly(core, key).await;
+                }
+            }
+            Finished::AlreadyTerminal
+        }
+        // `OtherTenant` comes only without a claim; a claim already checked the tenant.
+        Ok(Recorded::LostClaim) => Finished::NotOurs,
+        Ok(Recorded::OtherTenant) if ending.claim.is_some() => Finished::NotOurs,
+        Ok(Recorded::OtherTenant) => Finished::OtherTenant,
+        Ok(Recorded::DuplicateEvent { ce_id }) => {
+            tracing::error!(%job_id, %ce_id, "The job's event already exists for a job that had not ended; the state database was edited by hand.");
+            Finished::NotOurs
+        }
+        Err(error) => match commit_check(core, event.ce_id()).await {
+            CommitCheck::Committed(RecordedEvent {
+                outbox_id,
+                leased_by,
+            }) => {
+                tracing::info!(%job_id, tenant = tenant.unwrap_or(""), status = %status, "Job finished (the commit's answer was lost; the commit is confirmed).");
+                if leased_by.as_deref() == Some(ending.publisher) {
+                    metrics::job_finished(status.as_str(), ending.took());
+                    publish(core, outbox_id, job_id, event, ending.publisher).await;
+                }
+                Finished::Recorded
+            }
+            CommitCheck::NotCommitted => {
+                // The job is not completed, so its object must not stay.
+                if let Some(key) = stored {
+                    delete_quietly(core, key).await;
+                }
+                Finished::NotRecorded(error.to_string())
+            }
+            // The object stays. The message's next run finds the job ended (the commit
+            // happened) or runs it again: it overwrites the object, or deletes it if it fails.
+            CommitCheck::Unknown => Finished::NotRecorded(error.to_string()),
+        },
+    }
+}
+
+/// The outcome to record and its event. A completed job whose event cannot be built fails
+/// instead, its object deleted.
+async fn event_of(
+    core: &JobCore,
+    ending: &Ending<'_>,
+) -> Result<(TerminalOutcome, OutboundEvent), String> {
+    let events = &ending.events;
+    let error = match &ending.outcome {
+        TerminalOutcome::Completed { result } => {
+            let took_ms = u64::try_from(ending.took().as_millis()).unwrap_or(u64::MAX);
+            match events.completed(result, took_ms.max(1), Utc::now()) {
+                Ok(event) => return Ok((ending.outcome.clone(), event)),
+                Err(error) => {
+                    if let Some(key) = &ending.stored {
+                        delete_quietly(core, key).await;
+                    }
+                    Redacted::new(&format!("failed to build the job event: {error}"))
+                }
+            }
+        }
+        TerminalOutcome::Failed { error } => error.clone(),
+    };
+    let event = events
+        .failed(&error, Utc::now())
+        .map_err(|e| e.to_string())?;
+    Ok((TerminalOutcome::Failed { error }, event))
+}
+
+/// Whether a terminal transaction whose answer was lost was committed anyway (the connection
+/// can break after the `COMMIT` left).
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum CommitCheck {
+    /// It was: the event's outbox row.
+    Committed(RecordedEvent),
+    /// It was not: nothing of it exists.
+    NotCommitted,
+    /// The database did not answer within a few seconds.
+    Unknown,
+}
+
+/// Asks the database, a few times, whether the event `ce_id` was recorded.
+async fn commit_check(core: &JobCore, ce_id: &str) -> CommitCheck {
+    let mut wait = Duration::from_millis(250);
+    for _ in 0..5 {
+        match core.ports.jobs.recorded_event(ce_id).await {
+            Ok(Some(recorded)) => return CommitCheck::Committed(recorded),
+            Ok(None) => return CommitCheck::NotCommitted,
+            Err(_) => {
+                tokio::time::sleep(wait).await;
+                wait *= 2;
+            }
+        }
+    }
+    CommitCheck::Unknown
+}
+
+/// Publishes a just-recorded event (its outbox row leased to `publisher`); the repairer
+/// retries it if this does not land.
+async fn publish(
+    core: &JobCore,
+    outbox_id: i64,
+    job_id: Uuid,
+    event: OutboundEvent,
+    publisher: &str,
+) {
+    let publishing = Instant::now();
+    let pending = [PendingEvent {
+        id: outbox_id,
+        job_id,
+        event,
+        attempts: 1,
+        created_at: Utc::now(),
+    }];
+    if let Err(error) = core.ports.events.deliver(publisher, &pending).await {
+        tracing::warn!(%job_id, %error, "Could not record the publish; the repairer will publish the event.");
+    }
+    metrics::stage("publish", publishing.elapsed());
+}
+
+/// Deletes the object an earlier run of a job that ended `failed` may have stored.
+async fn delete_result_of(core: &JobCore, tenant: Option<&str>, job_id: Uuid) {
+    // A tenant that cannot be part of a key never had an object stored.
+    if let Ok(key) = object_key(core.ports.objects.key_prefix(), tenant, job_id) {
+        delete_quietly(core, &key.full).await;
+    }
+}
+
+async fn delete_quietly(core: &JobCore, key: &str) {
+    if let Err(error) = core.ports.objects.delete(key).await {
+        tracing::error!(%error, "A result object of a job that did not complete could not be deleted.");
+    }
+}

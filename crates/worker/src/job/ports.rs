@@ -1,0 +1,126 @@
+//! What the job core needs from the world, as four small traits, and what each implementation
+//! must guarantee. The real ones (PostgreSQL, S3, RabbitMQ, the engine) are in
+//! [`crate::adapters`]; the state-machine tests use in-memory ones.
+//!
+//! The data types are the owning crates' own (`outbox`'s claims and records, `storage`'s and
+//! `engine`'s errors): a port narrows what the core may call, it does not translate.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use contract::message::{Filters, MappedFields};
+use engine::{EngineError, Extraction};
+use outbox::{
+    Claim, ClaimRequest, ExpiredJob, OutboxError, PendingEvent, Recorded, RecordedEvent,
+    TerminalRecord,
+};
+use storage::StorageError;
+use uuid::Uuid;
+
+/// The job state and the outbox (contract §5, §8): claims with leases, and each job's end
+/// written with its event in one transaction.
+///
+/// Obligations: every method is atomic; an `Err` that [`OutboxError::is_retriable`] may still
+/// have committed (the answer can be lost after the `COMMIT` left), so
+/// [`JobStore::recorded_event`] must tell whether a terminal record happened.
+#[async_trait]
+pub trait JobStore: Send + Sync {
+    /// Creates the job's row if new and takes it for `request.owner`, unless it is terminal,
+    /// held under a live lease by another owner, or another tenant's.
+    async fn claim(&self, request: &ClaimRequest<'_>) -> Result<Claim, OutboxError>;
+
+    /// Extends `owner`'s lease; `false` once `owner` no longer holds the job.
+    async fn renew_lease(
+        &self,
+        job_id: Uuid,
+        owner: &str,
+        lease: Duration,
+    ) -> Result<bool, OutboxError>;
+
+    /// Gives the job back (pending) if `owner` still holds it, so its next delivery takes it
+    /// at once.
+    async fn release(&self, job_id: Uuid, owner: &str) -> Result<bool, OutboxError>;
+
+    /// Writes the job's end and its event's outbox row (leased to `record.publisher`) in one
+    /// transaction, or nothing; see [`Recorded`] for when nothing is written.
+    async fn record_terminal(&self, record: &TerminalRecord<'_>) -> Result<Recorded, OutboxError>;
+
+    /// The outbox row of the event `ce_id`, if it was committed.
+    async fn recorded_event(&self, ce_id: &str) -> Result<Option<RecordedEvent>, OutboxError>;
+
+    /// The SHA-256 of the body `job_id` was first accepted from, for `tenant`'s job.
+    async fn accepted_message_digest(
+        &self,
+        job_id: Uuid,
+        tenant: Option<&str>,
+    ) -> Result<Option<[u8; 32]>, OutboxError>;
+
+    /// Leases the job's unpublished events to `owner` (those no one else holds).
+    async fn lease_unpublished(
+        &self,
+        job_id: Uuid,
+        owner: &str,
+        lease: Duration,
+    ) -> Result<Vec<PendingEvent>, OutboxError>;
+
+    /// Processing jobs whose lease lapsed more than `grace` ago, at most `limit`.
+    async fn expired_jobs(
+        &self,
+        grace: Duration,
+        limit: i64,
+    ) -> Result<Vec<ExpiredJob>, OutboxError>;
+}
+
+/// Where sealed results go (contract §7).
+///
+/// Obligations: a put replaces the object at `key` whole, or leaves it as it was; a delete of a
+/// missing object succeeds.
+#[async_trait]
+pub trait ResultStore: Send + Sync {
+    /// The prefix every object key starts with ([`storage::object_key`]).
+    fn key_prefix(&self) -> &str;
+
+    async fn put_sealed(&self, key: &str, sealed: &[u8]) -> Result<(), StorageError>;
+
+    async fn delete(&self, key: &str) -> Result<(), StorageError>;
+}
+
+/// Where recorded events go (contract §8).
+///
+/// Obligations: `deliver` publishes events whose outbox rows are leased to `owner` and marks
+/// each row published only once the broker confirmed it; whatever it could not publish stays in
+/// the outbox for the repairer. An `Err` is the state database's; the events are not lost.
+#[async_trait]
+pub trait EventSink: Send + Sync {
+    async fn deliver(&self, owner: &str, events: &[PendingEvent]) -> Result<(), OutboxError>;
+}
+
+/// The extraction (contract §6).
+///
+/// Obligations: `extract` ends within [`Extractor::timeout`] and fails fast; an error that
+/// [`EngineError::is_retriable`] means nothing about the job is known to be wrong.
+#[async_trait]
+pub trait Extractor: Send + Sync {
+    /// Refuses a job over the engine's limits, before anything is stored or claimed for it.
+    fn check_limits(&self, mapped: &MappedFields) -> Result<(), EngineError>;
+
+    /// How long one extraction may take (`EXTRACTION_TIMEOUT_SEC`); a run's storage retries
+    /// stop there too.
+    fn timeout(&self) -> Duration;
+
+    async fn extract(
+        &self,
+        mapped: &MappedFields,
+        filters: &Filters,
+    ) -> Result<Extraction, EngineError>;
+}
+
+/// The job core's four dependencies.
+#[derive(Clone)]
+pub struct Ports {
+    pub jobs: Arc<dyn JobStore>,
+    pub objects: Arc<dyn ResultStore>,
+    pub events: Arc<dyn EventSink>,
+    pub extractor: Arc<dyn Extractor>,
+}

@@ -1,0 +1,115 @@
+//! A claimed run: produce the result while a heartbeat keeps the claim, then end the job.
+//! Fail-fast: any failure ends the job `failed` (without a stored object), except transient
+//! ones, which leave it unrecorded for the message to be retried.
+
+use std::time::Duration;
+
+use contract::JobMessage;
+use outbox::TerminalOutcome;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument as _;
+use uuid::Uuid;
+
+use super::core::JobCore;
+use super::events::EventContext;
+use super::finish::{finish, Ending, Finished};
+use super::ports::JobStore;
+use super::produce::{produce, Failure};
+
+/// A job this delivery holds the claim of.
+pub(super) struct ClaimedRun<'a> {
+    pub job: &'a JobMessage,
+    pub tenant: Option<&'a str>,
+    pub request_id: Option<&'a str>,
+    /// The claim's owner, unique to this attempt.
+    pub owner: &'a str,
+    /// The claims of this job so far, this one included (1 = first).
+    pub attempt: u32,
+}
+
+impl ClaimedRun<'_> {
+    /// Runs the job to its end. [`Finished::NotOurs`] when the claim was taken over (the new
+    /// owner finishes the job); [`Finished::NotRecorded`] when a dependency was unreachable.
+    pub(super) async fn run(&self, core: &JobCore) -> Finished {
+        let job_id = self.job.job_id;
+        let started = Instant::now();
+        let lost = CancellationToken::new();
+        let heartbeat = tokio::spawn(
+            heartbeat(
+                core.ports.jobs.clone(),
+                job_id,
+                self.owner.to_owned(),
+                core.settings.lease,
+                lost.clone(),
+            )
+            .in_current_span(),
+        );
+        // The claim is kept until the job's end is recorded.
+        let _stop_heartbeat = AbortOnDrop(heartbeat);
+
+        let produced = tokio::select! {
+            produced = produce(core, self, started) => produced,
+            _ = lost.cancelled() => return Finished::NotOurs,
+        };
+        let (outcome, stored) = match produced {
+            Ok((result, key)) => (TerminalOutcome::Completed { result }, Some(key)),
+            Err(Failure::Job(error)) => (TerminalOutcome::Failed { error }, None),
+            Err(Failure::Transient(reason)) => return Finished::NotRecorded(reason),
+            Err(Failure::LostClaim) => {
+                tracing::warn!(%job_id, "The job's claim was taken over during extraction; abandoning this run before storing.");
+                return Finished::NotOurs;
+            }
+        };
+        let ending = Ending {
+            events: EventContext {
+                job_id,
+                tenant: self.tenant,
+                request_id: self.request_id,
+                metadata: &self.job.metadata,
+                source: &core.settings.source,
+            },
+            claim: Some(self.owner),
+            publisher: self.owner,
+            outcome,
+            stored,
+            earlier_object: self.attempt > 1,
+            started: Some(started),
+        };
+        finish(core, ending).await
+    }
+}
+
+/// Renews the claim every third of the lease; cancels `lost` when the claim is gone.
+async fn heartbeat(
+    jobs: std::sync::Arc<dyn JobStore>,
+    job_id: Uuid,
+    owner: String,
+    lease: Duration,
+    lost: CancellationToken,
+) {
+    let mut ticks = tokio::time::interval(lease / 3);
+    ticks.tick().await;
+    loop {
+        ticks.tick().await;
+        match jobs.renew_lease(job_id, &owner, lease).await {
+            Ok(true) => {}
+            Ok(false) => {
+                tracing::warn!(%job_id, "The job's claim was taken over; abandoning this run.");
+                lost.cancel();
+                return;
+            }
+            Err(error) => {
+                tracing::warn!(%job_id, %error, "Could not renew the job's claim; retrying.")
+            }
+        }
+    }
+}
+
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
