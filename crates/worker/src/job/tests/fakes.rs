@@ -1,0 +1,311 @@
+//! In-memory ports: each answers from a script the test sets (an empty script answers the
+//! everyday case) and remembers every call, for the test to read back.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use contract::event::TerminalStatus;
+use contract::message::{Filters, MappedFields};
+use engine::{EngineError, Extraction};
+use outbox::{
+    Claim, ClaimRequest, ExpiredJob, OutboxError, PendingEvent, RecordedEvent, Recorded,
+    TerminalOutcome, TerminalRecord,
+};
+use storage::{Cause, StorageError};
+use uuid::Uuid;
+
+use crate::job::ports::{EventSink, Extractor, JobStore, ResultStore};
+
+/// The state database is away.
+pub fn db_down() -> OutboxError {
+    OutboxError::Unavailable {
+        step: "test",
+        detail: "connection refused".into(),
+    }
+}
+
+/// S3 is away.
+pub fn s3_down(key: &str) -> StorageError {
+    StorageError::Put {
+        key: key.to_owned(),
+        cause: Cause::new("connection refused", true),
+    }
+}
+
+/// A terminal record as the fake store kept it.
+#[derive(Debug, Clone)]
+pub struct Written {
+    pub job_id: Uuid,
+    pub owner: Option<String>,
+    pub status: TerminalStatus,
+    pub error: Option<String>,
+    pub ce_id: String,
+    pub publisher: String,
+}
+
+#[derive(Default)]
+pub struct Jobs(Mutex<JobsState>);
+
+pub struct JobsState {
+    /// Answers of `claim`, in order; then `claim_default`.
+    pub claims: VecDeque<Result<Claim, OutboxError>>,
+    pub claim_default: Claim,
+    /// The owners that asked for a claim.
+    pub claimed: Vec<String>,
+    /// Answers of `renew_lease`, in order; then `true`.
+    pub renewals: VecDeque<Result<bool, OutboxError>>,
+    pub renew_calls: u32,
+    pub released: Vec<String>,
+    /// Answers of `record_terminal`, in order; then an insert. Each insert is kept in `written`.
+    pub records: VecDeque<Result<Recorded, OutboxError>>,
+    pub written: Vec<Written>,
+    /// Answers of `recorded_event`, in order; then "not recorded".
+    pub lookups: VecDeque<Result<Option<RecordedEvent>, OutboxError>>,
+    /// Once `lookups` is spent: the event is committed, leased to the first claim's owner.
+    pub committed_for_claimer: bool,
+    pub accepted_digest: Result<Option<[u8; 32]>, ()>,
+    /// What `lease_unpublished` hands out, and the jobs it was asked for.
+    pub unpublished: Vec<PendingEvent>,
+    pub leased_for: Vec<Uuid>,
+    pub expired: Vec<ExpiredJob>,
+}
+
+impl Default for JobsState {
+    fn default() -> Self {
+        JobsState {
+            claims: VecDeque::new(),
+            claim_default: Claim::Acquired { attempt: 1 },
+            claimed: Vec::new(),
+            renewals: VecDeque::new(),
+            renew_calls: 0,
+            released: Vec::new(),
+            records: VecDeque::new(),
+            written: Vec::new(),
+            lookups: VecDeque::new(),
+            committed_for_claimer: false,
+            accepted_digest: Ok(None),
+            unpublished: Vec::new(),
+            leased_for: Vec::new(),
+            expired: Vec::new(),
+        }
+    }
+}
+
+impl Jobs {
+    pub fn state(&self) -> MutexGuard<'_, JobsState> {
+        self.0.lock().expect("fake state")
+    }
+}
+
+#[async_trait]
+impl JobStore for Jobs {
+    async fn claim(&self, request: &ClaimRequest<'_>) -> Result<Claim, OutboxError> {
+        let mut state = self.state();
+        state.claimed.push(request.owner.to_owned());
+        let default = state.claim_default.clone();
+        state.claims.pop_front().unwrap_or(Ok(default))
+    }
+
+    async fn renew_lease(&self, _: Uuid, _: &str, _: Duration) -> Result<bool, OutboxError> {
+        let mut state = self.state();
+        state.renew_calls += 1;
+        state.renewals.pop_front().unwrap_or(Ok(true))
+    }
+
+    async fn release(&self, _: Uuid, owner: &str) -> Result<bool, OutboxError> {
+        self.state().released.push(owner.to_owned());
+        Ok(true)
+    }
+
+    async fn record_terminal(&self, record: &TerminalRecord<'_>) -> Result<Recorded, OutboxError> {
+        let mut state = self.state();
+        let answer = state.records.pop_front().unwrap_or(Ok(Recorded::Inserted {
+            outbox_id: state.written.len() as i64 + 1,
+        }));
+        if let Ok(Recorded::Inserted { .. }) = answer {
+            state.written.push(Written {
+                job_id: record.job_id,
+                owner: record.owner.map(str::to_owned),
+                status: record.outcome.status(),
+                error: match &record.outcome {
+                    TerminalOutcome::Failed { error } => Some(error.as_str().to_owned()),
+                    TerminalOutcome::Completed { .. } => None,
+                },
+                ce_id: record.event.ce_id().to_owned(),
+                publisher: record.publisher.to_owned(),
+            });
+        }
+        answer
+    }
+
+    async fn recorded_event(&self, _: &str) -> Result<Option<RecordedEvent>, OutboxError> {
+        let mut state = self.state();
+        let committed = state.committed_for_claimer.then(|| RecordedEvent {
+            outbox_id: 7,
+            leased_by: state.claimed.first().cloned(),
+        });
+        state.lookups.pop_front().unwrap_or(Ok(committed))
+    }
+
+    async fn accepted_message_digest(
+        &self,
+        _: Uuid,
+        _: Option<&str>,
+    ) -> Result<Option<[u8; 32]>, OutboxError> {
+        self.state().accepted_digest.map_err(|()| db_down())
+    }
+
+    async fn lease_unpublished(
+        &self,
+        job_id: Uuid,
+        _: &str,
+        _: Duration,
+    ) -> Result<Vec<PendingEvent>, OutboxError> {
+        let mut state = self.state();
+        state.leased_for.push(job_id);
+        Ok(std::mem::take(&mut state.unpublished))
+    }
+
+    async fn expired_jobs(&self, _: Duration, _: i64) -> Result<Vec<ExpiredJob>, OutboxError> {
+        Ok(std::mem::take(&mut self.state().expired))
+    }
+}
+
+#[derive(Default)]
+pub struct Objects(Mutex<ObjectsState>);
+
+#[derive(Default)]
+pub struct ObjectsState {
+    pub stored: BTreeMap<String, Vec<u8>>,
+    /// Answers of `put_sealed`, in order; then success.
+    pub puts: VecDeque<Result<(), StorageError>>,
+    pub put_calls: u32,
+    /// Failing every put from the script's end on.
+    pub always_fail: bool,
+    pub deleted: Vec<String>,
+}
+
+impl Objects {
+    pub fn state(&self) -> MutexGuard<'_, ObjectsState> {
+        self.0.lock().expect("fake state")
+    }
+}
+
+#[async_trait]
+impl ResultStore for Objects {
+    fn key_prefix(&self) -> &str {
+        ""
+    }
+
+    async fn put_sealed(&self, key: &str, sealed: &[u8]) -> Result<(), StorageError> {
+        let mut state = self.state();
+        state.put_calls += 1;
+        let answer = match state.puts.pop_front() {
+            Some(answer) => answer,
+            None if state.always_fail => Err(s3_down(key)),
+            None => Ok(()),
+        };
+        if answer.is_ok() {
+            state.stored.insert(key.to_owned(), sealed.to_vec());
+        }
+        answer
+    }
+
+    async fn delete(&self, key: &str) -> Result<(), StorageError> {
+        let mut state = self.state();
+        state.stored.remove(key);
+        state.deleted.push(key.to_owned());
+        Ok(())
+    }
+}
+
+/// The events handed to the sink: (publisher, ce-id, attempts).
+#[derive(Default)]
+pub struct Events(Mutex<Vec<(String, String, u32)>>);
+
+impl Events {
+    pub fn delivered(&self) -> Vec<(String, String, u32)> {
+        self.0.lock().expect("fake state").clone()
+    }
+}
+
+#[async_trait]
+impl EventSink for Events {
+    async fn deliver(&self, owner: &str, events: &[PendingEvent]) -> Result<(), OutboxError> {
+        let mut delivered = self.0.lock().expect("fake state");
+        for pending in events {
+            delivered.push((
+                owner.to_owned(),
+                pending.event.ce_id().to_owned(),
+                pending.attempts,
+            ));
+        }
+        Ok(())
+    }
+}
+
+pub struct Extract(Mutex<ExtractState>);
+
+pub struct ExtractState {
+    /// Answers of `extract`, in order; then `rows`.
+    pub answers: VecDeque<Result<Extraction, EngineError>>,
+    pub rows: Vec<u8>,
+    /// How long each extraction takes.
+    pub takes: Duration,
+    pub calls: u32,
+    pub over_limits: bool,
+    pub timeout: Duration,
+}
+
+impl Default for Extract {
+    fn default() -> Self {
+        Extract(Mutex::new(ExtractState {
+            answers: VecDeque::new(),
+            rows: br#"{"db":{"payments":[{"id":1}]}}"#.to_vec(),
+            takes: Duration::ZERO,
+            calls: 0,
+            over_limits: false,
+            timeout: Duration::from_secs(300),
+        }))
+    }
+}
+
+impl Extract {
+    pub fn state(&self) -> MutexGuard<'_, ExtractState> {
+        self.0.lock().expect("fake state")
+    }
+}
+
+#[async_trait]
+impl Extractor for Extract {
+    fn check_limits(&self, _: &MappedFields) -> Result<(), EngineError> {
+        if self.state().over_limits {
+            return Err(EngineError::LimitExceeded {
+                what: "tables",
+                limit: 1,
+            });
+        }
+        Ok(())
+    }
+
+    fn timeout(&self) -> Duration {
+        self.state().timeout
+    }
+
+    async fn extract(&self, _: &MappedFields, _: &Filters) -> Result<Extraction, EngineError> {
+        let (takes, answer) = {
+            let mut state = self.state();
+            state.calls += 1;
+            let rows = state.rows.clone();
+            let answer = state.answers.pop_front().unwrap_or(Ok(Extraction {
+                plaintext: rows,
+                row_count: 1,
+            }));
+            (state.takes, answer)
+        };
+        tokio::time::sleep(takes).await;
+        answer
+    }
+}
