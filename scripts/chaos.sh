@@ -18,13 +18,13 @@ LOG=${CHAOS_LOG:-/tmp/fetcher-chaos.log}
 bash scripts/services.sh postgres rabbitmq s3 || exit 1
 
 status=0
-$CARGO test -p worker --test chaos -- --ignored --nocapture 2>&1 | tee "$LOG"
+$CARGO test -p worker --test binary -- --ignored --nocapture chaos:: 2>&1 | tee "$LOG"
 soak=${PIPESTATUS[0]}
 [ "$soak" -eq 0 ] || status=$soak
 
 hostile=skipped
-if [ -f crates/worker/tests/hostile/main.rs ] || [ -f crates/worker/tests/hostile.rs ]; then
-  $CARGO test -p worker --test hostile -- --include-ignored --nocapture 2>&1 | tee -a "$LOG"
+if [ -d crates/worker/tests/binary/hostile ]; then
+  $CARGO test -p worker --test binary -- --include-ignored --nocapture hostile:: 2>&1 | tee -a "$LOG"
   hostile=${PIPESTATUS[0]}
   [ "$hostile" -eq 0 ] || status=$hostile
   [ "$hostile" -eq 0 ] && hostile=passed || hostile="FAILED (exit $hostile)"
@@ -54,7 +54,7 @@ if [ -n "$table" ]; then
 
 ## Soak
 
-`make chaos` (`scripts/chaos.sh`) runs `crates/worker/tests/chaos`; its runs follow.
+`make chaos` (`scripts/chaos.sh`) runs `crates/worker/tests/binary/chaos`; its runs follow.
 DOC
   run=$(mktemp)
   {

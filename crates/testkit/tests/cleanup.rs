@@ -64,3 +64,34 @@ async fn queues_and_exchanges_of_a_broker_dropped_without_close_are_deleted() {
     assert!(exchange_left.is_err(), "{exchange} is still there");
     check.close().await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_tracked_queue_the_code_under_test_declared_is_deleted_by_close() {
+    // The "code under test": another connection declares the queue, with arguments of its own.
+    let other = Broker::connect().await;
+    let queue = amqp::unique("testkit-test", "queue");
+    other
+        .channel
+        .queue_declare(
+            queue.as_str().into(),
+            QueueDeclareOptions::default(),
+            FieldTable::default(),
+        )
+        .await
+        .expect("declare");
+    let broker = Broker::connect().await;
+    broker.track_queue(&queue);
+    broker.track_queue(&queue);
+    broker.close().await;
+
+    let channel = other.connection.create_channel().await.expect("channel");
+    let passive = QueueDeclareOptions {
+        passive: true,
+        ..QueueDeclareOptions::default()
+    };
+    let left = channel
+        .queue_declare(queue.as_str().into(), passive, FieldTable::default())
+        .await;
+    assert!(left.is_err(), "{queue} is still there");
+    other.close().await;
+}

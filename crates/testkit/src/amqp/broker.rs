@@ -27,8 +27,8 @@ struct Created {
 /// A test-side connection to the test broker. Its channel is in confirm mode, so a test's own
 /// publish can wait for the broker to take it.
 ///
-/// Every exchange and queue it declares (and every exchange given to
-/// [`Broker::track_exchange`]) is deleted by [`Broker::close`]; a test that panics first has
+/// Every exchange and queue it declares (and every one given to [`Broker::track_exchange`] or
+/// [`Broker::track_queue`]) is deleted by [`Broker::close`]; a test that panics first has
 /// them deleted from `Drop`, on a thread of its own.
 pub struct Broker {
     pub connection: Connection,
@@ -91,6 +91,14 @@ impl Broker {
         }
     }
 
+    /// Deletes `queue` at the end of the test (one the code under test declared).
+    pub fn track_queue(&self, queue: &str) {
+        let mut created = self.created();
+        if !created.queues.iter().any(|q| q == queue) {
+            created.queues.push(queue.to_owned());
+        }
+    }
+
     /// Declares the durable queue `queue`, deleted at the end of the test. It also expires after
     /// 10 idle minutes.
     pub async fn declare_queue(&self, queue: &str) {
@@ -107,7 +115,7 @@ impl Broker {
             )
             .await
             .expect("declare queue");
-        self.created().queues.push(queue.to_owned());
+        self.track_queue(queue);
     }
 
     /// Declares a queue ([`Broker::declare_queue`]) bound to `exchange` with `pattern`, named

@@ -6,10 +6,10 @@ use std::time::Duration;
 
 use uuid::Uuid;
 
-use crate::bodies;
+use super::bodies;
+use super::memory::{self, mib};
 use crate::harness::{free_port, WorkerProcess, World};
-use crate::memory::{self, mib};
-use crate::support::{metric_sum, publish, signed, work_route, DeadLetters, Headers, RUN_HEADER};
+use crate::harness::{metric_sum, publish, signed, work_route, DeadLetters, Headers, RUN_HEADER};
 
 /// Prefetch of the e2e worlds (`RABBITMQ_NUMBERS_OF_WORKERS`).
 const PREFETCH: u64 = 3;
@@ -30,7 +30,7 @@ async fn an_unsigned_giant_is_dead_lettered_without_being_parsed() {
         .text("signature-version", "v1");
     let pid = worker.child.id();
     let growth = memory::peak_growth(pid, async {
-        publish(&world.channel, "", &world.queue, &body, &headers).await;
+        publish(&world.broker.channel, "", &world.queue, &body, &headers).await;
         assert_eq!(dead.collect(1, Duration::from_secs(120)).await.len(), 1);
     })
     .await;
@@ -73,7 +73,7 @@ async fn a_signed_message_over_the_limit_fails_its_job_and_is_dead_lettered() {
     let body = bodies::padded_job(job_id, 2 << 20);
     let t = chrono::Utc::now().timestamp();
     let headers = signed(&world, t, &work_route(&world, ""), &body, None);
-    publish(&world.channel, "", &world.queue, &body, &headers).await;
+    publish(&world.broker.channel, "", &world.queue, &body, &headers).await;
     let event = listener.event_for(job_id, Duration::from_secs(60)).await;
     let message = bodies::failure_message(&event);
     assert!(message.contains("more than the 1048576 bytes"), "{message}");

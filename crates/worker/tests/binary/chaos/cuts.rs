@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 
 use uuid::Uuid;
 
+use super::proxy::{FaultProxy, Trap};
 use crate::harness::{self, Event, WorkerProcess, World};
-use crate::proxy::{FaultProxy, Trap};
 
 /// Which dependency the trap sits in front of.
 #[derive(Clone, Copy, Debug)]
@@ -263,12 +263,9 @@ async fn a_job_that_fails_after_an_unanswered_commit_leaves_no_object() {
     }
     let stored = format!("external-data/{job_id}.json");
     assert_eq!(world.object_keys().await, vec![stored.clone()]);
-    let source = sqlx::PgPool::connect(&format!(
-        "postgres://postgres@127.0.0.1:5432/{}",
-        world.source_db
-    ))
-    .await
-    .expect("source database");
+    let source = sqlx::PgPool::connect(world.source_url())
+        .await
+        .expect("source database");
     sqlx::query("DROP TABLE payments CASCADE")
         .execute(&source)
         .await

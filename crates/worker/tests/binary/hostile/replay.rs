@@ -11,7 +11,7 @@ use lapin::types::{AMQPValue, FieldTable};
 use uuid::Uuid;
 
 use crate::harness::World;
-use crate::support::{publish, signed, work_route, DeadLetters};
+use crate::harness::{publish, signed, work_route, DeadLetters};
 
 #[tokio::test]
 async fn job_messages_replayed_out_of_scope_are_dead_lettered_without_a_job() {
@@ -30,7 +30,7 @@ async fn job_messages_replayed_out_of_scope_are_dead_lettered_without_a_job() {
         &body(other_tenant),
         Some("acme"),
     );
-    let headers = crate::support::Headers(
+    let headers = crate::harness::Headers(
         headers
             .0
             .into_iter()
@@ -44,7 +44,7 @@ async fn job_messages_replayed_out_of_scope_are_dead_lettered_without_a_job() {
             .collect(),
     );
     publish(
-        &world.channel,
+        &world.broker.channel,
         "",
         &world.queue,
         &body(other_tenant),
@@ -62,7 +62,7 @@ async fn job_messages_replayed_out_of_scope_are_dead_lettered_without_a_job() {
         None,
     );
     publish(
-        &world.channel,
+        &world.broker.channel,
         "",
         &world.queue,
         &body(tenant_dropped),
@@ -78,10 +78,18 @@ async fn job_messages_replayed_out_of_scope_are_dead_lettered_without_a_job() {
         routing_key: "fetcher.extract-external-data.other",
     };
     let headers = signed(&world, now, &route_a, &body(other_key), None);
-    publish(&world.channel, "", &world.queue, &body(other_key), &headers).await;
+    publish(
+        &world.broker.channel,
+        "",
+        &world.queue,
+        &body(other_key),
+        &headers,
+    )
+    .await;
 
     // Signed for the default exchange, delivered through amq.direct.
     world
+        .broker
         .channel
         .queue_bind(
             world.queue.as_str().into(),
@@ -101,7 +109,7 @@ async fn job_messages_replayed_out_of_scope_are_dead_lettered_without_a_job() {
         None,
     );
     publish(
-        &world.channel,
+        &world.broker.channel,
         "amq.direct",
         &world.queue,
         &body(other_exchange),
@@ -118,12 +126,26 @@ async fn job_messages_replayed_out_of_scope_are_dead_lettered_without_a_job() {
         &body(stale),
         None,
     );
-    publish(&world.channel, "", &world.queue, &body(stale), &headers).await;
+    publish(
+        &world.broker.channel,
+        "",
+        &world.queue,
+        &body(stale),
+        &headers,
+    )
+    .await;
 
     // The control: the same construction, in scope and fresh, runs.
     let control = Uuid::now_v7();
     let headers = signed(&world, now, &work_route(&world, ""), &body(control), None);
-    publish(&world.channel, "", &world.queue, &body(control), &headers).await;
+    publish(
+        &world.broker.channel,
+        "",
+        &world.queue,
+        &body(control),
+        &headers,
+    )
+    .await;
     world
         .wait_status(control, "completed", Duration::from_secs(30))
         .await;

@@ -6,7 +6,6 @@ use std::time::{Duration, Instant};
 use uuid::Uuid;
 
 use crate::harness::World;
-use crate::support::queue_depth;
 
 #[tokio::test]
 async fn a_nul_character_in_a_name_fails_the_job_instead_of_looping() {
@@ -23,7 +22,7 @@ async fn a_nul_character_in_a_name_fails_the_job_instead_of_looping() {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         let status = world.job_status(job_id).await;
-        let depth = queue_depth(&world.channel, &world.queue).await;
+        let depth = world.broker.depth(&world.queue).await;
         if status.as_deref() == Some("failed") && depth == 0 {
             break;
         }

@@ -1,8 +1,6 @@
 //! End-to-end tests: the built `fetcher-worker` binary against real RabbitMQ, PostgreSQL and
 //! S3 (s3s-fs), driven as an operator and a consumer would.
 
-mod harness;
-
 mod consume;
 mod delivery;
 mod failures;

@@ -3,7 +3,7 @@
 
 use sqlx::Connection;
 
-use crate::harness::{self, World, ADMIN_DB};
+use crate::harness::{self, World};
 
 #[tokio::test]
 async fn a_world_dropped_without_cleanup_removes_its_databases_bucket_and_exchange() {
@@ -22,7 +22,9 @@ async fn a_world_dropped_without_cleanup_removes_its_databases_bucket_and_exchan
         .is_ok());
     drop(world);
 
-    let mut admin = sqlx::PgConnection::connect(ADMIN_DB).await.expect("admin");
+    let mut admin = sqlx::PgConnection::connect(&testkit::pg::admin_url())
+        .await
+        .expect("admin");
     let left: i64 = sqlx::query_scalar("SELECT count(*) FROM pg_database WHERE datname = ANY($1)")
         .bind(&databases[..])
         .fetch_one(&mut admin)
@@ -38,9 +40,12 @@ async fn a_world_dropped_without_cleanup_removes_its_databases_bucket_and_exchan
             .is_err(),
         "bucket {bucket} remains"
     );
-    let amqp = lapin::Connection::connect(harness::AMQP, lapin::ConnectionProperties::default())
-        .await
-        .expect("broker");
+    let amqp = lapin::Connection::connect(
+        &testkit::amqp::amqp_uri(),
+        lapin::ConnectionProperties::default(),
+    )
+    .await
+    .expect("broker");
     let channel = amqp.create_channel().await.expect("channel");
     let passive = channel
         .exchange_declare(

@@ -4,17 +4,10 @@
 use std::process::Command;
 use std::time::Duration;
 
+use testkit::amqp::rabbitmqctl;
 use uuid::Uuid;
 
 use crate::harness::{free_port, WorkerProcess, World};
-
-fn rabbitmqctl(args: &[&str]) {
-    let status = Command::new("rabbitmqctl")
-        .args(args)
-        .status()
-        .expect("rabbitmqctl (RabbitMQ's control tool) must be installed");
-    assert!(status.success(), "rabbitmqctl {args:?} failed");
-}
 
 /// A broker user of the test's own, removed on drop.
 struct BrokerUser(String);

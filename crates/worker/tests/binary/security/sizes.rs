@@ -10,10 +10,10 @@ use lapin::types::{AMQPValue, FieldTable};
 use serde_json::json;
 use uuid::Uuid;
 
-use crate::bodies::padded_job;
+use super::bodies::padded_job;
+use super::memory::{self, mib};
 use crate::harness::{free_port, WorkerProcess, World};
-use crate::memory::{self, mib};
-use crate::support::{publish, signed, work_route, DeadLetters, Headers, RUN_HEADER};
+use crate::harness::{publish, signed, work_route, DeadLetters, Headers, RUN_HEADER};
 
 const PREFETCH: u64 = 5;
 const MAX_MESSAGE: u64 = 4 << 20;
@@ -230,7 +230,14 @@ async fn hostile_sizes_stay_within_the_memory_goal() {
         }
         let job_id = job_id_of(&case.body);
         let growth = memory::peak_growth(pid, async {
-            publish(&world.channel, "", &world.queue, &case.body, &headers).await;
+            publish(
+                &world.broker.channel,
+                "",
+                &world.queue,
+                &case.body,
+                &headers,
+            )
+            .await;
             match case.expect {
                 Outcome::DeadLettered | Outcome::DeadLetteredJobFailed => {
                     assert_eq!(

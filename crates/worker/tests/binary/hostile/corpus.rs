@@ -7,7 +7,7 @@ use serde_json::json;
 use uuid::Uuid;
 
 use crate::harness::World;
-use crate::support::{signed, work_route, Headers, RUN_HEADER};
+use crate::harness::{signed, work_route, Headers, RUN_HEADER};
 
 /// One mebibyte: the size of the flood's huge bodies.
 pub const ONE_MIB: usize = 1 << 20;

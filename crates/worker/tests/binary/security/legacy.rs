@@ -8,7 +8,7 @@ use contract::envelope;
 use uuid::Uuid;
 
 use crate::harness::{free_port, WorkerProcess, World};
-use crate::support::{metric_sum, publish, DeadLetters, Headers, RUN_HEADER};
+use crate::harness::{metric_sum, publish, DeadLetters, Headers, RUN_HEADER};
 
 /// Headers of the legacy form: `HMAC("<t>." + body)`.
 fn legacy(world: &World, body: &[u8]) -> Headers {
@@ -47,7 +47,7 @@ async fn a_legacy_signature_cannot_choose_a_tenant_and_is_counted() {
     let retenanted = Uuid::new_v4();
     let body = world.job_body(retenanted, "src", "payments", &["id"]);
     let headers = legacy(&world, &body).text("X-Tenant-ID", "someone-else");
-    publish(&world.channel, "", &world.queue, &body, &headers).await;
+    publish(&world.broker.channel, "", &world.queue, &body, &headers).await;
     assert_eq!(dead.collect(1, Duration::from_secs(60)).await.len(), 1);
     assert_eq!(world.job_status(retenanted).await, None);
     assert!(world.object_keys().await.is_empty());
@@ -55,7 +55,7 @@ async fn a_legacy_signature_cannot_choose_a_tenant_and_is_counted() {
     let plain = Uuid::new_v4();
     let body = world.job_body(plain, "src", "payments", &["id"]);
     publish(
-        &world.channel,
+        &world.broker.channel,
         "",
         &world.queue,
         &body,

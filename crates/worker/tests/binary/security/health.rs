@@ -52,7 +52,7 @@ async fn slow_clients_are_cut_off_and_cannot_hold_more_than_the_limit() {
     assert_eq!(worker.get("/health").map(|(code, _)| code), Some(200));
     let metrics = worker.get("/metrics").expect("metrics").1;
     assert!(
-        crate::support::metric_sum(&metrics, "health_connections_refused_total", "") >= 1.0,
+        crate::harness::metric_sum(&metrics, "health_connections_refused_total", "") >= 1.0,
         "no connection was refused over the limit:\n{metrics}"
     );
     drop(worker);

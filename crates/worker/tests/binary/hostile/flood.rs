@@ -12,11 +12,9 @@ use std::time::{Duration, Instant};
 use lapin::options::ConfirmSelectOptions;
 use uuid::Uuid;
 
-use crate::corpus::{headers_with_marker, message, Expect, Rng, ONE_MIB};
-use crate::harness::{free_port, WorkerProcess, World};
-use crate::support::{
-    http_get, metric_sum, publish, queue_depth, source_fingerprint, DeadLetters, PanicCleanup,
-};
+use super::corpus::{headers_with_marker, message, Expect, Rng, ONE_MIB};
+use super::support::{source_fingerprint, PanicCleanup};
+use crate::harness::{free_port, http_get, metric_sum, publish, DeadLetters, WorkerProcess, World};
 
 const MESSAGES: usize = 100_000;
 /// Messages per publisher-confirm batch: publishing never waits on a single message.
@@ -48,12 +46,18 @@ async fn a_flood_of_hostile_messages_is_refused_cheaply_and_changes_nothing() {
     // HOSTILE_AMQP_URI points the flood (its Worker and its own connection) at another broker,
     // for a machine whose shared broker is being restarted by other tests.
     if let Ok(uri) = std::env::var("HOSTILE_AMQP_URI") {
-        world.amqp = lapin::Connection::connect(&uri, lapin::ConnectionProperties::default())
+        world.broker.connection =
+            lapin::Connection::connect(&uri, lapin::ConnectionProperties::default())
+                .await
+                .expect("HOSTILE_AMQP_URI is not reachable");
+        world.broker.channel = world
+            .broker
+            .connection
+            .create_channel()
             .await
-            .expect("HOSTILE_AMQP_URI is not reachable");
-        world.channel = world.amqp.create_channel().await.expect("channel");
+            .expect("channel");
     }
-    let amqp = std::env::var("HOSTILE_AMQP_URI").unwrap_or_else(|_| crate::harness::AMQP.into());
+    let amqp = std::env::var("HOSTILE_AMQP_URI").unwrap_or_else(|_| testkit::amqp::amqp_uri());
     let _cleanup = PanicCleanup::new(&world, &amqp);
     let port = free_port();
     let mut env = world.env(port);
@@ -72,7 +76,12 @@ async fn a_flood_of_hostile_messages_is_refused_cheaply_and_changes_nothing() {
     let readiness = watch_readiness(port, stop.clone());
 
     // Publish everything, confirmed in batches.
-    let channel = world.amqp.create_channel().await.expect("channel");
+    let channel = world
+        .broker
+        .connection
+        .create_channel()
+        .await
+        .expect("channel");
     channel
         .confirm_select(ConfirmSelectOptions::default())
         .await
@@ -108,7 +117,7 @@ async fn a_flood_of_hostile_messages_is_refused_cheaply_and_changes_nothing() {
             let returned = channel.wait_for_confirms().await.expect("confirms");
             assert!(returned.is_empty(), "the broker returned messages");
             if (i + 1) % 20_000 == 0 {
-                let depth = queue_depth(&world.channel, &world.queue).await;
+                let depth = world.broker.depth(&world.queue).await;
                 eprintln!(
                     "hostile flood: {} published after {:.1} s, {depth} waiting",
                     i + 1,
@@ -129,7 +138,7 @@ async fn a_flood_of_hostile_messages_is_refused_cheaply_and_changes_nothing() {
             "the Worker died under the flood; output tail:\n{}",
             tail(&worker.output())
         );
-        let depth = queue_depth(&world.channel, &world.queue).await;
+        let depth = world.broker.depth(&world.queue).await;
         let metrics = http_get(port, "/metrics")
             .map(|(_, b)| b)
             .unwrap_or_default();

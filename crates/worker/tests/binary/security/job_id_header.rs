@@ -6,7 +6,7 @@ use std::time::Duration;
 use uuid::Uuid;
 
 use crate::harness::World;
-use crate::support::{publish, signed, work_route, DeadLetters};
+use crate::harness::{publish, signed, work_route, DeadLetters};
 
 #[tokio::test]
 async fn a_replayed_message_cannot_pick_the_job_it_fails() {
@@ -21,7 +21,7 @@ async fn a_replayed_message_cannot_pick_the_job_it_fails() {
     let victims = [Uuid::new_v4(), Uuid::new_v4()];
     for victim in victims {
         let replay = headers.clone().text("jobId", &victim.to_string());
-        publish(&world.channel, "", &world.queue, &body, &replay).await;
+        publish(&world.broker.channel, "", &world.queue, &body, &replay).await;
     }
     let refused = dead.collect(2, Duration::from_secs(60)).await;
     assert_eq!(refused.len(), 2, "both replays are dead-lettered");
@@ -32,7 +32,7 @@ async fn a_replayed_message_cannot_pick_the_job_it_fails() {
 
     // The genuine message (header and body agree) still fails its own job, as the contract says.
     let genuine = headers.text("jobId", &signed_id.to_string());
-    publish(&world.channel, "", &world.queue, &body, &genuine).await;
+    publish(&world.broker.channel, "", &world.queue, &body, &genuine).await;
     world
         .wait_status(signed_id, "failed", Duration::from_secs(30))
         .await;
@@ -51,7 +51,7 @@ async fn a_valid_job_with_a_header_naming_another_job_is_refused() {
     let other = Uuid::new_v4();
     let headers =
         signed(&world, t, &work_route(&world, ""), &body, None).text("jobId", &other.to_string());
-    publish(&world.channel, "", &world.queue, &body, &headers).await;
+    publish(&world.broker.channel, "", &world.queue, &body, &headers).await;
     assert_eq!(dead.collect(1, Duration::from_secs(60)).await.len(), 1);
     assert_eq!(world.job_status(job_id).await, None);
     assert_eq!(world.job_status(other).await, None);

@@ -2,12 +2,6 @@
 //! the real `fetcher-worker` binary and the real servers, plus the hostile-size cases with the
 //! Worker's memory read from `/proc`. SECURITY.md states what each defence covers.
 
-#[path = "../e2e/harness.rs"]
-mod harness;
-#[path = "../hostile/support.rs"]
-#[allow(dead_code, unused_imports)]
-mod support;
-
 mod bodies;
 mod memory;
 

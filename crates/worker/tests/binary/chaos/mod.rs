@@ -6,12 +6,10 @@
 //! job's object must open and match its HMAC, and no failed job may have an object.
 //!
 //! Long: `#[ignore]`d; run with `make chaos` (or
-//! `cargo test -p worker --test chaos -- --ignored --nocapture`). Knobs: `CHAOS_SEED` (42),
+//! `cargo test -p worker --test binary -- --ignored --nocapture chaos::`). Knobs: `CHAOS_SEED` (42),
 //! `CHAOS_JOBS` (2000), `CHAOS_RATE` (jobs per second submitted, 25).
 
 mod cuts;
-#[path = "../e2e/harness.rs"]
-mod harness;
 mod proxy;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -20,13 +18,13 @@ use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use self::proxy::FaultProxy;
+use crate::harness::{self, Event, WorkerProcess, World};
 use contract::envelope::{self, Route};
 use futures_util::StreamExt;
-use harness::{Event, WorkerProcess, World};
 use lapin::options::*;
 use lapin::types::{AMQPValue, FieldTable, LongString};
 use lapin::{BasicProperties, Channel, Connection, ConnectionProperties, ExchangeKind};
-use proxy::FaultProxy;
 use uuid::Uuid;
 
 /// A seeded xorshift64* generator: the same seed, the same scenario.
@@ -300,7 +298,7 @@ struct Seen {
 }
 
 async fn amqp_channel() -> Option<(Connection, Channel)> {
-    let conn = Connection::connect(harness::AMQP, ConnectionProperties::default())
+    let conn = Connection::connect(&testkit::amqp::amqp_uri(), ConnectionProperties::default())
         .await
         .ok()?;
     let channel = conn.create_channel().await.ok()?;

@@ -13,10 +13,10 @@ use uuid::Uuid;
 use worker::config::ShutdownSettings;
 use worker::shutdown::drain_limit;
 
+use super::mariadb_user::MariaDbUser;
+use super::secret_values::Secrets;
 use crate::harness::{free_port, WorkerProcess, World};
-use crate::mariadb_user::MariaDbUser;
-use crate::secret_values::Secrets;
-use crate::support::{http_get, publish, signed, work_route};
+use crate::harness::{http_get, publish, signed, work_route};
 
 const SECRET_HOST: &str = "db-secret-host.invalid";
 const TABLE_SECRET_HOST: &str = "vault-secret-host.invalid";
@@ -292,7 +292,7 @@ async fn provoke(world: &World, format: &str, level: &str) -> String {
         b"another body",
         None,
     );
-    publish(&world.channel, "", &world.queue, &forged, &headers).await;
+    publish(&world.broker.channel, "", &world.queue, &forged, &headers).await;
 
     for (job_id, what) in waiting {
         let event = events.event_for(job_id, Duration::from_secs(60)).await;

@@ -11,12 +11,9 @@ use uuid::Uuid;
 use crate::harness::{free_port, WorkerProcess, World};
 
 async fn source(world: &World, sql: &str) {
-    let pool = sqlx::PgPool::connect(&format!(
-        "postgres://postgres@127.0.0.1:5432/{}",
-        world.source_db
-    ))
-    .await
-    .expect("connect source");
+    let pool = sqlx::PgPool::connect(world.source_url())
+        .await
+        .expect("connect source");
     sqlx::raw_sql(sql)
         .execute(&pool)
         .await
@@ -100,12 +97,9 @@ async fn an_extraction_cannot_write() {
     let worker = world.start_worker().await;
     let (event, _) = run(&world, "sneaky", &["x"]).await;
     assert_eq!(event["status"], "failed", "{event}");
-    let pool = sqlx::PgPool::connect(&format!(
-        "postgres://postgres@127.0.0.1:5432/{}",
-        world.source_db
-    ))
-    .await
-    .expect("connect source");
+    let pool = sqlx::PgPool::connect(world.source_url())
+        .await
+        .expect("connect source");
     let written: i64 = sqlx::query_scalar("SELECT count(*) FROM audit")
         .fetch_one(&pool)
         .await

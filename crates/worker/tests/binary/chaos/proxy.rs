@@ -16,10 +16,8 @@
 //!   `INSERT`, a publish to a named exchange: a transaction or a publish cut at a chosen point.
 //! - `heal()`: clears every fault (it does not reopen what was closed).
 
-#![allow(dead_code)]
-
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -115,8 +113,6 @@ struct Shared {
     /// Cancelled by `reset_all`; replaced by a fresh token at once.
     reset: Mutex<CancellationToken>,
     epoch: AtomicU64,
-    active: AtomicUsize,
-    accepted: AtomicU64,
     killed: AtomicU64,
     fired: AtomicU64,
 }
@@ -158,8 +154,6 @@ impl FaultProxy {
             faults: Mutex::new(Faults::default()),
             reset: Mutex::new(CancellationToken::new()),
             epoch: AtomicU64::new(0),
-            active: AtomicUsize::new(0),
-            accepted: AtomicU64::new(0),
             killed: AtomicU64::new(0),
             fired: AtomicU64::new(0),
         });
@@ -221,16 +215,6 @@ impl FaultProxy {
         self.update(|f| *f = Faults::default());
     }
 
-    /// Connections currently open through the proxy.
-    pub fn active(&self) -> usize {
-        self.shared.active.load(Ordering::SeqCst)
-    }
-
-    /// Connections accepted so far.
-    pub fn accepted(&self) -> u64 {
-        self.shared.accepted.load(Ordering::SeqCst)
-    }
-
     /// Connections the proxy has reset so far (refused, reset or cut).
     pub fn killed(&self) -> u64 {
         self.shared.killed.load(Ordering::SeqCst)
@@ -269,7 +253,6 @@ async fn accept_loop(listener: std::net::TcpListener, shared: Arc<Shared>) {
             tokio::time::sleep(Duration::from_millis(10)).await;
             continue;
         };
-        shared.accepted.fetch_add(1, Ordering::SeqCst);
         if shared.faults().refuse {
             shared.killed.fetch_add(1, Ordering::SeqCst);
             rst(&client);
@@ -295,7 +278,6 @@ async fn handle(mut client: TcpStream, shared: Arc<Shared>, token: CancellationT
         }
     };
     let _ = upstream.set_nodelay(true);
-    shared.active.fetch_add(1, Ordering::SeqCst);
     // (epoch seen, bytes forwarded since then), shared by both directions.
     let budget = Mutex::new((0u64, 0u64));
     let trap = Mutex::new(TrapState::default());
@@ -327,7 +309,6 @@ async fn handle(mut client: TcpStream, shared: Arc<Shared>, token: CancellationT
     }
     drop(client);
     drop(upstream);
-    shared.active.fetch_sub(1, Ordering::SeqCst);
 }
 
 /// One direction of a proxied connection and the state both directions share.

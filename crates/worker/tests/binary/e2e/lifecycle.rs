@@ -133,6 +133,7 @@ fn the_definitions_file_provisions_what_the_worker_declares() {
 async fn a_work_queue_declared_with_other_arguments_refuses_the_start() {
     let world = World::new().await;
     world
+        .broker
         .channel
         .queue_declare(
             world.queue.as_str().into(),

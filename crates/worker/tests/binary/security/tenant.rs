@@ -6,7 +6,7 @@ use std::time::Duration;
 use uuid::Uuid;
 
 use crate::harness::World;
-use crate::support::{publish, signed, work_route, DeadLetters};
+use crate::harness::{publish, signed, work_route, DeadLetters};
 
 #[tokio::test]
 async fn a_delivery_of_another_tenant_never_takes_the_job_over() {
@@ -33,7 +33,7 @@ async fn a_delivery_of_another_tenant_never_takes_the_job_over() {
         &body,
         Some("globex"),
     );
-    publish(&world.channel, "", &world.queue, &body, &other).await;
+    publish(&world.broker.channel, "", &world.queue, &body, &other).await;
     assert_eq!(dead.collect(1, Duration::from_secs(60)).await.len(), 1);
     let (tenant, owner): (Option<String>, Option<String>) =
         sqlx::query_as("SELECT tenant_id, owner FROM jobs WHERE job_id = $1")
@@ -57,7 +57,7 @@ async fn a_delivery_of_another_tenant_never_takes_the_job_over() {
         .await
         .expect("lapse the lease");
     let own = signed(&world, t, &work_route(&world, "acme"), &body, Some("acme"));
-    publish(&world.channel, "", &world.queue, &body, &own).await;
+    publish(&world.broker.channel, "", &world.queue, &body, &own).await;
     world
         .wait_status(job_id, "completed", Duration::from_secs(60))
         .await;

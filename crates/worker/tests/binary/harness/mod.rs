@@ -1,0 +1,32 @@
+//! What every suite of this binary runs on: one isolated world per test (state and source
+//! databases, bucket, work queue, events exchange, master key), the Worker process, signed and
+//! hostile messages for its work queue, and listeners for its events and dead letters.
+//!
+//! The servers are testkit's (`testkit::pg`, `testkit::amqp`: `TEST_DATABASE_URL`,
+//! `TEST_AMQP_URI`) and the S3 test server (`TEST_S3_ENDPOINT`, `TEST_S3_ACCESS_KEY`,
+//! `TEST_S3_SECRET_KEY`, as the storage tests read them); `TEST_WORKER_BIN` runs another build
+//! of the Worker, `TEST_LOG` echoes its output.
+//!
+//! - [`world`]: [`World`], what it creates and removes, and the Worker's environment for it.
+//! - [`process`]: [`WorkerProcess`], a running `fetcher-worker` with its output captured.
+//! - [`publish`]: signed jobs and messages with typed headers for the work queue.
+//! - [`listener`]: [`listener::Listener`] and [`Event`], the Worker's events as a consumer receives them.
+//! - [`dead_letters`]: [`DeadLetters`], a test run's own dead letters on the shared exchange.
+//! - [`http`]: GETs on the health port, and Prometheus samples.
+//! - [`s3`]: the S3 test server: the bucket of a world, and a client behind the Worker's back.
+
+mod dead_letters;
+mod http;
+mod listener;
+mod process;
+mod publish;
+mod s3;
+mod world;
+
+pub use dead_letters::DeadLetters;
+pub use http::{http_get, metric_sum};
+pub use listener::Event;
+pub use process::{free_port, WorkerProcess};
+pub use publish::{publish, signed, work_route, Headers, RUN_HEADER};
+pub use s3::s3_client;
+pub use world::{World, SOURCE};

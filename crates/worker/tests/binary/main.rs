@@ -1,0 +1,18 @@
+//! The built `fetcher-worker` binary against the real servers (RabbitMQ, PostgreSQL, MariaDB,
+//! S3), one integration-test binary for every suite that runs it:
+//!
+//! - [`e2e`]: end to end, driven as an operator and a consumer would;
+//! - [`hostile`]: hostile input (malformed, forged, replayed, injection-laden messages) and a
+//!   search of everything the Worker wrote for every secret it was given;
+//! - [`security`]: one test per finding of the attacker's review, and the hostile sizes;
+//! - [`chaos`]: cuts at chosen points through fault proxies, and the `#[ignore]`d soak.
+//!
+//! [`harness`] is what they run on, built on `testkit`. A suite alone:
+//! `cargo test -p worker --test binary -- e2e::` (or `hostile::`, `security::`, `chaos::`).
+
+mod harness;
+
+mod chaos;
+mod e2e;
+mod hostile;
+mod security;
