@@ -63,10 +63,17 @@ fn cited(text: &str, word: &str) -> Vec<u32> {
 fn every_section_the_tree_cites_is_in_the_repositorys_copy() {
     let contract = sections("docs/WORKER-CONTRACT.md");
     let lifecycle = sections("docs/LIFECYCLE.md");
-    assert!(contract.contains(&8) && lifecycle.contains(&3), "documents are read");
+    assert!(
+        contract.contains(&8) && lifecycle.contains(&3),
+        "documents are read"
+    );
     let mut found = Vec::new();
     files(&root(), &mut found);
-    assert!(found.len() > 50, "the tree is walked: {} files", found.len());
+    assert!(
+        found.len() > 50,
+        "the tree is walked: {} files",
+        found.len()
+    );
     let mut missing = Vec::new();
     let mut citations = 0;
     for path in &found {
@@ -93,9 +100,12 @@ fn every_section_the_tree_cites_is_in_the_repositorys_copy() {
 
 #[test]
 fn the_citation_reader_reads_lists() {
-    assert_eq!(cited("see contract §3, §8 and more", "contract"), vec![3, 8]);
+    assert_eq!(
+        cited("see contract §3, §8 and more", "contract"),
+        vec![3, 8]
+    );
     assert_eq!(cited("(contract §7)", "contract"), vec![7]);
-    assert_eq!(cited("contract §12.", "contract"), vec![12]);
+    assert_eq!(cited("contract §10.", "contract"), vec![10]);
     assert!(cited("the contract says", "contract").is_empty());
 }
 

@@ -144,25 +144,6 @@ pub fn from_env_vars(
     }
 }
 
-/// [`from_env_vars`] over the process environment. A `DATASOURCE_` variable whose value is not
-/// UTF-8 is an error; other variables are not looked at.
-pub fn from_process_env() -> Result<BTreeMap<String, ConnectionConfig>> {
-    let mut vars = Vec::new();
-    for (key, value) in std::env::vars_os() {
-        let Some(key) = key.to_str().filter(|k| k.starts_with(PREFIX)) else {
-            continue;
-        };
-        let Ok(value) = value.into_string() else {
-            return Err(EngineError::InvalidConnection {
-                connection: key.to_lowercase(),
-                reason: format!("{key} is not valid UTF-8"),
-            });
-        };
-        vars.push((key.to_owned(), value));
-    }
-    from_env_vars(vars)
-}
-
 /// `MY_DB_HOST` → (`MY_DB`, `Host`): the longest known suffix after an underscore, with a
 /// non-empty name before it.
 fn split_field(rest: &str) -> Option<(&str, Field)> {

@@ -61,7 +61,7 @@ mod store;
 use std::collections::BTreeMap;
 
 pub use allowed_schemas::{AllowedSchemas, InvalidSchemas};
-pub use env::{from_env_vars, from_process_env, read_env_vars, EnvDatasources, SkippedGroup};
+pub use env::{from_env_vars, read_env_vars, EnvDatasources, SkippedGroup};
 pub use kind::DatasourceKind;
 pub use options::parse_options;
 pub use password::Password;

@@ -26,10 +26,16 @@ async fn a_busy_job_is_taken_over_once_its_lease_lapses() {
     let message = bench.job();
     let began = Instant::now();
     assert_eq!(bench.deliver(&message).await, Disposition::Ack);
-    assert!(began.elapsed() >= Duration::from_secs(10), "waited for the lease");
+    assert!(
+        began.elapsed() >= Duration::from_secs(10),
+        "waited for the lease"
+    );
     let state = bench.jobs.state();
     assert_eq!(state.claimed.len(), 2);
-    assert_ne!(state.claimed[0], state.claimed[1], "each attempt has its own owner");
+    assert_ne!(
+        state.claimed[0], state.claimed[1],
+        "each attempt has its own owner"
+    );
     assert_eq!(state.written[0].status, TerminalStatus::Completed);
 }
 

@@ -47,8 +47,15 @@ async fn a_signed_oversized_message_fails_its_job_and_is_dead_lettered() {
     assert_eq!(bench.deliver(&message).await, Disposition::DeadLetter);
     let written = failed_unrun(&bench);
     assert_eq!(written.job_id, job_id);
-    assert!(written.error.unwrap().contains("more than the 4096 bytes allowed"));
-    assert_eq!(bench.events.delivered().len(), 1, "its failure is published");
+    assert!(written
+        .error
+        .unwrap()
+        .contains("more than the 4096 bytes allowed"));
+    assert_eq!(
+        bench.events.delivered().len(),
+        1,
+        "its failure is published"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -57,7 +64,11 @@ async fn a_signed_oversized_message_is_retried_when_its_failure_cannot_be_record
     let job_id = Uuid::new_v4();
     let body = format!(r#"{{"jobId":"{job_id}","pad":"{}"}}"#, "x".repeat(5000));
     let message = bench.signed(job_id, body.into_bytes(), 0);
-    bench.jobs.state().records.push_back(Err(super::fakes::db_down()));
+    bench
+        .jobs
+        .state()
+        .records
+        .push_back(Err(super::fakes::db_down()));
     assert_eq!(bench.deliver(&message).await, Disposition::Retry);
 }
 

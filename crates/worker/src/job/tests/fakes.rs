@@ -10,7 +10,7 @@ use contract::event::TerminalStatus;
 use contract::message::{Filters, MappedFields};
 use engine::{EngineError, Extraction};
 use outbox::{
-    Claim, ClaimRequest, ExpiredJob, OutboxError, PendingEvent, RecordedEvent, Recorded,
+    Claim, ClaimRequest, ExpiredJob, OutboxError, PendingEvent, Recorded, RecordedEvent,
     TerminalOutcome, TerminalRecord,
 };
 use storage::{Cause, StorageError};

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use contract::event::TerminalStatus;
 use engine::EngineError;
-use outbox::{Claim, RecordedEvent, Recorded};
+use outbox::{Claim, Recorded, RecordedEvent};
 use storage::{Cause, StorageError};
 use tokio::time::Instant;
 
@@ -74,7 +74,10 @@ async fn a_failing_datasource_fails_the_job_without_an_object() {
     let state = bench.jobs.state();
     assert_eq!(state.written[0].status, TerminalStatus::Failed);
     assert!(state.written[0].owner.is_some(), "recorded under the claim");
-    assert!(bench.objects.state().deleted.is_empty(), "a first run left none");
+    assert!(
+        bench.objects.state().deleted.is_empty(),
+        "a first run left none"
+    );
     assert_eq!(bench.events.delivered()[0].1, message.failed_ce_id());
 }
 
@@ -192,7 +195,10 @@ async fn a_lost_commit_found_committed_is_published_by_the_run_that_holds_its_le
         bench.events.delivered(),
         vec![(owner, message.completed_ce_id(), 1)]
     );
-    assert!(bench.objects.state().deleted.is_empty(), "the job is completed");
+    assert!(
+        bench.objects.state().deleted.is_empty(),
+        "the job is completed"
+    );
     assert!(bench.jobs.state().released.is_empty());
 }
 
@@ -210,7 +216,10 @@ async fn a_lost_commit_found_committed_under_another_lease_is_left_to_the_repair
     let message = bench.job();
     assert_eq!(bench.deliver(&message).await, Disposition::Ack);
     assert!(bench.events.delivered().is_empty());
-    assert!(bench.objects.state().deleted.is_empty(), "the job is completed");
+    assert!(
+        bench.objects.state().deleted.is_empty(),
+        "the job is completed"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -255,7 +264,10 @@ async fn a_result_write_is_tried_again_and_the_job_completes() {
     }
     assert_eq!(bench.deliver(&message).await, Disposition::Ack);
     assert_eq!(bench.objects.state().put_calls, 3);
-    assert_eq!(bench.jobs.state().written[0].status, TerminalStatus::Completed);
+    assert_eq!(
+        bench.jobs.state().written[0].status,
+        TerminalStatus::Completed
+    );
     assert_eq!(bench.extract.state().calls, 1, "no re-extraction");
 }
 
@@ -266,7 +278,10 @@ async fn a_result_that_cannot_be_written_within_the_retry_window_fails_the_job()
     let message = bench.job();
     let began = Instant::now();
     assert_eq!(bench.deliver(&message).await, Disposition::Ack);
-    assert!(began.elapsed() <= Duration::from_secs(60), "within OBJECT_STORAGE_RETRY_SEC");
+    assert!(
+        began.elapsed() <= Duration::from_secs(60),
+        "within OBJECT_STORAGE_RETRY_SEC"
+    );
     assert!(bench.objects.state().put_calls > 1);
     let state = bench.jobs.state();
     assert_eq!(state.written[0].status, TerminalStatus::Failed);
@@ -285,7 +300,11 @@ async fn the_retry_window_never_runs_past_the_jobs_timeout() {
     let message = bench.job();
     let began = Instant::now();
     assert_eq!(bench.deliver(&message).await, Disposition::Ack);
-    assert!(began.elapsed() <= Duration::from_secs(3), "{:?}", began.elapsed());
+    assert!(
+        began.elapsed() <= Duration::from_secs(3),
+        "{:?}",
+        began.elapsed()
+    );
     assert_eq!(bench.jobs.state().written[0].status, TerminalStatus::Failed);
 }
 

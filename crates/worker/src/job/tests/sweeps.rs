@@ -54,7 +54,11 @@ async fn a_lost_job_fails_loses_its_object_and_is_published() {
     assert_eq!(bench.objects.state().deleted, vec![key]);
     assert_eq!(
         bench.events.delivered(),
-        vec![("w1/sweeper".into(), format!("fetcher.job.failed.{job_id}"), 1)]
+        vec![(
+            "w1/sweeper".into(),
+            format!("fetcher.job.failed.{job_id}"),
+            1
+        )]
     );
 }
 
