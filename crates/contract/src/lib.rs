@@ -3,6 +3,7 @@
 //!
 //! # Layout
 //! - [`event`]: terminal job events: body builder, CloudEvents attributes, the ce-id rule.
+//! - [`lifecycle`]: job and execution statuses, the job state machine (lifecycle §1, §3).
 //! - [`json`]: a Go-compatible JSON writer (`encoding/json` `Marshal` / `MarshalIndent` bytes),
 //!   streaming into any `std::io::Write`.
 //! - [`envelope`]: what a signature covers (contract §3), signing and verification.
@@ -16,6 +17,7 @@
 pub mod envelope;
 pub mod event;
 pub mod json;
+pub mod lifecycle;
 pub mod message;
 mod node;
 pub mod redaction;

@@ -1,0 +1,13 @@
+//! The job lifecycle of `docs/LIFECYCLE.md` (borrowed from AWS IoT Jobs): the statuses of a job
+//! and of its per-datasource executions, and the one state machine every request and run
+//! outcome goes through.
+//!
+//! - [`status`]: [`JobStatus`], [`ExecutionStatus`] and their wire names.
+//! - [`machine`]: [`step`]: a state and a [`Step`] to a [`Transition`] (new state, the events
+//!   recorded with it, what to do next) or a [`Refusal`].
+
+pub mod machine;
+pub mod status;
+
+pub use machine::{step, Event, JobState, Refusal, Step, Then, Transition};
+pub use status::{ExecutionStatus, JobStatus, UnknownStatus};
