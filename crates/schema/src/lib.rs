@@ -54,6 +54,7 @@ const EMBEDDED: &[Embedded] = &[
     embed!(3, "outbox fillfactor", "0003_outbox_fillfactor.sql"),
     embed!(4, "connections schemas", "0004_connections_schemas.sql"),
     embed!(5, "jobs message digest", "0005_jobs_message_digest.sql"),
+    embed!(6, "job lifecycle", "0006_job_lifecycle.sql"),
 ];
 
 /// The embedded migrations as sqlx runs them.
@@ -76,6 +77,18 @@ pub fn migrations() -> Vec<Migration> {
 /// A [`Migrator`] over the embedded migrations.
 pub async fn migrator() -> Result<Migrator, MigrateError> {
     Migrator::new(EmbeddedSource).await
+}
+
+/// Brings the state database up to `version` only (an upgrade test starts from an older schema).
+pub async fn migrate_to(pool: &PgPool, version: i64) -> Result<(), MigrateError> {
+    let mut migrator = migrator().await?;
+    migrator.migrations = Cow::Owned(
+        migrations()
+            .into_iter()
+            .filter(|m| m.version <= version)
+            .collect(),
+    );
+    migrator.run(pool).await
 }
 
 /// Brings the state database up to the latest schema; a no-op when it already is. Safe to call
