@@ -1,6 +1,7 @@
 //! The extraction itself: resolve, plan, then query every datasource in parallel, fail-fast.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use contract::message::{FilterCondition, Filters, MappedFields};
 use sqlx::Connection;
@@ -28,6 +29,33 @@ struct Inner {
     config: EngineConfig,
     resolver: Resolver,
     pools: Pools,
+}
+
+/// How long an extraction may still take: the job's timeout, less what its earlier runs used
+/// (lifecycle §2: a job cannot outlive its timeout by being retried).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TimeLimit {
+    /// The job's whole timeout (`timeoutSeconds`, else `ENGINE_EXTRACTION_TIMEOUT_SEC`).
+    pub timeout: Duration,
+    /// How long ago the job first started.
+    pub elapsed: Duration,
+}
+
+impl TimeLimit {
+    /// A job starting now.
+    pub fn fresh(timeout: Duration) -> TimeLimit {
+        TimeLimit {
+            timeout,
+            elapsed: Duration::ZERO,
+        }
+    }
+
+    /// What is left; `None` once nothing is.
+    pub fn remaining(&self) -> Option<Duration> {
+        self.timeout
+            .checked_sub(self.elapsed)
+            .filter(|left| !left.is_zero())
+    }
 }
 
 /// What one datasource task needs, owned, so it can run on its own task.
@@ -61,9 +89,23 @@ impl Engine {
         self.inner.config.limits.check(mapped)
     }
 
-    /// Extracts a job's tables into the result JSON. The first failing datasource ends the
-    /// extraction: the others are cancelled and no partial result is returned.
+    /// Extracts a job's tables into the result JSON within `ENGINE_EXTRACTION_TIMEOUT_SEC`; see
+    /// [`Engine::extract_within`].
     pub async fn extract(&self, mapped: &MappedFields, filters: &Filters) -> Result<Extraction> {
+        let limit = TimeLimit::fresh(self.inner.config.timeout);
+        self.extract_within(mapped, filters, limit).await
+    }
+
+    /// Extracts a job's tables into the result JSON. The first failing datasource ends the
+    /// extraction: the others are cancelled (their statements on the source servers too) and no
+    /// partial result is returned. When `limit` runs out, the extraction ends the same way, with
+    /// [`EngineError::Timeout`] naming the job's whole timeout.
+    pub async fn extract_within(
+        &self,
+        mapped: &MappedFields,
+        filters: &Filters,
+        limit: TimeLimit,
+    ) -> Result<Extraction> {
         self.check_limits(mapped)?;
         for connection in filters.keys() {
             if !mapped.contains_key(connection) {
@@ -72,10 +114,12 @@ impl Engine {
                 });
             }
         }
-        let timeout = self.inner.config.timeout;
-        match tokio::time::timeout(timeout, self.run(mapped, filters)).await {
+        let Some(remaining) = limit.remaining() else {
+            return Err(EngineError::Timeout(limit.timeout));
+        };
+        match tokio::time::timeout(remaining, self.run(mapped, filters)).await {
             Ok(result) => result,
-            Err(_) => Err(EngineError::Timeout(timeout)),
+            Err(_) => Err(EngineError::Timeout(limit.timeout)),
         }
     }
 

@@ -30,7 +30,7 @@ pub enum EngineError {
     Query { connection: String, detail: String },
     #[error("result exceeds ENGINE_MAX_RESULT_BYTES ({limit} bytes)")]
     ResultTooLarge { limit: u64 },
-    #[error("extraction timed out after {0:?}")]
+    #[error("extraction timed out after {}s", .0.as_secs())]
     Timeout(Duration),
     #[error("connection store unavailable: {0}")]
     Store(String),

@@ -33,6 +33,6 @@ pub mod result;
 pub mod sql;
 
 pub use config::EngineConfig;
-pub use engine::Engine;
+pub use engine::{Engine, TimeLimit};
 pub use error::{EngineError, Result};
 pub use result::Extraction;

@@ -5,7 +5,7 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use engine::{EngineConfig, EngineError};
+use engine::{EngineConfig, EngineError, TimeLimit};
 use serde_json::{json, Value};
 use support::harness::{engine_for, job};
 use support::TestDb;
@@ -183,6 +183,53 @@ async fn the_timeout_ends_the_extraction_and_its_query() {
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    db.drop().await;
+}
+
+#[tokio::test]
+async fn a_job_limit_counts_its_earlier_runs_and_names_its_whole_timeout() {
+    let db = TestDb::create().await;
+    sqlx::raw_sql(SLOW)
+        .execute(&db.pool)
+        .await
+        .expect("fixture");
+    let engine = engine_for(&[("pg", &db)], EngineConfig::default());
+    let message = job(json!({"mappedFields": {"pg": {"slow": ["id"]}}}));
+    // 29 of its 30 s were used by an earlier run: one second is left.
+    let limit = TimeLimit {
+        timeout: Duration::from_secs(30),
+        elapsed: Duration::from_secs(29),
+    };
+    let started = Instant::now();
+    let error = engine
+        .extract_within(&message.mapped_fields, &message.filters, limit)
+        .await
+        .expect_err("timed out");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(error.to_string(), "extraction timed out after 30s");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while running_sleeps(&db).await > 0 {
+        assert!(
+            Instant::now() < deadline,
+            "the query is still running on the server"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // A job whose time is spent does not query at all.
+    let spent = TimeLimit {
+        timeout: Duration::from_secs(5),
+        elapsed: Duration::from_secs(6),
+    };
+    let error = engine
+        .extract_within(&message.mapped_fields, &message.filters, spent)
+        .await
+        .expect_err("no time left");
+    assert!(matches!(error, EngineError::Timeout(t) if t == Duration::from_secs(5)));
+    assert_eq!(running_sleeps(&db).await, 0);
     db.drop().await;
 }
 

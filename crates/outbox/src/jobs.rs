@@ -34,6 +34,8 @@ pub struct ClaimRequest<'a> {
     /// The SHA-256 of the job message's body, kept from the job's first acceptance (see
     /// [`Store::accepted_message_digest`]).
     pub message_sha256: Option<&'a [u8; 32]>,
+    /// The job message's `timeoutSeconds`, kept with the job (its first acceptance wins).
+    pub timeout_seconds: Option<u32>,
     /// Identifies this attempt (a Worker id plus something unique per delivery): the same owner
     /// asking again while its lease is live gets [`Claim::Busy`] like anyone else.
     pub owner: &'a str,
@@ -55,7 +57,9 @@ pub struct JobSpec<'a> {
 pub enum Claim {
     /// The caller now runs the job: it was new, pending, or processing under an expired lease
     /// (taken over). `attempt` counts the claims of this job, this one included (1 = first).
-    Acquired { attempt: u32 },
+    /// `running_for` is how long ago the job first started (zero on its first claim): its
+    /// timeout counts from there, takeovers included.
+    Acquired { attempt: u32, running_for: Duration },
     /// The job already ended. `event_published` is false while an outbox row of the job is still
     /// unpublished: the caller should republish it ([`Store::claim_for_job`]) and not re-extract.
     Terminal {
@@ -121,8 +125,9 @@ impl Store {
         let mut tx = self.pool().begin().await.map_err(db)?;
         let acquired = sqlx::query(
             "INSERT INTO jobs AS j (job_id, tenant_id, status, request_id, metadata, spec, \
-                                    attempts, owner, lease_expires_at, started_at, message_sha256)
-             VALUES ($1, $2, 'processing', $3, $4, $5, 1, $6, now() + $7, now(), $8)
+                                    attempts, owner, lease_expires_at, started_at, message_sha256, \
+                                    first_started_at, timeout_seconds)
+             VALUES ($1, $2, 'processing', $3, $4, $5, 1, $6, now() + $7, now(), $8, now(), $9)
              ON CONFLICT (job_id) DO UPDATE SET
                  status = 'processing',
                  -- The stored message wins; a gap is filled from this delivery.
@@ -135,12 +140,15 @@ impl Store {
                  owner = EXCLUDED.owner,
                  lease_expires_at = EXCLUDED.lease_expires_at,
                  started_at = now(),
+                 first_started_at = COALESCE(j.first_started_at, now()),
+                 timeout_seconds = COALESCE(j.timeout_seconds, EXCLUDED.timeout_seconds),
                  updated_at = now()
              WHERE (j.status = 'pending'
                     OR (j.status = 'processing' AND j.lease_expires_at <= now()))
                -- One tenant per job: a delivery of another tenant never takes it.
                AND j.tenant_id IS NOT DISTINCT FROM EXCLUDED.tenant_id
-             RETURNING attempts",
+             RETURNING attempts,
+                       EXTRACT(EPOCH FROM now() - first_started_at)::float8 AS running_for",
         )
         .bind(request.job_id)
         .bind(request.tenant)
@@ -150,6 +158,11 @@ impl Store {
         .bind(request.owner)
         .bind(interval(request.lease))
         .bind(request.message_sha256.map(|digest| digest.as_slice()))
+        .bind(
+            request
+                .timeout_seconds
+                .map(|s| i32::try_from(s).unwrap_or(i32::MAX)),
+        )
         .fetch_optional(&mut *tx)
         .await
         .map_err(db)?;
@@ -157,9 +170,12 @@ impl Store {
         let claim = match acquired {
             Some(row) => {
                 let attempts: i32 = row.try_get("attempts").map_err(db)?;
-                // Never negative: the schema checks `attempts >= 0`.
+                let running_for: f64 = row.try_get("running_for").map_err(db)?;
+                // Never negative: the schema checks `attempts >= 0`; a clock that went back
+                // counts as no time.
                 Claim::Acquired {
                     attempt: attempts.unsigned_abs(),
+                    running_for: Duration::try_from_secs_f64(running_for).unwrap_or_default(),
                 }
             }
             None => {

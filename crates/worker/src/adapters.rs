@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use contract::message::{Filters, MappedFields};
-use engine::{EngineError, Extraction};
+use engine::{EngineError, Extraction, TimeLimit};
 use outbox::{
     Claim, ClaimRequest, ExpiredJob, OutboxError, PendingEvent, Recorded, RecordedEvent,
     TerminalRecord,
@@ -129,7 +129,8 @@ impl Extractor for engine::Engine {
         &self,
         mapped: &MappedFields,
         filters: &Filters,
+        limit: TimeLimit,
     ) -> Result<Extraction, EngineError> {
-        engine::Engine::extract(self, mapped, filters).await
+        self.extract_within(mapped, filters, limit).await
     }
 }

@@ -38,6 +38,8 @@ pub enum MessageError {
     NulCharacter,
     #[error("metadata is {bytes} bytes as JSON, more than the {limit} bytes an event may carry")]
     MetadataTooLarge { bytes: u64, limit: u64 },
+    #[error("timeoutSeconds must be an integer from 1 to 86400")]
+    InvalidTimeout,
     #[error("message holds {values} JSON values, more than the {limit} a job message may hold")]
     TooManyValues { values: u64, limit: u64 },
 }
@@ -62,6 +64,7 @@ impl MessageError {
             MessageError::NulCharacter => "nul_character",
             MessageError::MetadataTooLarge { .. } => "metadata_too_large",
             MessageError::TooManyValues { .. } => "too_many_values",
+            MessageError::InvalidTimeout => "invalid_timeout",
         }
     }
 }

@@ -31,7 +31,13 @@ pub struct JobMessage {
     pub filters: Filters,
     /// Carried through untouched to the job's events (`{}` when absent).
     pub metadata: Map<String, Value>,
+    /// `timeoutSeconds` (lifecycle §2): how long the run may take, from its first start;
+    /// `None`: the Worker's default (`ENGINE_EXTRACTION_TIMEOUT_SEC`).
+    pub timeout_seconds: Option<u32>,
 }
+
+/// The longest `timeoutSeconds` a job may ask for (a day, as lifecycle §2 says).
+pub const MAX_TIMEOUT_SECONDS: u32 = 86_400;
 
 impl JobMessage {
     /// Decodes a message body the way the Go Worker does (member names match case-insensitively,
@@ -54,6 +60,7 @@ impl JobMessage {
         let mut mapped_fields: Option<MappedFields> = None;
         let mut filters: Option<Filters> = None;
         let mut metadata: Option<Map<String, Value>> = None;
+        let mut timeout_seconds = None;
         for (name, value) in members {
             if fold::matches(&name, "jobId") {
                 // Go leaves a UUID untouched when the member is null.
@@ -68,6 +75,11 @@ impl JobMessage {
                 merge(&mut filters, decode_filters(value)?);
             } else if fold::matches(&name, "metadata") {
                 merge(&mut metadata, decode_metadata(value)?);
+            } else if fold::matches(&name, "timeoutSeconds") {
+                // As Go's `int`: null leaves it as it was; only an integer literal decodes.
+                if let Some(seconds) = decode_timeout(value)? {
+                    timeout_seconds = Some(seconds);
+                }
             }
         }
 
@@ -82,6 +94,7 @@ impl JobMessage {
             mapped_fields,
             filters: filters.unwrap_or_default(),
             metadata: metadata.unwrap_or_default(),
+            timeout_seconds,
         })
     }
 }
@@ -171,6 +184,19 @@ fn decode_job_id(node: Node) -> Result<Option<Uuid>, MessageError> {
             .map(Some)
             .map_err(|_| MessageError::InvalidJobId),
         other => Err(wrong_type("jobId", "a UUID string", &other)),
+    }
+}
+
+fn decode_timeout(node: Node) -> Result<Option<u32>, MessageError> {
+    match node {
+        Node::Null => Ok(None),
+        Node::Number(number) => number
+            .as_u64()
+            .and_then(|n| u32::try_from(n).ok())
+            .filter(|n| (1..=MAX_TIMEOUT_SECONDS).contains(n))
+            .map(Some)
+            .ok_or(MessageError::InvalidTimeout),
+        other => Err(wrong_type("timeoutSeconds", "an integer", &other)),
     }
 }
 

@@ -215,3 +215,38 @@ fn a_body_that_is_not_json_keeps_the_decoders_message() {
     assert_eq!(error.code(), "invalid_json");
     assert!(error.to_string().contains("EOF while parsing"), "{error}");
 }
+
+fn with_timeout(value: &str) -> String {
+    format!(r#"{{"jobId":"{ID}","mappedFields":{{"pg":{{"t":["id"]}}}},"timeoutSeconds":{value}}}"#)
+}
+
+#[test]
+fn timeout_seconds_decodes_as_gos_int_within_a_day() {
+    assert_eq!(parse(&with_timeout("2")).unwrap().timeout_seconds, Some(2));
+    assert_eq!(
+        parse(&with_timeout("86400")).unwrap().timeout_seconds,
+        Some(86_400)
+    );
+    assert_eq!(parse(&with_timeout("null")).unwrap().timeout_seconds, None);
+    let absent = format!(r#"{{"jobId":"{ID}","mappedFields":{{"pg":{{"t":["id"]}}}}}}"#);
+    assert_eq!(parse(&absent).unwrap().timeout_seconds, None);
+    // Member names fold as Go's do; null after a value leaves the value.
+    let folded = format!(
+        r#"{{"jobId":"{ID}","mappedFields":{{"pg":{{"t":["id"]}}}},"TIMEOUTSECONDS":5,"timeoutSeconds":null}}"#
+    );
+    assert_eq!(parse(&folded).unwrap().timeout_seconds, Some(5));
+}
+
+#[test]
+fn any_other_timeout_fails_the_job_as_invalid() {
+    for value in ["0", "86401", "-1", "2.0", "1e2", "4294967297"] {
+        assert_eq!(code(&with_timeout(value)), "invalid_timeout", "{value}");
+    }
+    for value in [r#""30""#, "true", "[30]", "{}"] {
+        assert_eq!(code(&with_timeout(value)), "wrong_type", "{value}");
+    }
+    assert_eq!(
+        parse(&with_timeout("0")).unwrap_err().to_string(),
+        "timeoutSeconds must be an integer from 1 to 86400"
+    );
+}

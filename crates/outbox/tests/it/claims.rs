@@ -34,7 +34,7 @@ async fn twenty_concurrent_claims_of_one_job_acquire_it_once() {
     let claims = tasks.join_all().await;
     let acquired = claims
         .iter()
-        .filter(|c| matches!(c, Claim::Acquired { attempt: 1 }))
+        .filter(|c| matches!(c, Claim::Acquired { attempt: 1, .. }))
         .count();
     let busy = claims
         .iter()
@@ -74,7 +74,10 @@ async fn a_new_job_is_stored_with_its_message() {
     };
     assert_eq!(
         db.store.claim(&request).await.expect("claim"),
-        Claim::Acquired { attempt: 1 }
+        Claim::Acquired {
+            attempt: 1,
+            running_for: Duration::ZERO
+        }
     );
     let job = db.store.job(job_id).await.expect("read").expect("job row");
     assert_eq!(job.status, "processing");
@@ -116,7 +119,13 @@ async fn an_expired_lease_is_taken_over_and_the_old_owner_loses_the_job() {
         .claim(&claim_request(job_id, "worker-a", short, &metadata))
         .await
         .expect("claim");
-    assert_eq!(first, Claim::Acquired { attempt: 1 });
+    assert_eq!(
+        first,
+        Claim::Acquired {
+            attempt: 1,
+            running_for: Duration::ZERO
+        }
+    );
     tokio::time::sleep(Duration::from_millis(400)).await;
 
     let second = db
@@ -124,7 +133,15 @@ async fn an_expired_lease_is_taken_over_and_the_old_owner_loses_the_job() {
         .claim(&claim_request(job_id, "worker-b", LONG, &metadata))
         .await
         .expect("claim");
-    assert_eq!(second, Claim::Acquired { attempt: 2 });
+    let Claim::Acquired {
+        attempt: 2,
+        running_for,
+    } = second
+    else {
+        panic!("{second:?}");
+    };
+    // A takeover keeps the first start: the job's timeout counts from there.
+    assert!(running_for >= Duration::from_millis(400), "{running_for:?}");
     assert!(!db
         .store
         .renew_lease(job_id, "worker-a", LONG)
@@ -167,7 +184,10 @@ async fn a_released_claim_is_taken_at_once_and_only_its_owner_releases_it() {
         .claim(&claim_request(job_id, "worker-b", LONG, &metadata))
         .await
         .expect("claim");
-    assert_eq!(taken, Claim::Acquired { attempt: 2 });
+    assert!(
+        matches!(taken, Claim::Acquired { attempt: 2, .. }),
+        "{taken:?}"
+    );
     // The old owner lost it: it can neither renew nor release it again.
     assert!(!db
         .store
@@ -271,7 +291,13 @@ async fn a_pending_job_is_acquired_and_keeps_its_stored_message() {
         ..claim_request(job_id, "worker-a", LONG, &metadata)
     };
     let claim = db.store.claim(&request).await.expect("claim");
-    assert_eq!(claim, Claim::Acquired { attempt: 1 });
+    assert_eq!(
+        claim,
+        Claim::Acquired {
+            attempt: 1,
+            running_for: Duration::ZERO
+        }
+    );
     let job = db.store.job(job_id).await.expect("read").expect("job row");
     assert_eq!(job.tenant_id.as_deref(), Some("acme"));
     assert_eq!(job.metadata.get("source"), Some(&json!("x")));
@@ -407,7 +433,10 @@ async fn a_job_is_never_claimed_for_another_tenant() {
     };
     assert_eq!(
         db.store.claim(&of(Some("acme"))).await.expect("claim"),
-        Claim::Acquired { attempt: 1 }
+        Claim::Acquired {
+            attempt: 1,
+            running_for: Duration::ZERO
+        }
     );
     tokio::time::sleep(Duration::from_millis(5)).await;
     // The lease lapsed, so a takeover would be allowed: not for another tenant, nor for none.
@@ -418,9 +447,10 @@ async fn a_job_is_never_claimed_for_another_tenant() {
     let job = db.store.job(job_id).await.expect("read").expect("job row");
     assert_eq!(job.tenant_id.as_deref(), Some("acme"));
     assert_eq!(job.attempts, 1);
-    assert_eq!(
-        db.store.claim(&of(Some("acme"))).await.expect("claim"),
-        Claim::Acquired { attempt: 2 }
+    let taken = db.store.claim(&of(Some("acme"))).await.expect("claim");
+    assert!(
+        matches!(taken, Claim::Acquired { attempt: 2, .. }),
+        "{taken:?}"
     );
     db.drop().await;
 }
@@ -478,9 +508,10 @@ async fn the_first_accepted_message_digest_is_kept_for_its_tenant_only() {
     db.store.claim(&of(&first)).await.expect("claim");
     tokio::time::sleep(Duration::from_millis(5)).await;
     // A takeover from another message keeps the digest of the first acceptance.
-    assert_eq!(
-        db.store.claim(&of(&second)).await.expect("claim"),
-        Claim::Acquired { attempt: 2 }
+    let taken = db.store.claim(&of(&second)).await.expect("claim");
+    assert!(
+        matches!(taken, Claim::Acquired { attempt: 2, .. }),
+        "{taken:?}"
     );
     assert_eq!(
         db.store
@@ -499,5 +530,42 @@ async fn the_first_accepted_message_digest_is_kept_for_its_tenant_only() {
             "{tenant:?}"
         );
     }
+    db.drop().await;
+}
+
+#[tokio::test]
+async fn a_jobs_timeout_is_kept_from_its_first_acceptance() {
+    let db = TestDb::migrated().await;
+    let job_id = Uuid::new_v4();
+    let metadata = metadata();
+    let of = |owner, timeout_seconds| ClaimRequest {
+        timeout_seconds,
+        ..claim_request(job_id, owner, Duration::from_millis(100), &metadata)
+    };
+    db.store
+        .claim(&of("worker-a", Some(30)))
+        .await
+        .expect("claim");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    db.store
+        .claim(&of("worker-b", Some(5)))
+        .await
+        .expect("takeover");
+    let stored: Option<i32> =
+        sqlx::query_scalar("SELECT timeout_seconds FROM jobs WHERE job_id = $1")
+            .bind(job_id)
+            .fetch_one(db.pool())
+            .await
+            .expect("read");
+    assert_eq!(stored, Some(30));
+    let refused = db
+        .store
+        .claim(&ClaimRequest {
+            timeout_seconds: Some(86_401),
+            ..claim_request(Uuid::new_v4(), "worker-c", LONG, &metadata)
+        })
+        .await
+        .expect_err("over a day");
+    assert!(!refused.is_retriable(), "{refused}");
     db.drop().await;
 }

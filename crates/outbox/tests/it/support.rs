@@ -76,6 +76,7 @@ pub fn claim_request<'a>(
         metadata,
         spec: None,
         message_sha256: None,
+        timeout_seconds: None,
         owner,
         lease,
     }
@@ -89,7 +90,13 @@ pub async fn claimed(store: &Store, owner: &str) -> Uuid {
         .claim(&claim_request(job_id, owner, LONG, &metadata))
         .await
         .expect("claim");
-    assert_eq!(claim, Claim::Acquired { attempt: 1 });
+    assert_eq!(
+        claim,
+        Claim::Acquired {
+            attempt: 1,
+            running_for: Duration::ZERO
+        }
+    );
     job_id
 }
 

@@ -46,12 +46,16 @@ pub(super) async fn claim_and_run(
                 metadata: &job.metadata,
                 spec: Some(spec),
                 message_sha256: Some(digest),
+                timeout_seconds: job.timeout_seconds,
                 owner: &owner,
                 lease: core.settings.lease,
             })
             .await;
         match claim {
-            Ok(Claim::Acquired { attempt }) => {
+            Ok(Claim::Acquired {
+                attempt,
+                running_for,
+            }) => {
                 tracing::info!(job_id = %job.job_id, tenant = headers.tenant.unwrap_or(""), attempt, "Job claimed.");
                 let run = ClaimedRun {
                     job,
@@ -59,6 +63,7 @@ pub(super) async fn claim_and_run(
                     request_id: headers.request_id,
                     owner: &owner,
                     attempt,
+                    running_for,
                 };
                 return match run.run(core).await {
                     Finished::NotRecorded(reason) => {

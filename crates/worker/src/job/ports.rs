@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use contract::message::{Filters, MappedFields};
-use engine::{EngineError, Extraction};
+use engine::{EngineError, Extraction, TimeLimit};
 use outbox::{
     Claim, ClaimRequest, ExpiredJob, OutboxError, PendingEvent, Recorded, RecordedEvent,
     TerminalRecord,
@@ -98,21 +98,22 @@ pub trait EventSink: Send + Sync {
 
 /// The extraction (contract §6).
 ///
-/// Obligations: `extract` ends within [`Extractor::timeout`] and fails fast; an error that
+/// Obligations: `extract` ends within its time limit and fails fast; an error that
 /// [`EngineError::is_retriable`] means nothing about the job is known to be wrong.
 #[async_trait]
 pub trait Extractor: Send + Sync {
     /// Refuses a job over the engine's limits, before anything is stored or claimed for it.
     fn check_limits(&self, mapped: &MappedFields) -> Result<(), EngineError>;
 
-    /// How long one extraction may take (`EXTRACTION_TIMEOUT_SEC`); a run's storage retries
-    /// stop there too.
+    /// A job's timeout when its message names none (`ENGINE_EXTRACTION_TIMEOUT_SEC`).
     fn timeout(&self) -> Duration;
 
+    /// Ends with [`EngineError::Timeout`] once `limit` runs out, its statements stopped.
     async fn extract(
         &self,
         mapped: &MappedFields,
         filters: &Filters,
+        limit: TimeLimit,
     ) -> Result<Extraction, EngineError>;
 }
 

@@ -55,10 +55,11 @@ pub(super) async fn produce(
     let key = object_key(ports.objects.key_prefix(), run.tenant, job.job_id)
         .map_err(|e| Failure::Job(Redacted::new(&e.to_string())))?;
 
+    let limit = run.time_limit(ports.extractor.timeout());
     let extracting = Instant::now();
     let extraction = ports
         .extractor
-        .extract(&job.mapped_fields, &job.filters)
+        .extract(&job.mapped_fields, &job.filters, limit)
         .await
         .map_err(|e| Failure::of(e.is_retriable(), &e))?;
     metrics::stage("extract", extracting.elapsed());
@@ -90,7 +91,8 @@ pub(super) async fn produce(
         Err(e) => return Err(Failure::Transient(e.to_string())),
     }
     let storing = Instant::now();
-    let job_ends = started + ports.extractor.timeout();
+    // The timeout covers the whole run: no write starts after it.
+    let job_ends = started + limit.remaining().unwrap_or_default();
     store_sealed(core, job.job_id, &key.full, &sealed, job_ends).await?;
     metrics::stage("store", storing.elapsed());
     Ok((

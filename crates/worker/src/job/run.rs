@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use contract::JobMessage;
+use engine::TimeLimit;
 use outbox::TerminalOutcome;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -26,6 +27,24 @@ pub(super) struct ClaimedRun<'a> {
     pub owner: &'a str,
     /// The claims of this job so far, this one included (1 = first).
     pub attempt: u32,
+    /// How long ago the job first started (earlier runs count against its timeout).
+    pub running_for: Duration,
+}
+
+impl ClaimedRun<'_> {
+    /// The job's timeout (its own `timeoutSeconds`, else the engine's) and what earlier runs
+    /// used of it.
+    pub(super) fn time_limit(&self, default: Duration) -> TimeLimit {
+        let timeout = self
+            .job
+            .timeout_seconds
+            .map(|seconds| Duration::from_secs(seconds.into()))
+            .unwrap_or(default);
+        TimeLimit {
+            timeout,
+            elapsed: self.running_for,
+        }
+    }
 }
 
 impl ClaimedRun<'_> {

@@ -8,7 +8,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use contract::event::TerminalStatus;
 use contract::message::{Filters, MappedFields};
-use engine::{EngineError, Extraction};
+use engine::{EngineError, Extraction, TimeLimit};
 use outbox::{
     Claim, ClaimRequest, ExpiredJob, OutboxError, PendingEvent, Recorded, RecordedEvent,
     TerminalOutcome, TerminalRecord,
@@ -76,7 +76,10 @@ impl Default for JobsState {
     fn default() -> Self {
         JobsState {
             claims: VecDeque::new(),
-            claim_default: Claim::Acquired { attempt: 1 },
+            claim_default: Claim::Acquired {
+                attempt: 1,
+                running_for: Duration::ZERO,
+            },
             claimed: Vec::new(),
             renewals: VecDeque::new(),
             renew_calls: 0,
@@ -257,6 +260,8 @@ pub struct ExtractState {
     pub calls: u32,
     pub over_limits: bool,
     pub timeout: Duration,
+    /// The time limit of each extraction.
+    pub limits: Vec<TimeLimit>,
 }
 
 impl Default for Extract {
@@ -268,6 +273,7 @@ impl Default for Extract {
             calls: 0,
             over_limits: false,
             timeout: Duration::from_secs(300),
+            limits: Vec::new(),
         }))
     }
 }
@@ -294,10 +300,16 @@ impl Extractor for Extract {
         self.state().timeout
     }
 
-    async fn extract(&self, _: &MappedFields, _: &Filters) -> Result<Extraction, EngineError> {
+    async fn extract(
+        &self,
+        _: &MappedFields,
+        _: &Filters,
+        limit: TimeLimit,
+    ) -> Result<Extraction, EngineError> {
         let (takes, answer) = {
             let mut state = self.state();
             state.calls += 1;
+            state.limits.push(limit);
             let rows = state.rows.clone();
             let answer = state.answers.pop_front().unwrap_or(Ok(Extraction {
                 plaintext: rows,

@@ -87,11 +87,10 @@ async fn a_later_run_that_fails_deletes_the_object_an_earlier_run_may_have_store
     let message = bench.job();
     let key = bench.key_of(message.job_id);
     bench.objects.state().stored.insert(key.clone(), vec![1]);
-    bench
-        .jobs
-        .state()
-        .claims
-        .push_back(Ok(Claim::Acquired { attempt: 2 }));
+    bench.jobs.state().claims.push_back(Ok(Claim::Acquired {
+        attempt: 2,
+        running_for: Duration::from_secs(1),
+    }));
     bench
         .extract
         .state()
@@ -319,4 +318,60 @@ async fn a_write_the_store_refuses_for_good_fails_the_job_at_once() {
     assert_eq!(bench.deliver(&message).await, Disposition::Ack);
     assert_eq!(bench.objects.state().put_calls, 1);
     assert_eq!(bench.jobs.state().written[0].status, TerminalStatus::Failed);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_jobs_own_timeout_bounds_its_extraction_less_what_earlier_runs_used() {
+    let bench = Bench::new();
+    let job_id = uuid::Uuid::new_v4();
+    let body = serde_json::json!({
+        "jobId": job_id,
+        "mappedFields": {"db": {"payments": ["id"]}},
+        "timeoutSeconds": 20,
+    });
+    let message = bench.signed(job_id, body.to_string().into_bytes(), 0);
+    bench.jobs.state().claims.push_back(Ok(Claim::Acquired {
+        attempt: 2,
+        running_for: Duration::from_secs(5),
+    }));
+    assert_eq!(bench.deliver(&message).await, Disposition::Ack);
+    assert_eq!(
+        bench.extract.state().limits,
+        vec![engine::TimeLimit {
+            timeout: Duration::from_secs(20),
+            elapsed: Duration::from_secs(5),
+        }]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_job_without_a_timeout_gets_the_engines() {
+    let bench = Bench::new();
+    let message = bench.job();
+    assert_eq!(bench.deliver(&message).await, Disposition::Ack);
+    assert_eq!(
+        bench.extract.state().limits,
+        vec![engine::TimeLimit::fresh(Duration::from_secs(300))]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_timed_out_extraction_fails_the_job_with_its_timeout() {
+    let bench = Bench::new();
+    bench
+        .extract
+        .state()
+        .answers
+        .push_back(Err(EngineError::Timeout(Duration::from_secs(20))));
+    let message = bench.job();
+    assert_eq!(bench.deliver(&message).await, Disposition::Ack);
+    let state = bench.jobs.state();
+    assert_eq!(
+        state.written[0].error.as_deref(),
+        Some("extraction timed out after 20s")
+    );
+    assert!(
+        state.released.is_empty(),
+        "a timeout is the job's end, not a retry"
+    );
 }

@@ -124,3 +124,61 @@ async fn bad_signatures_are_dead_lettered_and_unusable_bodies_fail_or_drop() {
     drop(worker);
     world.cleanup().await;
 }
+
+#[tokio::test]
+async fn a_job_over_its_own_timeout_fails_and_its_query_is_stopped_on_the_server() {
+    let world = World::new().await;
+    let worker = world.start_worker().await;
+    let mut events = world.listen().await;
+    let job_id = Uuid::now_v7();
+    let body = serde_json::json!({
+        "jobId": job_id,
+        "mappedFields": {"src": {"slow": ["id"]}},
+        "metadata": {"source": "e2e"},
+        "timeoutSeconds": 2,
+    });
+    // The 6 s statement, seen on the source server, is cancelled there when the job times out.
+    let sleeping = || async {
+        sqlx::query_scalar::<_, i64>(
+            "SELECT count(*) FROM pg_stat_activity
+             WHERE datname = $1 AND query ILIKE '%FROM%slow%' AND pid <> pg_backend_pid()
+               AND state = 'active'",
+        )
+        .bind(&world.source_db)
+        .fetch_one(&world.state)
+        .await
+        .expect("pg_stat_activity")
+    };
+    world.submit(body.to_string().as_bytes(), None, &[]).await;
+    // The statement runs on the source server (what is watched below is really it)...
+    let seen_by = std::time::Instant::now() + Duration::from_secs(20);
+    while sleeping().await == 0 {
+        assert!(std::time::Instant::now() < seen_by, "the query never ran");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let event = events.event_for(job_id, Duration::from_secs(40)).await;
+    assert_eq!(event.delivery.routing_key.as_str(), "job.failed");
+    event.verify(&world.keys).expect("signature");
+    assert_eq!(
+        event.body()["metadata"]["error"]["message"],
+        "extraction timed out after 2s"
+    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(2);
+    while sleeping().await > 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the query still runs on the source server"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let stored: Option<i32> =
+        sqlx::query_scalar("SELECT timeout_seconds FROM jobs WHERE job_id = $1")
+            .bind(job_id)
+            .fetch_one(&world.state)
+            .await
+            .expect("job row");
+    assert_eq!(stored, Some(2));
+    assert!(world.object_keys().await.is_empty(), "nothing stored");
+    drop(worker);
+    world.cleanup().await;
+}
