@@ -139,10 +139,18 @@ impl Store {
 /// that would publish a wrong event forever.
 fn check_event(record: &TerminalRecord<'_>, status: TerminalStatus) -> Result<()> {
     let attributes = &record.event.attributes;
-    if attributes.status != status {
+    if attributes.status != status.into() || attributes.datasource.is_some() {
         return Err(OutboxError::invalid(
             STEP,
-            format!("a {status} outcome with a {} event", attributes.status),
+            format!(
+                "a {status} outcome with a {}{} event",
+                if attributes.datasource.is_some() {
+                    "execution "
+                } else {
+                    ""
+                },
+                attributes.status
+            ),
         ));
     }
     if attributes.subject != record.job_id.as_hyphenated().to_string() {

@@ -3,15 +3,31 @@
 use chrono::{DateTime, SecondsFormat, Utc};
 use uuid::Uuid;
 
+use super::Operation;
+#[cfg(test)]
 use super::TerminalStatus;
 
 /// `ce-tenantid` (and `X-Tenant-ID`) of an event whose job has no tenant.
 pub const SINGLE_TENANT: &str = "single-tenant";
 
-/// The ce-id of a job's terminal event: `fetcher.job.<status>.<jobId>`. Deterministic, so it is
-/// the consumers' deduplication key across republishes.
-pub fn ce_id(status: TerminalStatus, job_id: Uuid) -> String {
-    format!("fetcher.job.{}.{}", status.as_str(), job_id.as_hyphenated())
+/// The ce-id of a job's event: `fetcher.job.<operation>.<jobId>` (`fetcher.job.completed.…`
+/// for its terminal event). Deterministic, so it is the consumers' deduplication key across
+/// republishes.
+pub fn ce_id(operation: impl Into<Operation>, job_id: Uuid) -> String {
+    format!(
+        "fetcher.job.{}.{}",
+        operation.into().as_str(),
+        job_id.as_hyphenated()
+    )
+}
+
+/// The ce-id of an execution's event: `fetcher.job.execution.<operation>.<jobId>.<datasource>`.
+pub fn execution_ce_id(operation: Operation, job_id: Uuid, datasource: &str) -> String {
+    format!(
+        "fetcher.job.execution.{}.{}.{datasource}",
+        operation.as_str(),
+        job_id.as_hyphenated()
+    )
 }
 
 /// The event tenant: the job's tenant, or [`SINGLE_TENANT`] when it has none (or an empty one).
@@ -28,7 +44,12 @@ pub fn event_tenant(tenant: Option<&str>) -> &str {
 pub struct CloudEventAttributes {
     pub id: String,
     pub source: String,
-    pub status: TerminalStatus,
+    /// The `ce-eventtype` (the field keeps its first name: rows recorded before the lifecycle
+    /// hold `"status":"completed"` or `"failed"`).
+    pub status: Operation,
+    /// The datasource of an execution's event (`job.execution.*`); absent for a job's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub datasource: Option<String>,
     /// RFC 3339 UTC, milliseconds.
     pub time: String,
     /// The job id.
@@ -37,21 +58,54 @@ pub struct CloudEventAttributes {
 }
 
 impl CloudEventAttributes {
-    /// The attributes of `job_id`'s `status` event, from `STREAMING_CLOUDEVENTS_SOURCE`.
+    /// The attributes of `job_id`'s `operation` event (a terminal status or a lifecycle step),
+    /// from `STREAMING_CLOUDEVENTS_SOURCE`.
     pub fn new(
-        status: TerminalStatus,
+        operation: impl Into<Operation>,
         job_id: Uuid,
         source: &str,
         tenant: Option<&str>,
         time: DateTime<Utc>,
     ) -> CloudEventAttributes {
+        let operation = operation.into();
         CloudEventAttributes {
-            id: ce_id(status, job_id),
+            id: ce_id(operation, job_id),
             source: source.to_owned(),
-            status,
+            status: operation,
+            datasource: None,
             time: time.to_rfc3339_opts(SecondsFormat::Millis, true),
             subject: job_id.as_hyphenated().to_string(),
             tenant: event_tenant(tenant).to_owned(),
+        }
+    }
+
+    /// The attributes of the event of `job_id`'s execution on `datasource`.
+    pub fn execution(
+        operation: Operation,
+        job_id: Uuid,
+        datasource: &str,
+        source: &str,
+        tenant: Option<&str>,
+        time: DateTime<Utc>,
+    ) -> CloudEventAttributes {
+        CloudEventAttributes {
+            id: execution_ce_id(operation, job_id, datasource),
+            datasource: Some(datasource.to_owned()),
+            ..CloudEventAttributes::new(operation, job_id, source, tenant, time)
+        }
+    }
+
+    /// `job.<operation>`, or `job.execution.<operation>`.
+    pub fn routing_key(&self) -> &'static str {
+        self.status.routing_key(self.datasource.is_some())
+    }
+
+    /// `job`, or `job_execution`.
+    pub fn resource_type(&self) -> &'static str {
+        if self.datasource.is_some() {
+            "job_execution"
+        } else {
+            "job"
         }
     }
 
@@ -62,10 +116,10 @@ impl CloudEventAttributes {
             ("ce-specversion", "1.0"),
             ("ce-id", &self.id),
             ("ce-source", &self.source),
-            ("ce-type", self.status.ce_type()),
+            ("ce-type", self.status.ce_type(self.datasource.is_some())),
             ("ce-time", &self.time),
             ("ce-subject", &self.subject),
-            ("ce-resourcetype", "job"),
+            ("ce-resourcetype", self.resource_type()),
             ("ce-eventtype", self.status.as_str()),
             ("ce-schemaversion", "1.0.0"),
             ("ce-datacontenttype", "application/json"),
@@ -145,5 +199,66 @@ mod tests {
         assert_eq!(get("ce-schemaversion"), "1.0.0");
         assert_eq!(get("ce-datacontenttype"), "application/json");
         assert_eq!(get("ce-tenantid"), "single-tenant");
+    }
+
+    #[test]
+    fn attributes_recorded_before_the_lifecycle_read_back_and_write_the_same() {
+        // An outbox row of the previous release (tests/fixtures of the schema crate).
+        let stored = r#"{"id": "fetcher.job.completed.5b8b71d2-28cb-4edb-88e6-3b3e4d00647c", "time": "2026-12-01T15:53:17.764Z", "source": "//lerian/fetcher/test", "status": "completed", "tenant": "single-tenant", "subject": "5b8b71d2-28cb-4edb-88e6-3b3e4d00647c"}"#;
+        let attrs: CloudEventAttributes = serde_json::from_str(stored).expect("old row");
+        assert_eq!(attrs.status, Operation::Completed);
+        assert_eq!(attrs.datasource, None);
+        assert_eq!(attrs.routing_key(), "job.completed");
+        let written: serde_json::Value = serde_json::to_value(&attrs).unwrap();
+        let old: serde_json::Value = serde_json::from_str(stored).unwrap();
+        assert_eq!(written, old, "no new member in a job event's attributes");
+    }
+
+    #[test]
+    fn lifecycle_and_execution_events_have_their_own_keys_types_and_ids() {
+        let time = Utc
+            .timestamp_millis_opt(1_784_052_251_204)
+            .single()
+            .unwrap();
+        let canceled = CloudEventAttributes::new(
+            crate::lifecycle::Event::Canceled,
+            job(),
+            "src",
+            Some("acme"),
+            time,
+        );
+        assert_eq!(
+            canceled.id,
+            "fetcher.job.canceled.6a5b0f8c-2f1e-4a41-9f0e-3d2c1b0a9e88"
+        );
+        assert_eq!(canceled.routing_key(), "job.canceled");
+        let headers = canceled.headers();
+        assert!(headers.contains(&("ce-type", "studio.lerian.job.canceled")));
+        assert!(headers.contains(&("ce-eventtype", "canceled")));
+        assert!(headers.contains(&("ce-resourcetype", "job")));
+
+        let execution = CloudEventAttributes::execution(
+            Operation::TimedOut,
+            job(),
+            "ledger",
+            "src",
+            None,
+            time,
+        );
+        assert_eq!(
+            execution.id,
+            "fetcher.job.execution.timed_out.6a5b0f8c-2f1e-4a41-9f0e-3d2c1b0a9e88.ledger"
+        );
+        assert_eq!(execution.routing_key(), "job.execution.timed_out");
+        let headers = execution.headers();
+        assert!(headers.contains(&("ce-type", "studio.lerian.job.execution.timed_out")));
+        assert!(headers.contains(&("ce-eventtype", "timed_out")));
+        assert!(headers.contains(&("ce-resourcetype", "job_execution")));
+        assert!(headers.contains(&("ce-subject", "6a5b0f8c-2f1e-4a41-9f0e-3d2c1b0a9e88")));
+        let json = serde_json::to_value(&execution).unwrap();
+        assert_eq!(json["datasource"], "ledger");
+        assert_eq!(json["status"], "timed_out");
+        let back: CloudEventAttributes = serde_json::from_value(json).unwrap();
+        assert_eq!(back, execution);
     }
 }

@@ -1,11 +1,16 @@
-//! Terminal job events (contract §8): status, body and CloudEvents attributes.
+//! Job events: terminal ones (contract §8) and the lifecycle's (lifecycle §4): operation, body
+//! and CloudEvents attributes.
 
 mod body;
 mod cloudevents;
+mod lifecycle_body;
+mod operation;
 mod outbound;
 mod status;
 
 pub use body::{event_body, Outcome, StoredResult};
-pub use cloudevents::{ce_id, event_tenant, CloudEventAttributes, SINGLE_TENANT};
+pub use cloudevents::{ce_id, event_tenant, execution_ce_id, CloudEventAttributes, SINGLE_TENANT};
+pub use lifecycle_body::{CancelBody, DeletionBody, ExecutionBody};
+pub use operation::Operation;
 pub use outbound::OutboundEvent;
 pub use status::{NotTerminal, TerminalStatus};

@@ -37,9 +37,9 @@ impl OutboundEvent {
         &self.attributes.id
     }
 
-    /// `job.completed` / `job.failed`.
+    /// `job.<operation>` / `job.execution.<operation>`.
     pub fn routing_key(&self) -> &'static str {
-        self.attributes.status.routing_key()
+        self.attributes.routing_key()
     }
 
     /// The tenant for `ce-tenantid`, `X-Tenant-ID` and the signature (`single-tenant` when none).

@@ -3,11 +3,14 @@
 //! outcome goes through.
 //!
 //! - [`status`]: [`JobStatus`], [`ExecutionStatus`] and their wire names.
+//! - [`details`]: [`JobProcessDetails`], the executions counted by status.
 //! - [`machine`]: [`step`]: a state and a [`Step`] to a [`Transition`] (new state, the events
 //!   recorded with it, what to do next) or a [`Refusal`].
 
+pub mod details;
 pub mod machine;
 pub mod status;
 
+pub use details::JobProcessDetails;
 pub use machine::{step, Event, JobState, Refusal, Step, Then, Transition};
 pub use status::{ExecutionStatus, JobStatus, UnknownStatus};

@@ -422,7 +422,7 @@ pub fn assert_delivered_as_recorded(delivery: &Delivery, expected: &OutboundEven
         ("ce-specversion", "1.0"),
         ("ce-id", ce_id),
         ("ce-source", SOURCE),
-        ("ce-type", attributes.status.ce_type()),
+        ("ce-type", attributes.status.ce_type(false)),
         ("ce-time", attributes.time.as_str()),
         ("ce-subject", attributes.subject.as_str()),
         ("ce-resourcetype", "job"),
