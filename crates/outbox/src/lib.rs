@@ -12,6 +12,8 @@
 //! - `jobs.rs`: [`Store::claim`], [`Store::renew_lease`], [`Store::expired_jobs`],
 //!   [`Store::job`].
 //! - `terminal.rs`: [`Store::record_terminal`]: terminal state and outbox row together.
+//! - `control.rs`: [`Store::control`] (cancel, delete) and [`Store::object_deleted`]: the
+//!   lifecycle's state machine applied with its events' outbox rows in one transaction.
 //! - `outbox.rs`: leasing, marking and purging events ([`Store::claim_unpublished`],
 //!   [`Store::claim_for_job`], [`Store::mark_published`], [`Store::mark_failed`],
 //!   [`Store::purge_published`]).
@@ -23,6 +25,7 @@
 //! must not depend on the broker (`lapin`), object storage (`aws-sdk-*`), `axum` or `engine`.
 
 pub mod backoff;
+mod control;
 pub mod error;
 mod jobs;
 mod outbox;
@@ -31,6 +34,7 @@ mod store;
 mod terminal;
 
 pub use backoff::{backoff, Backoff};
+pub use control::{ControlRequest, Controlled};
 pub use error::{OutboxError, Result};
 pub use jobs::{Claim, ClaimRequest, ExpiredJob, JobRow, JobSpec, WORKER_LOST};
 pub use outbox::{PendingEvent, RecordedEvent};

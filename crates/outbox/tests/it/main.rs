@@ -1,4 +1,5 @@
 mod claims;
+mod control;
 mod errors;
 mod relay;
 mod retention;

@@ -1,0 +1,413 @@
+//! Cancel and delete requests (lifecycle §3), and the end of a deletion: each reads the job
+//! under a row lock, asks the state machine ([`contract::lifecycle::step`]) what happens, and
+//! writes the new state with the outbox rows of its events in one transaction.
+
+use std::time::Duration;
+
+use chrono::Utc;
+use contract::event::{CancelBody, CloudEventAttributes, DeletionBody, OutboundEvent};
+use contract::lifecycle::{
+    self, Event, ExecutionStatus, JobProcessDetails, JobState, JobStatus, Refusal, Step, Transition,
+};
+use serde_json::{Map, Value};
+use sqlx::postgres::PgRow;
+use sqlx::types::Json;
+use sqlx::{Postgres, Row, Transaction};
+use uuid::Uuid;
+
+use crate::error::{OutboxError, Result};
+use crate::outbox::PendingEvent;
+use crate::store::{interval, Store};
+
+const STEP: &str = "recording a control request";
+
+/// A cancel or delete request, as the control API checked it.
+#[derive(Debug, Clone, Copy)]
+pub struct ControlRequest<'a> {
+    pub job_id: Uuid,
+    /// `X-Tenant-ID`: a job of another tenant is unknown to the request.
+    pub tenant: Option<&'a str>,
+    /// [`Step::Cancel`] or [`Step::Delete`].
+    pub step: Step,
+    pub comment: Option<&'a str>,
+    pub reason_code: Option<&'a str>,
+    /// `STREAMING_CLOUDEVENTS_SOURCE`, for the events.
+    pub source: &'a str,
+    /// `X-Request-Id` of the request, carried by its events.
+    pub request_id: Option<&'a str>,
+    /// Who publishes the events right after the commit (their rows are leased to it).
+    pub publisher: &'a str,
+    pub lease: Duration,
+}
+
+/// What a control request came to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Controlled {
+    /// Committed: the transition, and its events' outbox rows (leased to the publisher).
+    Done {
+        transition: Transition,
+        events: Vec<PendingEvent>,
+    },
+    /// Nothing written.
+    Refused(Refusal),
+}
+
+/// The job as a control request reads it.
+struct Locked {
+    state: JobState,
+    tenant: Option<String>,
+    metadata: Map<String, Value>,
+    comment: Option<String>,
+    reason_code: Option<String>,
+    request_id: Option<String>,
+}
+
+impl Store {
+    /// Applies a cancel or delete request (lifecycle §3).
+    pub async fn control(&self, request: &ControlRequest<'_>) -> Result<Controlled> {
+        if !matches!(request.step, Step::Cancel { .. } | Step::Delete { .. }) {
+            return Err(OutboxError::invalid(STEP, "not a cancel or delete request"));
+        }
+        let db = |e| OutboxError::sqlx(STEP, e);
+        let mut tx = self.pool().begin().await.map_err(db)?;
+        let mut locked = lock(&mut tx, request.job_id).await?;
+        let mut created = false;
+        if locked.is_none() && matches!(request.step, Step::Cancel { .. }) {
+            // A cancel of a job never seen waits for its message in a `pending` row, created
+            // here unless a concurrent request or delivery created it first (then it is read).
+            created = sqlx::query(
+                "INSERT INTO jobs (job_id, tenant_id, request_id, status)
+                 VALUES ($1, $2, $3, 'pending') ON CONFLICT (job_id) DO NOTHING
+                 RETURNING job_id",
+            )
+            .bind(request.job_id)
+            .bind(request.tenant)
+            .bind(request.request_id)
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(db)?
+            .is_some();
+            locked = lock(&mut tx, request.job_id).await?;
+        }
+        let Some(job) = locked else {
+            return Ok(Controlled::Refused(Refusal::Unknown));
+        };
+        if job.tenant.as_deref() != request.tenant {
+            tx.rollback().await.map_err(db)?;
+            return Ok(Controlled::Refused(Refusal::Unknown));
+        }
+        // The row this request just created stands for a job never seen.
+        let from = (!created).then_some(job.state);
+        let transition = match lifecycle::step(from, request.step) {
+            Ok(transition) => transition,
+            Err(refusal) => {
+                tx.rollback().await.map_err(db)?;
+                return Ok(Controlled::Refused(refusal));
+            }
+        };
+        let comment = request.comment.or(job.comment.as_deref());
+        let reason_code = request.reason_code.or(job.reason_code.as_deref());
+        write(
+            &mut tx,
+            request.job_id,
+            &job,
+            &transition,
+            comment,
+            reason_code,
+        )
+        .await?;
+        let context = EventContext {
+            job_id: request.job_id,
+            tenant: request.tenant,
+            request_id: request.request_id.or(job.request_id.as_deref()),
+            metadata: &job.metadata,
+            source: request.source,
+            comment,
+            reason_code,
+            force: transition.to.force,
+            result_deleted: false,
+        };
+        let events = record_events(
+            &mut tx,
+            &context,
+            &transition.events,
+            request.publisher,
+            request.lease,
+        )
+        .await?;
+        tx.commit().await.map_err(db)?;
+        Ok(Controlled::Done { transition, events })
+    }
+
+    /// Ends a deletion once the job's object is gone (`result_deleted`: it existed): `deleted`
+    /// with its event; the executions go with the result.
+    pub async fn object_deleted(
+        &self,
+        job_id: Uuid,
+        result_deleted: bool,
+        source: &str,
+        publisher: &str,
+        lease: Duration,
+    ) -> Result<Controlled> {
+        let db = |e| OutboxError::sqlx(STEP, e);
+        let mut tx = self.pool().begin().await.map_err(db)?;
+        let Some(job) = lock(&mut tx, job_id).await? else {
+            return Ok(Controlled::Refused(Refusal::Unknown));
+        };
+        let transition = match lifecycle::step(Some(job.state), Step::ObjectDeleted) {
+            Ok(transition) => transition,
+            Err(refusal) => {
+                tx.rollback().await.map_err(db)?;
+                return Ok(Controlled::Refused(refusal));
+            }
+        };
+        write(
+            &mut tx,
+            job_id,
+            &job,
+            &transition,
+            job.comment.as_deref(),
+            job.reason_code.as_deref(),
+        )
+        .await?;
+        sqlx::query(
+            "UPDATE jobs SET result_deleted = $2, result_path = NULL, result_hmac = NULL
+             WHERE job_id = $1",
+        )
+        .bind(job_id)
+        .bind(result_deleted)
+        .execute(&mut *tx)
+        .await
+        .map_err(db)?;
+        sqlx::query("DELETE FROM job_executions WHERE job_id = $1")
+            .bind(job_id)
+            .execute(&mut *tx)
+            .await
+            .map_err(db)?;
+        let context = EventContext {
+            job_id,
+            tenant: job.tenant.as_deref(),
+            request_id: job.request_id.as_deref(),
+            metadata: &job.metadata,
+            source,
+            comment: job.comment.as_deref(),
+            reason_code: job.reason_code.as_deref(),
+            force: job.state.force,
+            result_deleted,
+        };
+        let events = record_events(&mut tx, &context, &transition.events, publisher, lease).await?;
+        tx.commit().await.map_err(db)?;
+        Ok(Controlled::Done { transition, events })
+    }
+}
+
+/// Reads the job under a row lock; `None` when it has no row.
+async fn lock(tx: &mut Transaction<'static, Postgres>, job_id: Uuid) -> Result<Option<Locked>> {
+    let db = |e| OutboxError::sqlx(STEP, e);
+    let row = sqlx::query(
+        "SELECT status, cancel_requested, force_canceled, delete_requested, metadata, comment,
+                reason_code, request_id, tenant_id
+         FROM jobs WHERE job_id = $1 FOR UPDATE",
+    )
+    .bind(job_id)
+    .fetch_optional(&mut **tx)
+    .await
+    .map_err(db)?;
+    row.map(|row| locked(&row)).transpose()
+}
+
+fn locked(row: &PgRow) -> Result<Locked> {
+    let db = |e| OutboxError::sqlx(STEP, e);
+    let status: String = row.try_get("status").map_err(db)?;
+    let status = status
+        .parse::<JobStatus>()
+        .map_err(|e| OutboxError::Corrupt {
+            step: STEP,
+            detail: e.to_string(),
+        })?;
+    let metadata: Json<Map<String, Value>> = row.try_get("metadata").map_err(db)?;
+    Ok(Locked {
+        state: JobState {
+            status,
+            cancel_requested: row.try_get("cancel_requested").map_err(db)?,
+            force: row.try_get("force_canceled").map_err(db)?,
+            delete_requested: row.try_get("delete_requested").map_err(db)?,
+        },
+        tenant: row.try_get("tenant_id").map_err(db)?,
+        metadata: metadata.0,
+        comment: row.try_get("comment").map_err(db)?,
+        reason_code: row.try_get("reason_code").map_err(db)?,
+        request_id: row.try_get("request_id").map_err(db)?,
+    })
+}
+
+/// Writes the transition's state.
+async fn write(
+    tx: &mut Transaction<'static, Postgres>,
+    job_id: Uuid,
+    job: &Locked,
+    transition: &Transition,
+    comment: Option<&str>,
+    reason_code: Option<&str>,
+) -> Result<()> {
+    let to = transition.to;
+    // What a deletion remembers: the terminal status it started from (a forced delete of a job
+    // that had not ended goes through `canceled`).
+    let before_deletion = match to.status {
+        JobStatus::DeletionInProgress | JobStatus::Deleted => {
+            if transition.events.contains(&Event::Canceled) {
+                Some(JobStatus::Canceled.as_str())
+            } else if job.state.status.is_terminal() {
+                Some(job.state.status.as_str())
+            } else {
+                None
+            }
+        }
+        _ => None,
+    };
+    let ended = matches!(
+        to.status,
+        JobStatus::Canceled | JobStatus::DeletionInProgress | JobStatus::Deleted
+    );
+    sqlx::query(
+        "UPDATE jobs SET
+             status = $2, cancel_requested = $3, force_canceled = $4, delete_requested = $5,
+             comment = $6, reason_code = $7,
+             status_before_deletion = COALESCE(status_before_deletion, $8),
+             finished_at = CASE WHEN $9 THEN COALESCE(finished_at, now()) ELSE finished_at END,
+             deleted_at = CASE WHEN $2 = 'deleted' THEN now() ELSE deleted_at END,
+             lease_expires_at = CASE WHEN $9 THEN NULL ELSE lease_expires_at END,
+             updated_at = now()
+         WHERE job_id = $1",
+    )
+    .bind(job_id)
+    .bind(to.status.as_str())
+    .bind(to.cancel_requested)
+    .bind(to.force)
+    .bind(to.delete_requested)
+    .bind(comment)
+    .bind(reason_code)
+    .bind(before_deletion)
+    .bind(ended)
+    .execute(&mut **tx)
+    .await
+    .map_err(|e| OutboxError::sqlx(STEP, e))?;
+    Ok(())
+}
+
+/// Who the events are about, and what their bodies carry.
+struct EventContext<'a> {
+    job_id: Uuid,
+    tenant: Option<&'a str>,
+    request_id: Option<&'a str>,
+    metadata: &'a Map<String, Value>,
+    source: &'a str,
+    comment: Option<&'a str>,
+    reason_code: Option<&'a str>,
+    force: bool,
+    result_deleted: bool,
+}
+
+/// Inserts the outbox row of each event, in order, leased to `publisher`. An event already
+/// recorded (its ce-id exists) is not recorded again.
+async fn record_events(
+    tx: &mut Transaction<'static, Postgres>,
+    context: &EventContext<'_>,
+    events: &[Event],
+    publisher: &str,
+    lease: Duration,
+) -> Result<Vec<PendingEvent>> {
+    let db = |e| OutboxError::sqlx(STEP, e);
+    let mut recorded = Vec::with_capacity(events.len());
+    for event in events {
+        let at = Utc::now();
+        let body = match event {
+            Event::CancellationInProgress | Event::Canceled => {
+                let canceled = if *event == Event::Canceled {
+                    Some((at, process_details(tx, context.job_id).await?))
+                } else {
+                    None
+                };
+                CancelBody {
+                    job_id: context.job_id,
+                    metadata: context.metadata,
+                    force: context.force,
+                    comment: context.comment,
+                    reason_code: context.reason_code,
+                    canceled,
+                }
+                .to_bytes()
+            }
+            Event::DeletionInProgress | Event::Deleted => DeletionBody {
+                job_id: context.job_id,
+                metadata: context.metadata,
+                comment: context.comment,
+                deleted: (*event == Event::Deleted).then_some((at, context.result_deleted)),
+            }
+            .to_bytes(),
+            Event::Completed | Event::Failed => {
+                return Err(OutboxError::invalid(
+                    STEP,
+                    "a terminal run outcome is recorded by record_terminal",
+                ))
+            }
+        }
+        .map_err(|e| OutboxError::invalid(STEP, e.to_string()))?;
+        let attributes =
+            CloudEventAttributes::new(*event, context.job_id, context.source, context.tenant, at);
+        let outbound = OutboundEvent {
+            attributes,
+            request_id: context.request_id.map(str::to_owned),
+            body,
+        };
+        let inserted = sqlx::query(
+            "INSERT INTO outbox (ce_id, job_id, body, attributes, request_id, attempts,
+                                 leased_by, lease_until)
+             VALUES ($1, $2, $3, $4, $5, 1, $6, now() + $7)
+             ON CONFLICT (ce_id) DO NOTHING
+             RETURNING id, created_at",
+        )
+        .bind(outbound.ce_id())
+        .bind(context.job_id)
+        .bind(outbound.body.as_slice())
+        .bind(Json(&outbound.attributes))
+        .bind(outbound.request_id.as_deref())
+        .bind(publisher)
+        .bind(interval(lease))
+        .fetch_optional(&mut **tx)
+        .await
+        .map_err(db)?;
+        if let Some(row) = inserted {
+            recorded.push(PendingEvent {
+                id: row.try_get("id").map_err(db)?,
+                job_id: context.job_id,
+                event: outbound,
+                attempts: 1,
+                created_at: row.try_get("created_at").map_err(db)?,
+            });
+        }
+    }
+    Ok(recorded)
+}
+
+/// The job's executions counted by status.
+async fn process_details(
+    tx: &mut Transaction<'static, Postgres>,
+    job_id: Uuid,
+) -> Result<JobProcessDetails> {
+    let statuses: Vec<String> =
+        sqlx::query_scalar("SELECT status FROM job_executions WHERE job_id = $1")
+            .bind(job_id)
+            .fetch_all(&mut **tx)
+            .await
+            .map_err(|e| OutboxError::sqlx(STEP, e))?;
+    let parsed = statuses
+        .iter()
+        .map(|s| s.parse::<ExecutionStatus>())
+        .collect::<std::result::Result<Vec<_>, _>>()
+        .map_err(|e| OutboxError::Corrupt {
+            step: STEP,
+            detail: e.to_string(),
+        })?;
+    Ok(JobProcessDetails::of(parsed))
+}

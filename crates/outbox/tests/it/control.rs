@@ -1,0 +1,271 @@
+//! Cancel and delete requests against the real PostgreSQL: each state change and its events'
+//! outbox rows commit together, in the lifecycle's order; refusals write nothing.
+
+use std::time::Duration;
+
+use contract::lifecycle::{JobStatus, Refusal, Step, Then};
+use outbox::{ControlRequest, Controlled, Store};
+use serde_json::Value;
+use uuid::Uuid;
+
+use crate::support::{claimed, completed, record, TestDb, LONG, SOURCE};
+
+fn request(job_id: Uuid, step: Step) -> ControlRequest<'static> {
+    ControlRequest {
+        job_id,
+        tenant: None,
+        step,
+        comment: Some("runaway query"),
+        reason_code: Some("OPS_1"),
+        source: SOURCE,
+        request_id: Some("req-ctl"),
+        publisher: "api-1",
+        lease: LONG,
+    }
+}
+
+const CANCEL: Step = Step::Cancel { force: false };
+const FORCE_CANCEL: Step = Step::Cancel { force: true };
+const DELETE: Step = Step::Delete { force: false };
+
+/// The job's status and flags, and its outbox rows' routing keys and bodies, in commit order.
+async fn state(store: &Store, job_id: Uuid) -> (String, bool, bool, Vec<(String, Value)>) {
+    let (status, cancel_requested, force): (String, bool, bool) = sqlx::query_as(
+        "SELECT status, cancel_requested, force_canceled FROM jobs WHERE job_id = $1",
+    )
+    .bind(job_id)
+    .fetch_one(store.pool())
+    .await
+    .expect("job row");
+    let rows: Vec<(String, Vec<u8>)> =
+        sqlx::query_as("SELECT ce_id, body FROM outbox WHERE job_id = $1 ORDER BY id")
+            .bind(job_id)
+            .fetch_all(store.pool())
+            .await
+            .expect("outbox rows");
+    let events = rows
+        .into_iter()
+        .map(|(ce_id, body)| (ce_id, serde_json::from_slice(&body).expect("JSON body")))
+        .collect();
+    (status, cancel_requested, force, events)
+}
+
+fn done(controlled: Controlled) -> (contract::lifecycle::Transition, usize) {
+    match controlled {
+        Controlled::Done { transition, events } => (transition, events.len()),
+        Controlled::Refused(refusal) => panic!("refused: {refusal}"),
+    }
+}
+
+#[tokio::test]
+async fn a_cancel_before_the_message_waits_for_it_in_a_pending_row() {
+    let db = TestDb::migrated().await;
+    let job_id = Uuid::new_v4();
+    let (transition, events) = done(
+        db.store
+            .control(&request(job_id, CANCEL))
+            .await
+            .expect("cancel"),
+    );
+    assert_eq!(transition.to.status, JobStatus::Pending);
+    assert_eq!(events, 0);
+    let (status, requested, _, rows) = state(&db.store, job_id).await;
+    assert_eq!(
+        (status.as_str(), requested, rows.len()),
+        ("pending", true, 0)
+    );
+    // Again, with force: accepted, upgraded, still nothing published.
+    let (transition, events) = done(
+        db.store
+            .control(&request(job_id, FORCE_CANCEL))
+            .await
+            .expect("again"),
+    );
+    assert!(transition.to.force);
+    assert_eq!(events, 0);
+    // A delete of a job never seen is unknown; so is the job to another tenant.
+    let other = Uuid::new_v4();
+    assert_eq!(
+        db.store
+            .control(&request(other, DELETE))
+            .await
+            .expect("delete"),
+        Controlled::Refused(Refusal::Unknown)
+    );
+    let foreign = ControlRequest {
+        tenant: Some("acme"),
+        ..request(job_id, CANCEL)
+    };
+    assert_eq!(
+        db.store.control(&foreign).await.expect("foreign"),
+        Controlled::Refused(Refusal::Unknown)
+    );
+    db.drop().await;
+}
+
+#[tokio::test]
+async fn a_cancel_of_a_running_job_records_cancellation_in_progress_and_its_event() {
+    let db = TestDb::migrated().await;
+    let job_id = claimed(&db.store, "worker-a").await;
+    let (transition, events) = done(
+        db.store
+            .control(&request(job_id, FORCE_CANCEL))
+            .await
+            .expect("cancel"),
+    );
+    assert_eq!(transition.to.status, JobStatus::CancellationInProgress);
+    assert_eq!(transition.then, Then::StopStatements { force: true });
+    assert_eq!(events, 1);
+    let (status, _, force, rows) = state(&db.store, job_id).await;
+    assert_eq!((status.as_str(), force), ("cancellation_in_progress", true));
+    assert_eq!(rows.len(), 1);
+    assert_eq!(
+        rows[0].0,
+        format!("fetcher.job.cancellation_in_progress.{job_id}")
+    );
+    let body = &rows[0].1;
+    assert_eq!(body["status"], "cancellation_in_progress");
+    assert_eq!(body["forceCanceled"], true);
+    assert_eq!(body["comment"], "runaway query");
+    assert_eq!(body["reasonCode"], "OPS_1");
+    assert_eq!(body["metadata"]["source"], "payments", "the job's metadata");
+    db.drop().await;
+}
+
+#[tokio::test]
+async fn a_cancel_of_a_pending_job_ends_it_canceled_with_both_events_in_order() {
+    let db = TestDb::migrated().await;
+    let job_id = claimed(&db.store, "worker-a").await;
+    db.store.release(job_id, "worker-a").await.expect("release");
+    sqlx::query("UPDATE jobs SET status = 'pending' WHERE job_id = $1")
+        .bind(job_id)
+        .execute(db.pool())
+        .await
+        .expect("pending");
+    let (transition, events) = done(
+        db.store
+            .control(&request(job_id, CANCEL))
+            .await
+            .expect("cancel"),
+    );
+    assert_eq!(transition.to.status, JobStatus::Canceled);
+    assert_eq!(events, 2);
+    let (status, _, _, rows) = state(&db.store, job_id).await;
+    assert_eq!(status, "canceled");
+    let keys: Vec<_> = rows.iter().map(|(ce_id, _)| ce_id.as_str()).collect();
+    assert_eq!(
+        keys,
+        [
+            format!("fetcher.job.cancellation_in_progress.{job_id}"),
+            format!("fetcher.job.canceled.{job_id}")
+        ]
+    );
+    assert_eq!(rows[1].1["jobProcessDetails"]["numberOfCanceledThings"], 0);
+    assert!(rows[1].1["canceledAt"].is_string());
+    // Canceled again: accepted, nothing new.
+    let (_, events) = done(
+        db.store
+            .control(&request(job_id, CANCEL))
+            .await
+            .expect("again"),
+    );
+    assert_eq!(events, 0);
+    db.drop().await;
+}
+
+#[tokio::test]
+async fn a_finished_job_refuses_a_cancel_and_is_deleted_in_two_phases() {
+    let db = TestDb::migrated().await;
+    let job_id = claimed(&db.store, "worker-a").await;
+    record(
+        &db.store,
+        job_id,
+        Some("worker-a"),
+        completed(job_id),
+        "worker-a",
+        LONG,
+    )
+    .await;
+    assert_eq!(
+        db.store
+            .control(&request(job_id, FORCE_CANCEL))
+            .await
+            .expect("cancel"),
+        Controlled::Refused(Refusal::InvalidTransition {
+            from: JobStatus::Completed
+        })
+    );
+    let (transition, events) = done(
+        db.store
+            .control(&request(job_id, DELETE))
+            .await
+            .expect("delete"),
+    );
+    assert_eq!(transition.to.status, JobStatus::DeletionInProgress);
+    assert_eq!(transition.then, Then::DeleteObject);
+    assert_eq!(events, 1);
+    let (transition, events) = done(
+        db.store
+            .object_deleted(job_id, true, SOURCE, "api-1", Duration::from_secs(30))
+            .await
+            .expect("deleted"),
+    );
+    assert_eq!(transition.to.status, JobStatus::Deleted);
+    assert_eq!(events, 1);
+    let (status, _, _, rows) = state(&db.store, job_id).await;
+    assert_eq!(status, "deleted");
+    let keys: Vec<_> = rows.iter().map(|(ce_id, _)| ce_id.clone()).collect();
+    assert_eq!(
+        keys,
+        [
+            format!("fetcher.job.completed.{job_id}"),
+            format!("fetcher.job.deletion_in_progress.{job_id}"),
+            format!("fetcher.job.deleted.{job_id}"),
+        ]
+    );
+    assert_eq!(rows[2].1["resultDeleted"], true);
+    let (before, path): (Option<String>, Option<String>) =
+        sqlx::query_as("SELECT status_before_deletion, result_path FROM jobs WHERE job_id = $1")
+            .bind(job_id)
+            .fetch_one(db.pool())
+            .await
+            .expect("row");
+    assert_eq!(before.as_deref(), Some("completed"));
+    assert_eq!(path, None, "a tombstone names no object");
+    // Deleted again: accepted, nothing emitted.
+    let (_, events) = done(
+        db.store
+            .control(&request(job_id, DELETE))
+            .await
+            .expect("again"),
+    );
+    assert_eq!(events, 0);
+    db.drop().await;
+}
+
+#[tokio::test]
+async fn concurrent_cancels_of_an_unseen_job_make_one_row_and_no_event() {
+    let db = TestDb::migrated().await;
+    let store = db.store_with(8).await;
+    let job_id = Uuid::new_v4();
+    let tasks: Vec<_> = (0..8)
+        .map(|i| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                let step = Step::Cancel { force: i % 2 == 0 };
+                store.control(&request(job_id, step)).await
+            })
+        })
+        .collect();
+    for task in tasks {
+        let controlled = task.await.expect("task").expect("cancel");
+        assert!(
+            matches!(controlled, Controlled::Done { .. }),
+            "{controlled:?}"
+        );
+    }
+    let (status, requested, force, rows) = state(&store, job_id).await;
+    assert_eq!((status.as_str(), requested, force), ("pending", true, true));
+    assert!(rows.is_empty());
+    db.drop().await;
+}
