@@ -60,9 +60,99 @@ struct Locked {
     comment: Option<String>,
     reason_code: Option<String>,
     request_id: Option<String>,
+    /// Its lease (if any) lapsed: its owner is gone.
+    lapsed: bool,
+}
+
+/// A delivery of a job whose cancel came first ([`crate::Claim::CancelRequested`]): it ends the
+/// cancel instead of running the job, and the events carry its message's metadata.
+#[derive(Debug, Clone, Copy)]
+pub struct EndCancel<'a> {
+    pub job_id: Uuid,
+    pub tenant: Option<&'a str>,
+    /// The message's metadata (kept when the job row has none yet).
+    pub metadata: &'a Map<String, Value>,
+    pub request_id: Option<&'a str>,
+    pub source: &'a str,
+    pub publisher: &'a str,
+    pub lease: Duration,
 }
 
 impl Store {
+    /// Ends the cancel of a job that must not run: a `pending` job canceled before its message
+    /// came (`canceled` with `job.cancellation_in_progress` and `job.canceled`), or one whose
+    /// owner died while canceling it (`canceled`). Refused when the job is in neither state any
+    /// more (a concurrent delivery ended it first).
+    pub async fn end_cancel(&self, request: &EndCancel<'_>) -> Result<Controlled> {
+        let db = |e| OutboxError::sqlx(STEP, e);
+        let mut tx = self.pool().begin().await.map_err(db)?;
+        let Some(mut job) = lock(&mut tx, request.job_id).await? else {
+            return Ok(Controlled::Refused(Refusal::Unknown));
+        };
+        if job.tenant.as_deref() != request.tenant {
+            tx.rollback().await.map_err(db)?;
+            return Ok(Controlled::Refused(Refusal::Unknown));
+        }
+        let state = job.state;
+        let waiting = state.status == JobStatus::Pending && state.cancel_requested;
+        let orphaned = state.status == JobStatus::CancellationInProgress && job.lapsed;
+        if !(waiting || orphaned) {
+            tx.rollback().await.map_err(db)?;
+            return Ok(Controlled::Refused(Refusal::InvalidTransition {
+                from: state.status,
+            }));
+        }
+        let transition = match lifecycle::step(Some(state), Step::Claim) {
+            Ok(transition) => transition,
+            Err(refusal) => {
+                tx.rollback().await.map_err(db)?;
+                return Ok(Controlled::Refused(refusal));
+            }
+        };
+        if job.metadata.is_empty() {
+            job.metadata = request.metadata.clone();
+        }
+        sqlx::query(
+            "UPDATE jobs SET metadata = $2, request_id = COALESCE(request_id, $3) WHERE job_id = $1",
+        )
+        .bind(request.job_id)
+        .bind(Json(&job.metadata))
+        .bind(request.request_id)
+        .execute(&mut *tx)
+        .await
+        .map_err(db)?;
+        write(
+            &mut tx,
+            request.job_id,
+            &job,
+            &transition,
+            job.comment.as_deref(),
+            job.reason_code.as_deref(),
+        )
+        .await?;
+        let context = EventContext {
+            job_id: request.job_id,
+            tenant: request.tenant,
+            request_id: job.request_id.as_deref().or(request.request_id),
+            metadata: &job.metadata,
+            source: request.source,
+            comment: job.comment.as_deref(),
+            reason_code: job.reason_code.as_deref(),
+            force: state.force,
+            result_deleted: false,
+        };
+        let events = record_events(
+            &mut tx,
+            &context,
+            &transition.events,
+            request.publisher,
+            request.lease,
+        )
+        .await?;
+        tx.commit().await.map_err(db)?;
+        Ok(Controlled::Done { transition, events })
+    }
+
     /// Applies a cancel or delete request (lifecycle §3).
     pub async fn control(&self, request: &ControlRequest<'_>) -> Result<Controlled> {
         if !matches!(request.step, Step::Cancel { .. } | Step::Delete { .. }) {
@@ -206,7 +296,8 @@ async fn lock(tx: &mut Transaction<'static, Postgres>, job_id: Uuid) -> Result<O
     let db = |e| OutboxError::sqlx(STEP, e);
     let row = sqlx::query(
         "SELECT status, cancel_requested, force_canceled, delete_requested, metadata, comment,
-                reason_code, request_id, tenant_id
+                reason_code, request_id, tenant_id,
+                COALESCE(lease_expires_at <= now(), false) AS lapsed
          FROM jobs WHERE job_id = $1 FOR UPDATE",
     )
     .bind(job_id)
@@ -234,6 +325,7 @@ fn locked(row: &PgRow) -> Result<Locked> {
             delete_requested: row.try_get("delete_requested").map_err(db)?,
         },
         tenant: row.try_get("tenant_id").map_err(db)?,
+        lapsed: row.try_get("lapsed").map_err(db)?,
         metadata: metadata.0,
         comment: row.try_get("comment").map_err(db)?,
         reason_code: row.try_get("reason_code").map_err(db)?,

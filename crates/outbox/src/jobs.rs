@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use contract::event::TerminalStatus;
+use contract::lifecycle::JobStatus;
 use contract::message::{Filters, MappedFields};
 use serde_json::{Map, Value};
 use sqlx::postgres::PgRow;
@@ -62,10 +62,15 @@ pub enum Claim {
     Acquired { attempt: u32, running_for: Duration },
     /// The job already ended. `event_published` is false while an outbox row of the job is still
     /// unpublished: the caller should republish it ([`Store::claim_for_job`]) and not re-extract.
+    /// So is a job deleting or deleted (`status` says which).
     Terminal {
-        status: TerminalStatus,
+        status: JobStatus,
         event_published: bool,
     },
+    /// A cancel came for the job before this delivery (its row is `pending` with the request),
+    /// or its owner died while canceling it: the caller ends the cancel
+    /// ([`Store::end_cancel`]) and does not run the job.
+    CancelRequested,
     /// Another owner holds a live lease on the job.
     Busy { lease_expires_at: DateTime<Utc> },
     /// The job belongs to another tenant than the request's: a job has one tenant, fixed when
@@ -109,6 +114,9 @@ pub struct ExpiredJob {
     pub owner: Option<String>,
     pub attempts: i32,
     pub lease_expires_at: DateTime<Utc>,
+    /// The job was being canceled (`cancellation_in_progress`): its cancel is ended
+    /// ([`Store::end_cancel`]), not failed.
+    pub canceling: bool,
 }
 
 impl Store {
@@ -143,7 +151,7 @@ impl Store {
                  first_started_at = COALESCE(j.first_started_at, now()),
                  timeout_seconds = COALESCE(j.timeout_seconds, EXCLUDED.timeout_seconds),
                  updated_at = now()
-             WHERE (j.status = 'pending'
+             WHERE ((j.status = 'pending' AND NOT j.cancel_requested)
                     OR (j.status = 'processing' AND j.lease_expires_at <= now()))
                -- One tenant per job: a delivery of another tenant never takes it.
                AND j.tenant_id IS NOT DISTINCT FROM EXCLUDED.tenant_id
@@ -180,7 +188,8 @@ impl Store {
             }
             None => {
                 let row = sqlx::query(
-                    "SELECT status, lease_expires_at,
+                    "SELECT status, lease_expires_at, cancel_requested,
+                            lease_expires_at <= now() AS lapsed,
                             tenant_id IS DISTINCT FROM $2 AS other_tenant,
                             NOT EXISTS (SELECT 1 FROM outbox o
                                         WHERE o.job_id = j.job_id AND o.published_at IS NULL)
@@ -194,23 +203,43 @@ impl Store {
                 .map_err(db)?;
                 let status: String = row.try_get("status").map_err(db)?;
                 let other_tenant: bool = row.try_get("other_tenant").map_err(db)?;
-                match status.parse::<TerminalStatus>() {
+                let status = status
+                    .parse::<JobStatus>()
+                    .map_err(|e| OutboxError::Corrupt {
+                        step: STEP,
+                        detail: e.to_string(),
+                    })?;
+                let cancel_requested: bool = row.try_get("cancel_requested").map_err(db)?;
+                let lapsed: Option<bool> = row.try_get("lapsed").map_err(db)?;
+                match status {
                     _ if other_tenant => Claim::OtherTenant,
-                    Ok(status) => Claim::Terminal {
+                    JobStatus::Completed
+                    | JobStatus::Failed
+                    | JobStatus::Canceled
+                    | JobStatus::DeletionInProgress
+                    | JobStatus::Deleted => Claim::Terminal {
                         status,
                         event_published: row.try_get("event_published").map_err(db)?,
                     },
-                    Err(_) => match row.try_get("lease_expires_at").map_err(db)? {
-                        Some(lease_expires_at) => Claim::Busy { lease_expires_at },
-                        // The upsert takes pending rows and the schema requires a lease on
-                        // processing ones: nothing else is left.
-                        None => {
-                            return Err(OutboxError::Corrupt {
-                                step: STEP,
-                                detail: format!("job in state {status} without a lease"),
-                            })
+                    JobStatus::Pending if cancel_requested => Claim::CancelRequested,
+                    JobStatus::CancellationInProgress if lapsed == Some(true) => {
+                        Claim::CancelRequested
+                    }
+                    JobStatus::Pending
+                    | JobStatus::Processing
+                    | JobStatus::CancellationInProgress => {
+                        match row.try_get("lease_expires_at").map_err(db)? {
+                            Some(lease_expires_at) => Claim::Busy { lease_expires_at },
+                            // The upsert takes pending rows and the schema requires a lease on
+                            // processing ones: nothing else is left.
+                            None => {
+                                return Err(OutboxError::Corrupt {
+                                    step: STEP,
+                                    detail: format!("job in state {status} without a lease"),
+                                })
+                            }
                         }
-                    },
+                    }
                 }
             }
         };
@@ -271,17 +300,20 @@ impl Store {
         Ok(released.rows_affected() == 1)
     }
 
-    /// Processing jobs whose lease expired more than `grace` ago, oldest first: their worker is
-    /// gone and no redelivery took them over. The Worker records each failed with
-    /// [`WORKER_LOST`] through [`Store::record_terminal`] with `owner: None`, which writes only
-    /// while the lease is still expired, so a job taken over in the meantime is left alone.
+    /// Running jobs whose lease expired more than `grace` ago, oldest first: their worker is
+    /// gone and no redelivery took them over. The Worker records each processing one failed
+    /// with [`WORKER_LOST`] through [`Store::record_terminal`] with `owner: None`, which writes
+    /// only while the lease is still expired, so a job taken over in the meantime is left alone;
+    /// it ends the cancel of each `cancellation_in_progress` one ([`Store::end_cancel`]).
     pub async fn expired_jobs(&self, grace: Duration, limit: i64) -> Result<Vec<ExpiredJob>> {
         const STEP: &str = "listing expired jobs";
         let db = |e| OutboxError::sqlx(STEP, e);
         let rows = sqlx::query(
-            "SELECT job_id, tenant_id, request_id, metadata, owner, attempts, lease_expires_at
+            "SELECT job_id, tenant_id, request_id, metadata, owner, attempts, lease_expires_at,
+                    status = 'cancellation_in_progress' AS canceling
              FROM jobs
-             WHERE status = 'processing' AND lease_expires_at <= now() - $1
+             WHERE status IN ('processing', 'cancellation_in_progress')
+               AND lease_expires_at <= now() - $1
              ORDER BY lease_expires_at
              LIMIT $2",
         )
@@ -301,6 +333,7 @@ impl Store {
                     owner: row.try_get("owner")?,
                     attempts: row.try_get("attempts")?,
                     lease_expires_at: row.try_get("lease_expires_at")?,
+                    canceling: row.try_get("canceling")?,
                 })
             })
             .collect::<Result<_, sqlx::Error>>()

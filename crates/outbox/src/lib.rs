@@ -34,7 +34,7 @@ mod store;
 mod terminal;
 
 pub use backoff::{backoff, Backoff};
-pub use control::{ControlRequest, Controlled};
+pub use control::{ControlRequest, Controlled, EndCancel};
 pub use error::{OutboxError, Result};
 pub use jobs::{Claim, ClaimRequest, ExpiredJob, JobRow, JobSpec, WORKER_LOST};
 pub use outbox::{PendingEvent, RecordedEvent};

@@ -9,8 +9,8 @@ use async_trait::async_trait;
 use contract::message::{Filters, MappedFields};
 use engine::{EngineError, Extraction, TimeLimit};
 use outbox::{
-    Claim, ClaimRequest, ExpiredJob, OutboxError, PendingEvent, Recorded, RecordedEvent,
-    TerminalRecord,
+    Claim, ClaimRequest, Controlled, EndCancel, ExpiredJob, OutboxError, PendingEvent, Recorded,
+    RecordedEvent, TerminalRecord,
 };
 use storage::{ObjectStore, StorageError};
 use uuid::Uuid;
@@ -74,6 +74,21 @@ impl JobStore for outbox::Store {
         lease: Duration,
     ) -> Result<Vec<PendingEvent>, OutboxError> {
         self.claim_for_job(job_id, owner, lease).await
+    }
+
+    async fn end_cancel(&self, request: &EndCancel<'_>) -> Result<Controlled, OutboxError> {
+        outbox::Store::end_cancel(self, request).await
+    }
+
+    async fn object_deleted(
+        &self,
+        job_id: Uuid,
+        result_deleted: bool,
+        source: &str,
+        publisher: &str,
+        lease: Duration,
+    ) -> Result<Controlled, OutboxError> {
+        outbox::Store::object_deleted(self, job_id, result_deleted, source, publisher, lease).await
     }
 
     async fn expired_jobs(

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use contract::event::TerminalStatus;
+use contract::lifecycle::JobStatus;
 use outbox::{Claim, ClaimRequest, Recorded, WORKER_LOST};
 use serde_json::json;
 use tokio::sync::Barrier;
@@ -326,7 +326,7 @@ async fn a_terminal_job_reports_whether_its_event_was_published() {
     assert_eq!(
         db.store.claim(&again).await.expect("claim"),
         Claim::Terminal {
-            status: TerminalStatus::Completed,
+            status: JobStatus::Completed,
             event_published: false
         }
     );
@@ -340,7 +340,7 @@ async fn a_terminal_job_reports_whether_its_event_was_published() {
     assert_eq!(
         db.store.claim(&again).await.expect("claim"),
         Claim::Terminal {
-            status: TerminalStatus::Completed,
+            status: JobStatus::Completed,
             event_published: true
         }
     );

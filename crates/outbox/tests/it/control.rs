@@ -269,3 +269,152 @@ async fn concurrent_cancels_of_an_unseen_job_make_one_row_and_no_event() {
     assert!(rows.is_empty());
     db.drop().await;
 }
+
+fn end<'a>(job_id: Uuid, metadata: &'a serde_json::Map<String, Value>) -> outbox::EndCancel<'a> {
+    outbox::EndCancel {
+        job_id,
+        tenant: None,
+        metadata,
+        request_id: Some("req-msg"),
+        source: SOURCE,
+        publisher: "worker-b",
+        lease: LONG,
+    }
+}
+
+#[tokio::test]
+async fn the_message_of_a_job_canceled_first_ends_the_cancel_with_its_metadata() {
+    let db = TestDb::migrated().await;
+    let job_id = Uuid::new_v4();
+    done(
+        db.store
+            .control(&request(job_id, CANCEL))
+            .await
+            .expect("cancel"),
+    );
+    let metadata = crate::support::metadata();
+    let claim = db
+        .store
+        .claim(&crate::support::claim_request(
+            job_id, "worker-b", LONG, &metadata,
+        ))
+        .await
+        .expect("claim");
+    assert_eq!(claim, outbox::Claim::CancelRequested, "not run");
+    let (transition, events) = done(
+        db.store
+            .end_cancel(&end(job_id, &metadata))
+            .await
+            .expect("end"),
+    );
+    assert_eq!(transition.to.status, JobStatus::Canceled);
+    assert_eq!(events, 2);
+    let (status, _, _, rows) = state(&db.store, job_id).await;
+    assert_eq!(status, "canceled");
+    assert_eq!(rows.len(), 2);
+    for (_, body) in &rows {
+        assert_eq!(
+            body["metadata"]["source"], "payments",
+            "the message's metadata"
+        );
+        assert_eq!(body["comment"], "runaway query", "the request's comment");
+    }
+    // A later delivery finds it ended, its events not yet published.
+    let again = db
+        .store
+        .claim(&crate::support::claim_request(
+            job_id, "worker-c", LONG, &metadata,
+        ))
+        .await
+        .expect("claim");
+    assert_eq!(
+        again,
+        outbox::Claim::Terminal {
+            status: JobStatus::Canceled,
+            event_published: false
+        }
+    );
+    // Ending it twice is refused: nothing more is written.
+    assert!(matches!(
+        db.store
+            .end_cancel(&end(job_id, &metadata))
+            .await
+            .expect("twice"),
+        Controlled::Refused(Refusal::InvalidTransition { .. })
+    ));
+    assert_eq!(state(&db.store, job_id).await.3.len(), 2);
+    db.drop().await;
+}
+
+#[tokio::test]
+async fn a_cancel_whose_owner_died_is_ended_by_the_next_claim() {
+    let db = TestDb::migrated().await;
+    let job_id = Uuid::new_v4();
+    let metadata = crate::support::metadata();
+    let short = Duration::from_millis(200);
+    db.store
+        .claim(&crate::support::claim_request(
+            job_id, "worker-a", short, &metadata,
+        ))
+        .await
+        .expect("claim");
+    done(
+        db.store
+            .control(&request(job_id, FORCE_CANCEL))
+            .await
+            .expect("cancel"),
+    );
+    // While the owner's lease holds, the job is its to end.
+    let busy = db
+        .store
+        .claim(&crate::support::claim_request(
+            job_id, "worker-b", LONG, &metadata,
+        ))
+        .await
+        .expect("claim");
+    assert!(matches!(busy, outbox::Claim::Busy { .. }), "{busy:?}");
+    assert!(matches!(
+        db.store
+            .end_cancel(&end(job_id, &metadata))
+            .await
+            .expect("early"),
+        Controlled::Refused(Refusal::InvalidTransition { .. })
+    ));
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    // The sweeper sees it as a cancel to end, not a job to fail.
+    let expired = db
+        .store
+        .expired_jobs(Duration::ZERO, 10)
+        .await
+        .expect("expired");
+    assert_eq!(expired.len(), 1);
+    assert!(expired[0].canceling);
+    let taken = db
+        .store
+        .claim(&crate::support::claim_request(
+            job_id, "worker-b", LONG, &metadata,
+        ))
+        .await
+        .expect("claim");
+    assert_eq!(taken, outbox::Claim::CancelRequested);
+    let (transition, events) = done(
+        db.store
+            .end_cancel(&end(job_id, &metadata))
+            .await
+            .expect("end"),
+    );
+    assert_eq!(transition.to.status, JobStatus::Canceled);
+    assert_eq!(transition.then, Then::DiscardObject);
+    assert_eq!(events, 1);
+    let (status, _, _, rows) = state(&db.store, job_id).await;
+    assert_eq!(status, "canceled");
+    let keys: Vec<_> = rows.iter().map(|(k, _)| k.clone()).collect();
+    assert_eq!(
+        keys,
+        [
+            format!("fetcher.job.cancellation_in_progress.{job_id}"),
+            format!("fetcher.job.canceled.{job_id}")
+        ]
+    );
+    db.drop().await;
+}

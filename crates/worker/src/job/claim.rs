@@ -11,6 +11,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
+use super::cancel::{self, CancelEnd, Canceled};
 use super::core::{Disposition, JobCore};
 use super::finish::Finished;
 use super::inbound::InboundHeaders;
@@ -100,6 +101,23 @@ pub(super) async fn claim_and_run(
                 tokio::select! {
                     _ = tokio::time::sleep(until_expiry + Duration::from_millis(250)) => {}
                     _ = stop.cancelled() => return Disposition::Retry,
+                }
+            }
+            Ok(Claim::CancelRequested) => {
+                let canceled = Canceled {
+                    job_id: job.job_id,
+                    tenant: headers.tenant,
+                    metadata: &job.metadata,
+                    request_id: headers.request_id,
+                };
+                match cancel::end_cancel(core, &canceled).await {
+                    CancelEnd::Ended => return Disposition::Ack,
+                    CancelEnd::MovedOn => {}
+                    CancelEnd::OtherTenant => return rejects::other_tenant(job.job_id),
+                    CancelEnd::NotRecorded(reason) => {
+                        tracing::warn!(job_id = %job.job_id, %reason, "Could not end the job's cancel; the message will be retried.");
+                        return Disposition::Retry;
+                    }
                 }
             }
             Ok(Claim::OtherTenant) => return rejects::other_tenant(job.job_id),

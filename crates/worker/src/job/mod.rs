@@ -8,12 +8,14 @@
 //! - `authenticate.rs`: the signature, and the stale redelivery of an accepted job.
 //! - `rejects.rs`: deliveries refused (dead-lettered) or failed unrun.
 //! - `claim.rs`: taking the job, waiting on a busy one, republishing a finished one.
+//! - `cancel.rs`: a job canceled before it ran: the cancel ended without a run.
 //! - `run.rs`: a claimed run and its heartbeat; `produce.rs`: extract, seal, store.
 //! - `finish.rs`: the one way every path ends a job: record with its event, publish, clean up.
 //! - `events.rs`: the terminal events of each outcome.
 //! - `sweeper.rs`: failing jobs whose Worker was lost and that no redelivery took over.
 
 mod authenticate;
+mod cancel;
 mod claim;
 mod core;
 mod events;

@@ -12,8 +12,8 @@ use async_trait::async_trait;
 use contract::message::{Filters, MappedFields};
 use engine::{EngineError, Extraction, TimeLimit};
 use outbox::{
-    Claim, ClaimRequest, ExpiredJob, OutboxError, PendingEvent, Recorded, RecordedEvent,
-    TerminalRecord,
+    Claim, ClaimRequest, Controlled, EndCancel, ExpiredJob, OutboxError, PendingEvent, Recorded,
+    RecordedEvent, TerminalRecord,
 };
 use storage::StorageError;
 use uuid::Uuid;
@@ -63,6 +63,20 @@ pub trait JobStore: Send + Sync {
         owner: &str,
         lease: Duration,
     ) -> Result<Vec<PendingEvent>, OutboxError>;
+
+    /// Ends the cancel of a job whose claim answered [`Claim::CancelRequested`]: it is not
+    /// run; its state and events are recorded together.
+    async fn end_cancel(&self, request: &EndCancel<'_>) -> Result<Controlled, OutboxError>;
+
+    /// Ends a deletion once the job's object is gone (`result_deleted`: it existed).
+    async fn object_deleted(
+        &self,
+        job_id: Uuid,
+        result_deleted: bool,
+        source: &str,
+        publisher: &str,
+        lease: Duration,
+    ) -> Result<Controlled, OutboxError>;
 
     /// Processing jobs whose lease lapsed more than `grace` ago, at most `limit`.
     async fn expired_jobs(

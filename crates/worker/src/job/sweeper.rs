@@ -8,12 +8,14 @@ use contract::Redacted;
 use outbox::WORKER_LOST;
 use tokio_util::sync::CancellationToken;
 
+use super::cancel::{end_cancel, CancelEnd, Canceled};
 use super::core::JobCore;
 use super::events::EventContext;
 use super::finish::{finish, Ending, Finished};
 
 /// Every `interval`, records `failed` (with [`WORKER_LOST`]) each processing job whose lease
-/// lapsed more than `grace` ago, and publishes its event.
+/// lapsed more than `grace` ago, and publishes its event; a job whose owner died while
+/// canceling it ends `canceled` instead.
 pub struct Sweeper {
     pub core: Arc<JobCore>,
     pub interval: Duration,
@@ -34,7 +36,7 @@ impl Sweeper {
         }
     }
 
-    /// One pass; returns how many jobs were failed.
+    /// One pass; returns how many jobs were ended (failed, or canceled).
     pub async fn sweep_once(&self) -> anyhow::Result<usize> {
         let core = &self.core;
         let expired = core.ports.jobs.expired_jobs(self.grace, 100).await?;
@@ -42,6 +44,21 @@ impl Sweeper {
         let mut failed = 0;
         for job in expired {
             let tenant = job.tenant_id.as_deref();
+            if job.canceling {
+                // Its owner died while canceling it: the cancel ends here.
+                let canceled = Canceled {
+                    job_id: job.job_id,
+                    tenant,
+                    metadata: &job.metadata,
+                    request_id: job.request_id.as_deref(),
+                };
+                match end_cancel(core, &canceled).await {
+                    CancelEnd::Ended => failed += 1,
+                    CancelEnd::MovedOn | CancelEnd::OtherTenant => {}
+                    CancelEnd::NotRecorded(reason) => anyhow::bail!("{reason}"),
+                }
+                continue;
+            }
             let mut ending = Ending::failed(
                 EventContext {
                     job_id: job.job_id,

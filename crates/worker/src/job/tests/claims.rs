@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use chrono::Utc;
 use contract::event::TerminalStatus;
+use contract::lifecycle::JobStatus;
 use outbox::{Claim, OutboxError, PendingEvent};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -76,7 +77,7 @@ async fn a_stop_while_waiting_on_a_busy_job_gives_the_message_back() {
 async fn a_finished_and_published_job_is_acked_without_running() {
     let bench = Bench::new();
     bench.jobs.state().claims.push_back(Ok(Claim::Terminal {
-        status: TerminalStatus::Completed,
+        status: JobStatus::Completed,
         event_published: true,
     }));
     let message = bench.job();
@@ -104,7 +105,7 @@ async fn a_finished_job_whose_event_is_unpublished_is_republished_not_rerun() {
     {
         let mut state = bench.jobs.state();
         state.claims.push_back(Ok(Claim::Terminal {
-            status: TerminalStatus::Completed,
+            status: JobStatus::Completed,
             event_published: false,
         }));
         state.unpublished.push(PendingEvent {

@@ -10,8 +10,8 @@ use contract::event::TerminalStatus;
 use contract::message::{Filters, MappedFields};
 use engine::{EngineError, Extraction, TimeLimit};
 use outbox::{
-    Claim, ClaimRequest, ExpiredJob, OutboxError, PendingEvent, Recorded, RecordedEvent,
-    TerminalOutcome, TerminalRecord,
+    Claim, ClaimRequest, Controlled, EndCancel, ExpiredJob, OutboxError, PendingEvent, Recorded,
+    RecordedEvent, TerminalOutcome, TerminalRecord,
 };
 use storage::{Cause, StorageError};
 use uuid::Uuid;
@@ -70,6 +70,11 @@ pub struct JobsState {
     pub unpublished: Vec<PendingEvent>,
     pub leased_for: Vec<Uuid>,
     pub expired: Vec<ExpiredJob>,
+    /// Answers of `end_cancel` and `object_deleted`, in order.
+    pub cancels: VecDeque<Result<Controlled, OutboxError>>,
+    pub deletions: VecDeque<Result<Controlled, OutboxError>>,
+    /// `object_deleted` was told whether the object existed.
+    pub deleted_results: Vec<bool>,
 }
 
 impl Default for JobsState {
@@ -92,6 +97,9 @@ impl Default for JobsState {
             unpublished: Vec::new(),
             leased_for: Vec::new(),
             expired: Vec::new(),
+            cancels: VecDeque::new(),
+            deletions: VecDeque::new(),
+            deleted_results: Vec::new(),
         }
     }
 }
@@ -169,6 +177,29 @@ impl JobStore for Jobs {
         let mut state = self.state();
         state.leased_for.push(job_id);
         Ok(std::mem::take(&mut state.unpublished))
+    }
+
+    async fn end_cancel(&self, _: &EndCancel<'_>) -> Result<Controlled, OutboxError> {
+        self.state()
+            .cancels
+            .pop_front()
+            .expect("the test scripts end_cancel")
+    }
+
+    async fn object_deleted(
+        &self,
+        _: Uuid,
+        result_deleted: bool,
+        _: &str,
+        _: &str,
+        _: Duration,
+    ) -> Result<Controlled, OutboxError> {
+        let mut state = self.state();
+        state.deleted_results.push(result_deleted);
+        state
+            .deletions
+            .pop_front()
+            .expect("the test scripts object_deleted")
     }
 
     async fn expired_jobs(&self, _: Duration, _: i64) -> Result<Vec<ExpiredJob>, OutboxError> {

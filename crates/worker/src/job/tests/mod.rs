@@ -3,6 +3,7 @@
 //! every [`Disposition`], in milliseconds and without a server. The end-to-end and chaos tests
 //! prove the same paths against the real services.
 
+mod cancels;
 mod claims;
 mod deliveries;
 mod fakes;

@@ -20,6 +20,7 @@ fn expired(job_id: Uuid) -> ExpiredJob {
         owner: Some("w0/dead".into()),
         attempts: 1,
         lease_expires_at: Utc::now(),
+        canceling: false,
     }
 }
 
@@ -86,4 +87,31 @@ async fn a_pass_the_state_database_interrupts_is_an_error() {
     }
     assert!(sweeper.sweep_once().await.is_err());
     assert!(bench.events.delivered().is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_cancel_whose_owner_died_ends_canceled_and_loses_its_object() {
+    use contract::lifecycle::{Event, JobState, JobStatus, Then, Transition};
+    let (sweeper, bench) = sweeper(Bench::new());
+    let job_id = Uuid::new_v4();
+    let key = bench.key_of(job_id);
+    bench.objects.state().stored.insert(key.clone(), vec![1]);
+    {
+        let mut state = bench.jobs.state();
+        state.expired.push(ExpiredJob {
+            canceling: true,
+            ..expired(job_id)
+        });
+        state.cancels.push_back(Ok(outbox::Controlled::Done {
+            transition: Transition {
+                to: JobState::new(JobStatus::Canceled),
+                events: vec![Event::Canceled],
+                then: Then::DiscardObject,
+            },
+            events: Vec::new(),
+        }));
+    }
+    assert_eq!(sweeper.sweep_once().await.expect("sweep"), 1);
+    assert!(bench.jobs.state().written.is_empty(), "not failed");
+    assert_eq!(bench.objects.state().deleted, vec![key]);
 }

@@ -1,0 +1,110 @@
+//! Ending a cancel without a run (lifecycle §3): for a delivery of a job whose cancel came
+//! first (the events carry its message's metadata), and for the sweeper, when the owner of a
+//! cancel in progress died. An object a dead owner may have stored is deleted.
+
+use contract::lifecycle::{Refusal, Then};
+use outbox::{Controlled, EndCancel, PendingEvent};
+use serde_json::{Map, Value};
+use storage::object_key;
+use uuid::Uuid;
+
+use super::core::JobCore;
+
+/// The job whose cancel is ended.
+pub(super) struct Canceled<'a> {
+    pub job_id: Uuid,
+    pub tenant: Option<&'a str>,
+    /// The message's (or the stored job's) metadata, for the events.
+    pub metadata: &'a Map<String, Value>,
+    pub request_id: Option<&'a str>,
+}
+
+/// What ending a cancel came to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum CancelEnd {
+    /// Recorded (with its events, handed to the sink), its object dealt with.
+    Ended,
+    /// The job left the state that called for it (claim it again).
+    MovedOn,
+    /// The job is another tenant's.
+    OtherTenant,
+    /// The state database did not record it; try again later.
+    NotRecorded(String),
+}
+
+/// Ends the job's cancel: records it, publishes its events, and deletes the object a dead
+/// owner may have stored (and records the deletion that was waiting on the cancel).
+pub(super) async fn end_cancel(core: &JobCore, job: &Canceled<'_>) -> CancelEnd {
+    let publisher = core.owner();
+    let request = EndCancel {
+        job_id: job.job_id,
+        tenant: job.tenant,
+        metadata: job.metadata,
+        request_id: job.request_id,
+        source: &core.settings.source,
+        publisher: &publisher,
+        lease: core.settings.lease,
+    };
+    let (transition, events) = match core.ports.jobs.end_cancel(&request).await {
+        Ok(Controlled::Done { transition, events }) => (transition, events),
+        Ok(Controlled::Refused(Refusal::Unknown)) => return CancelEnd::OtherTenant,
+        Ok(Controlled::Refused(Refusal::InvalidTransition { .. })) => return CancelEnd::MovedOn,
+        Err(error) => return CancelEnd::NotRecorded(error.to_string()),
+    };
+    tracing::info!(job_id = %job.job_id, status = %transition.to.status, "Job canceled without a run.");
+    deliver(core, &publisher, &events).await;
+    match transition.then {
+        Then::DiscardObject => {
+            delete_object(core, job).await;
+        }
+        Then::DeleteObject => {
+            if let Some(existed) = delete_object(core, job).await {
+                let deleted = core
+                    .ports
+                    .jobs
+                    .object_deleted(
+                        job.job_id,
+                        existed,
+                        &core.settings.source,
+                        &publisher,
+                        core.settings.lease,
+                    )
+                    .await;
+                match deleted {
+                    Ok(Controlled::Done { events, .. }) => deliver(core, &publisher, &events).await,
+                    Ok(Controlled::Refused(refusal)) => {
+                        tracing::warn!(job_id = %job.job_id, %refusal, "The job's deletion was not recorded.")
+                    }
+                    Err(error) => {
+                        tracing::warn!(job_id = %job.job_id, %error, "Could not record the job's deletion; it stays deletion_in_progress.")
+                    }
+                }
+            }
+        }
+        Then::Nothing | Then::Run | Then::StopStatements { .. } => {}
+    }
+    CancelEnd::Ended
+}
+
+/// Hands the recorded events to the sink; the repairer publishes what it could not.
+async fn deliver(core: &JobCore, publisher: &str, events: &[PendingEvent]) {
+    if let Err(error) = core.ports.events.deliver(publisher, events).await {
+        tracing::warn!(%error, "Could not record the publish; the repairer will publish the events.");
+    }
+}
+
+/// Deletes the job's object; `Some(true)` when the store said it is gone. A store that cannot
+/// be reached leaves it (`None`).
+async fn delete_object(core: &JobCore, job: &Canceled<'_>) -> Option<bool> {
+    // A tenant that cannot be part of a key never had an object stored.
+    let Ok(key) = object_key(core.ports.objects.key_prefix(), job.tenant, job.job_id) else {
+        return Some(false);
+    };
+    match core.ports.objects.delete(&key.full).await {
+        Ok(()) => Some(true),
+        Err(error) => {
+            tracing::error!(job_id = %job.job_id, %error, "The object of a canceled job could not be deleted.");
+            None
+        }
+    }
+}
