@@ -62,6 +62,8 @@ struct Locked {
     request_id: Option<String>,
     /// Its lease (if any) lapsed: its owner is gone.
     lapsed: bool,
+    /// Who holds (or last held) its claim.
+    owner: Option<String>,
 }
 
 /// A delivery of a job whose cancel came first ([`crate::Claim::CancelRequested`]): it ends the
@@ -76,13 +78,17 @@ pub struct EndCancel<'a> {
     pub source: &'a str,
     pub publisher: &'a str,
     pub lease: Duration,
+    /// The run's claim owner, when the run itself ends its cancel (its statements ended or
+    /// were stopped); `None` for a delivery that does not run the job, or the sweeper.
+    pub owner: Option<&'a str>,
 }
 
 impl Store {
     /// Ends the cancel of a job that must not run: a `pending` job canceled before its message
     /// came (`canceled` with `job.cancellation_in_progress` and `job.canceled`), or one whose
     /// owner died while canceling it (`canceled`). Refused when the job is in neither state any
-    /// more (a concurrent delivery ended it first).
+    /// more (a concurrent delivery ended it first). With `owner`, the run that holds a job in
+    /// `cancellation_in_progress` ends its own cancel.
     pub async fn end_cancel(&self, request: &EndCancel<'_>) -> Result<Controlled> {
         let db = |e| OutboxError::sqlx(STEP, e);
         let mut tx = self.pool().begin().await.map_err(db)?;
@@ -95,14 +101,17 @@ impl Store {
         }
         let state = job.state;
         let waiting = state.status == JobStatus::Pending && state.cancel_requested;
-        let orphaned = state.status == JobStatus::CancellationInProgress && job.lapsed;
-        if !(waiting || orphaned) {
+        let canceling = state.status == JobStatus::CancellationInProgress;
+        let orphaned = canceling && job.lapsed;
+        let own = canceling && request.owner.is_some() && job.owner.as_deref() == request.owner;
+        if !(waiting || orphaned || own) {
             tx.rollback().await.map_err(db)?;
             return Ok(Controlled::Refused(Refusal::InvalidTransition {
                 from: state.status,
             }));
         }
-        let transition = match lifecycle::step(Some(state), Step::Claim) {
+        let step = if own { Step::Stopped } else { Step::Claim };
+        let transition = match lifecycle::step(Some(state), step) {
             Ok(transition) => transition,
             Err(refusal) => {
                 tx.rollback().await.map_err(db)?;
@@ -296,7 +305,7 @@ async fn lock(tx: &mut Transaction<'static, Postgres>, job_id: Uuid) -> Result<O
     let db = |e| OutboxError::sqlx(STEP, e);
     let row = sqlx::query(
         "SELECT status, cancel_requested, force_canceled, delete_requested, metadata, comment,
-                reason_code, request_id, tenant_id,
+                reason_code, request_id, tenant_id, owner,
                 COALESCE(lease_expires_at <= now(), false) AS lapsed
          FROM jobs WHERE job_id = $1 FOR UPDATE",
     )
@@ -326,6 +335,7 @@ fn locked(row: &PgRow) -> Result<Locked> {
         },
         tenant: row.try_get("tenant_id").map_err(db)?,
         lapsed: row.try_get("lapsed").map_err(db)?,
+        owner: row.try_get("owner").map_err(db)?,
         metadata: metadata.0,
         comment: row.try_get("comment").map_err(db)?,
         reason_code: row.try_get("reason_code").map_err(db)?,

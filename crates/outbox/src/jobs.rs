@@ -103,6 +103,18 @@ pub struct JobRow {
     pub updated_at: DateTime<Utc>,
 }
 
+/// What renewing a lease found ([`Store::renew_lease`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lease {
+    /// Renewed; run on.
+    Held,
+    /// Renewed, and a cancel is in progress: stop now when `force`, else store nothing once
+    /// the running statements end.
+    Canceling { force: bool },
+    /// The caller no longer holds the job.
+    Lost,
+}
+
 /// A processing job whose lease expired: what the Worker needs to record it failed.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ExpiredJob {
@@ -266,21 +278,30 @@ impl Store {
         Ok(digest.flatten().and_then(|d| d.try_into().ok()))
     }
 
-    /// Extends `owner`'s lease on `job_id` to `lease` from now (the heartbeat while extracting).
-    /// False when `owner` no longer holds the job (taken over, or already terminal): the caller
-    /// should stop and not record an outcome.
-    pub async fn renew_lease(&self, job_id: Uuid, owner: &str, lease: Duration) -> Result<bool> {
-        let renewed = sqlx::query(
+    /// Extends `owner`'s lease on `job_id` to `lease` from now (the heartbeat while extracting),
+    /// and says whether a cancel came meanwhile: then the lease is still renewed, as the owner
+    /// ends the cancel ([`Store::end_cancel`]). [`Lease::Lost`] when `owner` no longer holds the
+    /// job (taken over, or ended): the caller should stop and not record an outcome.
+    pub async fn renew_lease(&self, job_id: Uuid, owner: &str, lease: Duration) -> Result<Lease> {
+        let renewed: Option<(String, bool)> = sqlx::query_as(
             "UPDATE jobs SET lease_expires_at = now() + $3, updated_at = now()
-             WHERE job_id = $1 AND owner = $2 AND status = 'processing'",
+             WHERE job_id = $1 AND owner = $2
+               AND status IN ('processing', 'cancellation_in_progress')
+             RETURNING status, force_canceled",
         )
         .bind(job_id)
         .bind(owner)
         .bind(interval(lease))
-        .execute(self.pool())
+        .fetch_optional(self.pool())
         .await
         .map_err(|e| OutboxError::sqlx("renewing a job lease", e))?;
-        Ok(renewed.rows_affected() == 1)
+        Ok(match renewed {
+            None => Lease::Lost,
+            Some((status, force)) if status == "cancellation_in_progress" => {
+                Lease::Canceling { force }
+            }
+            Some(_) => Lease::Held,
+        })
     }
 
     /// Gives up `owner`'s claim on `job_id` at once (its lease ends now), for a run that stopped

@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use contract::event::{OutboundEvent, StoredResult, TerminalStatus};
+use contract::lifecycle::JobStatus;
 use contract::Redacted;
 use sqlx::types::Json;
 use sqlx::{Postgres, Row, Transaction};
@@ -60,8 +61,11 @@ pub struct TerminalRecord<'a> {
 pub enum Recorded {
     /// The terminal state and the outbox row are committed; the row is leased to the publisher.
     Inserted { outbox_id: i64 },
-    /// Nothing written: the job had already ended.
-    AlreadyTerminal { status: TerminalStatus },
+    /// Nothing written: the job had already ended (or is deleting, or deleted).
+    AlreadyTerminal { status: JobStatus },
+    /// Nothing written: a cancel of the caller's run is in progress. The caller ends it
+    /// ([`Store::end_cancel`] as the owner) instead of completing or failing the job.
+    Canceling,
     /// Nothing written: the job is held by a claim that is not the caller's (with `owner: Some`,
     /// the claim was taken over; with `owner: None`, a live claim holds the job).
     LostClaim,
@@ -190,10 +194,29 @@ async fn refusal(
         return Ok(Some(Recorded::OtherTenant));
     }
     let status: String = row.try_get("status").map_err(db)?;
-    if let Ok(status) = status.parse::<TerminalStatus>() {
-        return Ok(Some(Recorded::AlreadyTerminal { status }));
-    }
+    let parsed = status
+        .parse::<JobStatus>()
+        .map_err(|e| OutboxError::Corrupt {
+            step: STEP,
+            detail: e.to_string(),
+        })?;
     let holder: Option<String> = row.try_get("owner").map_err(db)?;
+    match parsed {
+        JobStatus::Completed
+        | JobStatus::Failed
+        | JobStatus::Canceled
+        | JobStatus::DeletionInProgress
+        | JobStatus::Deleted => return Ok(Some(Recorded::AlreadyTerminal { status: parsed })),
+        JobStatus::CancellationInProgress => {
+            let ours = record.owner.is_some() && holder.as_deref() == record.owner;
+            return Ok(Some(if ours {
+                Recorded::Canceling
+            } else {
+                Recorded::LostClaim
+            }));
+        }
+        JobStatus::Pending | JobStatus::Processing => {}
+    }
     let expired: Option<bool> = row.try_get("expired").map_err(db)?;
     let allowed = match record.owner {
         Some(owner) => status == "processing" && holder.as_deref() == Some(owner),

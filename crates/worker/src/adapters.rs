@@ -9,8 +9,8 @@ use async_trait::async_trait;
 use contract::message::{Filters, MappedFields};
 use engine::{EngineError, Extraction, TimeLimit};
 use outbox::{
-    Claim, ClaimRequest, Controlled, EndCancel, ExpiredJob, OutboxError, PendingEvent, Recorded,
-    RecordedEvent, TerminalRecord,
+    Claim, ClaimRequest, Controlled, EndCancel, ExpiredJob, Lease, OutboxError, PendingEvent,
+    Recorded, RecordedEvent, TerminalRecord,
 };
 use storage::{ObjectStore, StorageError};
 use uuid::Uuid;
@@ -43,7 +43,7 @@ impl JobStore for outbox::Store {
         job_id: Uuid,
         owner: &str,
         lease: Duration,
-    ) -> Result<bool, OutboxError> {
+    ) -> Result<Lease, OutboxError> {
         outbox::Store::renew_lease(self, job_id, owner, lease).await
     }
 

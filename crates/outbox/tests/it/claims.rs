@@ -142,11 +142,13 @@ async fn an_expired_lease_is_taken_over_and_the_old_owner_loses_the_job() {
     };
     // A takeover keeps the first start: the job's timeout counts from there.
     assert!(running_for >= Duration::from_millis(400), "{running_for:?}");
-    assert!(!db
-        .store
-        .renew_lease(job_id, "worker-a", LONG)
-        .await
-        .expect("renew"));
+    assert_eq!(
+        db.store
+            .renew_lease(job_id, "worker-a", LONG)
+            .await
+            .expect("renew"),
+        outbox::Lease::Lost
+    );
     let recorded = record(
         &db.store,
         job_id,
@@ -189,11 +191,13 @@ async fn a_released_claim_is_taken_at_once_and_only_its_owner_releases_it() {
         "{taken:?}"
     );
     // The old owner lost it: it can neither renew nor release it again.
-    assert!(!db
-        .store
-        .renew_lease(job_id, "worker-a", LONG)
-        .await
-        .expect("renew"));
+    assert_eq!(
+        db.store
+            .renew_lease(job_id, "worker-a", LONG)
+            .await
+            .expect("renew"),
+        outbox::Lease::Lost
+    );
     assert!(!db.store.release(job_id, "worker-a").await.expect("release"));
     // A terminal job is not released.
     let recorded = record(
@@ -259,11 +263,13 @@ async fn renewing_keeps_the_lease_alive() {
         .claim(&claim_request(job_id, "worker-a", short, &metadata))
         .await
         .expect("claim");
-    assert!(db
-        .store
-        .renew_lease(job_id, "worker-a", LONG)
-        .await
-        .expect("renew"));
+    assert_eq!(
+        db.store
+            .renew_lease(job_id, "worker-a", LONG)
+            .await
+            .expect("renew"),
+        outbox::Lease::Held
+    );
     tokio::time::sleep(Duration::from_millis(500)).await;
     let claim = db
         .store

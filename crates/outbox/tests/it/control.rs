@@ -279,6 +279,7 @@ fn end<'a>(job_id: Uuid, metadata: &'a serde_json::Map<String, Value>) -> outbox
         source: SOURCE,
         publisher: "worker-b",
         lease: LONG,
+        owner: None,
     }
 }
 
@@ -415,6 +416,70 @@ async fn a_cancel_whose_owner_died_is_ended_by_the_next_claim() {
             format!("fetcher.job.cancellation_in_progress.{job_id}"),
             format!("fetcher.job.canceled.{job_id}")
         ]
+    );
+    db.drop().await;
+}
+
+#[tokio::test]
+async fn a_run_canceled_while_it_works_is_told_so_and_ends_its_own_cancel() {
+    let db = TestDb::migrated().await;
+    let job_id = claimed(&db.store, "worker-a").await;
+    done(
+        db.store
+            .control(&request(job_id, CANCEL))
+            .await
+            .expect("cancel"),
+    );
+    assert_eq!(
+        db.store
+            .renew_lease(job_id, "worker-a", LONG)
+            .await
+            .expect("renew"),
+        outbox::Lease::Canceling { force: false },
+        "the owner keeps its lease to end the cancel"
+    );
+    // Its commit loses the race: nothing is completed.
+    let recorded = record(
+        &db.store,
+        job_id,
+        Some("worker-a"),
+        completed(job_id),
+        "worker-a",
+        LONG,
+    )
+    .await;
+    assert_eq!(recorded, outbox::Recorded::Canceling);
+    let metadata = crate::support::metadata();
+    let someone = outbox::EndCancel {
+        owner: Some("worker-z"),
+        ..end(job_id, &metadata)
+    };
+    assert!(matches!(
+        db.store.end_cancel(&someone).await.expect("not the owner"),
+        Controlled::Refused(Refusal::InvalidTransition { .. })
+    ));
+    let own = outbox::EndCancel {
+        owner: Some("worker-a"),
+        ..end(job_id, &metadata)
+    };
+    let (transition, events) = done(db.store.end_cancel(&own).await.expect("end"));
+    assert_eq!(transition.to.status, JobStatus::Canceled);
+    assert_eq!(transition.then, Then::DiscardObject);
+    assert_eq!(events, 1);
+    let (status, _, _, rows) = state(&db.store, job_id).await;
+    assert_eq!(status, "canceled");
+    assert_eq!(
+        rows.len(),
+        2,
+        "cancellation_in_progress, canceled; never completed"
+    );
+    assert!(rows.iter().all(|(ce_id, _)| !ce_id.contains("completed")));
+    assert_eq!(
+        db.store
+            .renew_lease(job_id, "worker-a", LONG)
+            .await
+            .expect("renew"),
+        outbox::Lease::Lost
     );
     db.drop().await;
 }

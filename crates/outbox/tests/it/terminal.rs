@@ -149,7 +149,7 @@ async fn a_job_ends_once_with_one_event() {
         assert_eq!(
             again,
             Recorded::AlreadyTerminal {
-                status: TerminalStatus::Failed
+                status: contract::lifecycle::JobStatus::Failed
             }
         );
     }

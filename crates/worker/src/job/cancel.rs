@@ -17,6 +17,8 @@ pub(super) struct Canceled<'a> {
     /// The message's (or the stored job's) metadata, for the events.
     pub metadata: &'a Map<String, Value>,
     pub request_id: Option<&'a str>,
+    /// The claim owner of the run that ends its own cancel; `None` otherwise.
+    pub owner: Option<&'a str>,
 }
 
 /// What ending a cancel came to.
@@ -44,6 +46,7 @@ pub(super) async fn end_cancel(core: &JobCore, job: &Canceled<'_>) -> CancelEnd 
         source: &core.settings.source,
         publisher: &publisher,
         lease: core.settings.lease,
+        owner: job.owner,
     };
     let (transition, events) = match core.ports.jobs.end_cancel(&request).await {
         Ok(Controlled::Done { transition, events }) => (transition, events),

@@ -109,6 +109,7 @@ pub(super) async fn claim_and_run(
                     tenant: headers.tenant,
                     metadata: &job.metadata,
                     request_id: headers.request_id,
+                    owner: None,
                 };
                 match cancel::end_cancel(core, &canceled).await {
                     CancelEnd::Ended => return Disposition::Ack,

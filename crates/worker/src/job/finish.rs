@@ -10,12 +10,14 @@ use std::time::Duration;
 
 use chrono::Utc;
 use contract::event::{OutboundEvent, TerminalStatus};
+use contract::lifecycle::JobStatus;
 use contract::Redacted;
 use outbox::{PendingEvent, Recorded, RecordedEvent, TerminalOutcome, TerminalRecord};
 use storage::object_key;
 use tokio::time::Instant;
 use uuid::Uuid;
 
+use super::cancel::{end_cancel, CancelEnd, Canceled};
 use super::core::JobCore;
 use super::events::EventContext;
 use crate::metrics;
@@ -115,12 +117,23 @@ pub(super) async fn finish(core: &JobCore, ending: Ending<'_>) -> Finished {
         }
         Ok(Recorded::AlreadyTerminal { status }) => {
             // Another run ended the job; an object this run stored belongs to no completed job.
-            if status == TerminalStatus::Failed {
+            if status != JobStatus::Completed {
                 if let Some(key) = stored {
                     delete_quietly(core, key).await;
                 }
             }
             Finished::AlreadyTerminal
+        }
+        // A cancel came while the run worked: it ends canceled, its object deleted.
+        Ok(Recorded::Canceling) => {
+            let canceled = Canceled {
+                job_id,
+                tenant,
+                metadata: ending.events.metadata,
+                request_id: ending.events.request_id,
+                owner: ending.claim,
+            };
+            cancel_ended(end_cancel(core, &canceled).await)
         }
         // `OtherTenant` comes only without a claim; a claim already checked the tenant.
         Ok(Recorded::LostClaim) => Finished::NotOurs,
@@ -153,6 +166,15 @@ pub(super) async fn finish(core: &JobCore, ending: Ending<'_>) -> Finished {
             // happened) or runs it again: it overwrites the object, or deletes it if it fails.
             CommitCheck::Unknown => Finished::NotRecorded(error.to_string()),
         },
+    }
+}
+
+/// What a run's end of its own cancel means for the run.
+pub(super) fn cancel_ended(end: CancelEnd) -> Finished {
+    match end {
+        CancelEnd::Ended => Finished::Recorded,
+        CancelEnd::MovedOn | CancelEnd::OtherTenant => Finished::NotOurs,
+        CancelEnd::NotRecorded(reason) => Finished::NotRecorded(reason),
     }
 }
 

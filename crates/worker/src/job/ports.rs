@@ -12,8 +12,8 @@ use async_trait::async_trait;
 use contract::message::{Filters, MappedFields};
 use engine::{EngineError, Extraction, TimeLimit};
 use outbox::{
-    Claim, ClaimRequest, Controlled, EndCancel, ExpiredJob, OutboxError, PendingEvent, Recorded,
-    RecordedEvent, TerminalRecord,
+    Claim, ClaimRequest, Controlled, EndCancel, ExpiredJob, Lease, OutboxError, PendingEvent,
+    Recorded, RecordedEvent, TerminalRecord,
 };
 use storage::StorageError;
 use uuid::Uuid;
@@ -30,13 +30,13 @@ pub trait JobStore: Send + Sync {
     /// held under a live lease by another owner, or another tenant's.
     async fn claim(&self, request: &ClaimRequest<'_>) -> Result<Claim, OutboxError>;
 
-    /// Extends `owner`'s lease; `false` once `owner` no longer holds the job.
+    /// Extends `owner`'s lease, and says whether a cancel came ([`Lease`]).
     async fn renew_lease(
         &self,
         job_id: Uuid,
         owner: &str,
         lease: Duration,
-    ) -> Result<bool, OutboxError>;
+    ) -> Result<Lease, OutboxError>;
 
     /// Gives the job back (pending) if `owner` still holds it, so its next delivery takes it
     /// at once.

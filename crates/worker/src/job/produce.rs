@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use contract::event::StoredResult;
 use contract::Redacted;
+use outbox::Lease;
 use storage::object_key;
 use tokio::time::Instant;
 use uuid::Uuid;
@@ -25,6 +26,8 @@ pub(super) enum Failure {
     Transient(String),
     /// The claim was taken over before the object was written: the new owner runs the job.
     LostClaim,
+    /// A cancel came before the object was written: nothing is stored; the run ends it.
+    Canceled,
 }
 
 impl Failure {
@@ -80,14 +83,16 @@ pub(super) async fn produce(
 
     // Every run of a job writes the same key. The heartbeat notices a lost claim only a third
     // of a lease at a time, so the claim is checked (and renewed) right before the write: a run
-    // whose claim was taken over while it extracted leaves the object to the new owner.
+    // whose claim was taken over while it extracted leaves the object to the new owner, and a
+    // run canceled meanwhile (gracefully: its statements were left to end) stores nothing.
     match ports
         .jobs
         .renew_lease(job.job_id, run.owner, core.settings.lease)
         .await
     {
-        Ok(true) => {}
-        Ok(false) => return Err(Failure::LostClaim),
+        Ok(Lease::Held) => {}
+        Ok(Lease::Canceling { .. }) => return Err(Failure::Canceled),
+        Ok(Lease::Lost) => return Err(Failure::LostClaim),
         Err(e) => return Err(Failure::Transient(e.to_string())),
     }
     let storing = Instant::now();

@@ -6,15 +6,16 @@ use std::time::Duration;
 
 use contract::JobMessage;
 use engine::TimeLimit;
-use outbox::TerminalOutcome;
+use outbox::{Lease, TerminalOutcome};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 use uuid::Uuid;
 
+use super::cancel::{end_cancel, Canceled};
 use super::core::JobCore;
 use super::events::EventContext;
-use super::finish::{finish, Ending, Finished};
+use super::finish::{cancel_ended, finish, Ending, Finished};
 use super::ports::JobStore;
 use super::produce::{produce, Failure};
 
@@ -54,22 +55,29 @@ impl ClaimedRun<'_> {
         let job_id = self.job.job_id;
         let started = Instant::now();
         let lost = CancellationToken::new();
+        let forced = CancellationToken::new();
         let heartbeat = tokio::spawn(
             heartbeat(
                 core.ports.jobs.clone(),
                 job_id,
                 self.owner.to_owned(),
                 core.settings.lease,
-                lost.clone(),
+                Signals {
+                    lost: lost.clone(),
+                    forced: forced.clone(),
+                },
             )
             .in_current_span(),
         );
         // The claim is kept until the job's end is recorded.
         let _stop_heartbeat = AbortOnDrop(heartbeat);
 
+        // A forced cancel drops the extraction at once, which stops its statements on the
+        // source servers.
         let produced = tokio::select! {
             produced = produce(core, self, started) => produced,
             _ = lost.cancelled() => return Finished::NotOurs,
+            _ = forced.cancelled() => Err(Failure::Canceled),
         };
         let (outcome, stored) = match produced {
             Ok((result, key)) => (TerminalOutcome::Completed { result }, Some(key)),
@@ -78,6 +86,17 @@ impl ClaimedRun<'_> {
             Err(Failure::LostClaim) => {
                 tracing::warn!(%job_id, "The job's claim was taken over during extraction; abandoning this run before storing.");
                 return Finished::NotOurs;
+            }
+            Err(Failure::Canceled) => {
+                tracing::info!(%job_id, "The job was canceled during its run; nothing is stored.");
+                let canceled = Canceled {
+                    job_id,
+                    tenant: self.tenant,
+                    metadata: &self.job.metadata,
+                    request_id: self.request_id,
+                    owner: Some(self.owner),
+                };
+                return cancel_ended(end_cancel(core, &canceled).await);
             }
         };
         let ending = Ending {
@@ -99,23 +118,38 @@ impl ClaimedRun<'_> {
     }
 }
 
-/// Renews the claim every third of the lease; cancels `lost` when the claim is gone.
+/// What the heartbeat tells the run.
+struct Signals {
+    /// The claim is gone.
+    lost: CancellationToken,
+    /// A forced cancel came: stop now.
+    forced: CancellationToken,
+}
+
+/// Renews the claim every third of the lease; signals a lost claim and a forced cancel. (A
+/// graceful cancel is seen before the write: the statements are left to end.)
 async fn heartbeat(
     jobs: std::sync::Arc<dyn JobStore>,
     job_id: Uuid,
     owner: String,
     lease: Duration,
-    lost: CancellationToken,
+    signals: Signals,
 ) {
     let mut ticks = tokio::time::interval(lease / 3);
     ticks.tick().await;
     loop {
         ticks.tick().await;
         match jobs.renew_lease(job_id, &owner, lease).await {
-            Ok(true) => {}
-            Ok(false) => {
+            Ok(Lease::Held | Lease::Canceling { force: false }) => {}
+            Ok(Lease::Canceling { force: true }) => {
+                if !signals.forced.is_cancelled() {
+                    tracing::info!(%job_id, "The job was force-canceled; stopping its statements.");
+                    signals.forced.cancel();
+                }
+            }
+            Ok(Lease::Lost) => {
                 tracing::warn!(%job_id, "The job's claim was taken over; abandoning this run.");
-                lost.cancel();
+                signals.lost.cancel();
                 return;
             }
             Err(error) => {

@@ -51,6 +51,7 @@ impl Sweeper {
                     tenant,
                     metadata: &job.metadata,
                     request_id: job.request_id.as_deref(),
+                    owner: None,
                 };
                 match end_cancel(core, &canceled).await {
                     CancelEnd::Ended => failed += 1,

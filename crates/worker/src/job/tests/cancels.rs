@@ -141,3 +141,100 @@ async fn a_cancel_the_state_database_cannot_end_gives_the_message_back() {
     assert_eq!(bench.deliver(&message).await, Disposition::Retry);
     assert_eq!(bench.extract.state().calls, 0);
 }
+
+fn canceled_discarding(job_id: uuid::Uuid) -> Controlled {
+    done(
+        JobStatus::Canceled,
+        Then::DiscardObject,
+        vec![pending_event(job_id, Event::Canceled, 9)],
+    )
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_forced_cancel_stops_the_extraction_and_stores_nothing() {
+    let bench = Bench::new();
+    let message = bench.job();
+    bench.extract.state().takes = super::LEASE * 4;
+    {
+        let mut state = bench.jobs.state();
+        state
+            .renewals
+            .push_back(Ok(outbox::Lease::Canceling { force: true }));
+        state
+            .cancels
+            .push_back(Ok(canceled_discarding(message.job_id)));
+    }
+    let began = tokio::time::Instant::now();
+    assert_eq!(bench.deliver(&message).await, Disposition::Ack);
+    assert!(
+        began.elapsed() < super::LEASE,
+        "stopped at the heartbeat: {:?}",
+        began.elapsed()
+    );
+    assert_eq!(bench.objects.state().put_calls, 0);
+    assert_eq!(
+        bench.objects.state().deleted,
+        vec![bench.key_of(message.job_id)]
+    );
+    assert!(
+        bench.jobs.state().written.is_empty(),
+        "neither completed nor failed"
+    );
+    assert_eq!(
+        bench.events.delivered()[0].1,
+        format!("fetcher.job.canceled.{}", message.job_id)
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_graceful_cancel_lets_the_statements_end_then_stores_nothing() {
+    let bench = Bench::new();
+    let message = bench.job();
+    {
+        let mut state = bench.jobs.state();
+        // Seen by the check before the write: the extraction had already ended.
+        state
+            .renewals
+            .push_back(Ok(outbox::Lease::Canceling { force: false }));
+        state
+            .cancels
+            .push_back(Ok(canceled_discarding(message.job_id)));
+    }
+    assert_eq!(bench.deliver(&message).await, Disposition::Ack);
+    assert_eq!(
+        bench.extract.state().calls,
+        1,
+        "the extraction ran to its end"
+    );
+    assert_eq!(bench.objects.state().put_calls, 0, "nothing stored");
+    assert!(bench.jobs.state().written.is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_cancel_that_wins_the_race_with_the_commit_leaves_no_object() {
+    let bench = Bench::new();
+    let message = bench.job();
+    {
+        let mut state = bench.jobs.state();
+        state.records.push_back(Ok(outbox::Recorded::Canceling));
+        state
+            .cancels
+            .push_back(Ok(canceled_discarding(message.job_id)));
+    }
+    assert_eq!(bench.deliver(&message).await, Disposition::Ack);
+    assert_eq!(bench.objects.state().put_calls, 1, "the run had stored it");
+    assert!(
+        bench.objects.state().stored.is_empty(),
+        "the loser's object is gone"
+    );
+    let delivered: Vec<_> = bench
+        .events
+        .delivered()
+        .into_iter()
+        .map(|(_, id, _)| id)
+        .collect();
+    assert_eq!(
+        delivered,
+        [format!("fetcher.job.canceled.{}", message.job_id)]
+    );
+}

@@ -10,8 +10,8 @@ use contract::event::TerminalStatus;
 use contract::message::{Filters, MappedFields};
 use engine::{EngineError, Extraction, TimeLimit};
 use outbox::{
-    Claim, ClaimRequest, Controlled, EndCancel, ExpiredJob, OutboxError, PendingEvent, Recorded,
-    RecordedEvent, TerminalOutcome, TerminalRecord,
+    Claim, ClaimRequest, Controlled, EndCancel, ExpiredJob, Lease, OutboxError, PendingEvent,
+    Recorded, RecordedEvent, TerminalOutcome, TerminalRecord,
 };
 use storage::{Cause, StorageError};
 use uuid::Uuid;
@@ -55,7 +55,7 @@ pub struct JobsState {
     /// The owners that asked for a claim.
     pub claimed: Vec<String>,
     /// Answers of `renew_lease`, in order; then `true`.
-    pub renewals: VecDeque<Result<bool, OutboxError>>,
+    pub renewals: VecDeque<Result<Lease, OutboxError>>,
     pub renew_calls: u32,
     pub released: Vec<String>,
     /// Answers of `record_terminal`, in order; then an insert. Each insert is kept in `written`.
@@ -119,10 +119,10 @@ impl JobStore for Jobs {
         state.claims.pop_front().unwrap_or(Ok(default))
     }
 
-    async fn renew_lease(&self, _: Uuid, _: &str, _: Duration) -> Result<bool, OutboxError> {
+    async fn renew_lease(&self, _: Uuid, _: &str, _: Duration) -> Result<Lease, OutboxError> {
         let mut state = self.state();
         state.renew_calls += 1;
-        state.renewals.pop_front().unwrap_or(Ok(true))
+        state.renewals.pop_front().unwrap_or(Ok(Lease::Held))
     }
 
     async fn release(&self, _: Uuid, owner: &str) -> Result<bool, OutboxError> {

@@ -105,7 +105,11 @@ async fn a_later_run_that_fails_deletes_the_object_an_earlier_run_may_have_store
 async fn a_claim_taken_over_during_extraction_abandons_the_run() {
     let bench = Bench::new();
     bench.extract.state().takes = LEASE * 2;
-    bench.jobs.state().renewals.push_back(Ok(false));
+    bench
+        .jobs
+        .state()
+        .renewals
+        .push_back(Ok(outbox::Lease::Lost));
     let message = bench.job();
     let began = Instant::now();
     assert_eq!(bench.deliver(&message).await, Disposition::Ack);
@@ -123,7 +127,11 @@ async fn a_claim_taken_over_during_extraction_abandons_the_run() {
 #[tokio::test(start_paused = true)]
 async fn a_claim_taken_over_before_the_write_leaves_the_object_to_the_new_owner() {
     let bench = Bench::new();
-    bench.jobs.state().renewals.push_back(Ok(false));
+    bench
+        .jobs
+        .state()
+        .renewals
+        .push_back(Ok(outbox::Lease::Lost));
     let message = bench.job();
     assert_eq!(bench.deliver(&message).await, Disposition::Ack);
     assert_eq!(bench.objects.state().put_calls, 0);
@@ -153,7 +161,7 @@ async fn a_job_failed_elsewhere_meanwhile_loses_this_runs_object() {
         .state()
         .records
         .push_back(Ok(Recorded::AlreadyTerminal {
-            status: TerminalStatus::Failed,
+            status: contract::lifecycle::JobStatus::Failed,
         }));
     let message = bench.job();
     assert_eq!(bench.deliver(&message).await, Disposition::Ack);
@@ -170,7 +178,7 @@ async fn a_job_completed_elsewhere_meanwhile_keeps_the_object() {
         .state()
         .records
         .push_back(Ok(Recorded::AlreadyTerminal {
-            status: TerminalStatus::Completed,
+            status: contract::lifecycle::JobStatus::Completed,
         }));
     let message = bench.job();
     assert_eq!(bench.deliver(&message).await, Disposition::Ack);
