@@ -6,9 +6,11 @@
 
 #[cfg(feature = "amqp")]
 pub mod amqp;
+mod control;
 mod job_id;
 mod verify;
 
+pub use control::{sign_control, verify_control, ControlRoute};
 pub use job_id::{json_values, scan_job_id, signed_job_id, ScannedJobId};
 pub use verify::{
     verify, verify_scanned, HeaderValue, SignatureError, SignatureHeaders, Verified, VerifyPolicy,
