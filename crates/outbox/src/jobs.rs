@@ -83,7 +83,7 @@ pub enum Claim {
 pub struct JobRow {
     pub job_id: Uuid,
     pub tenant_id: Option<String>,
-    /// `pending`, `processing`, `completed` or `failed`.
+    /// One of the lifecycle's statuses ([`JobStatus`] by its wire name).
     pub status: String,
     pub request_id: Option<String>,
     pub metadata: Map<String, Value>,
@@ -101,6 +101,28 @@ pub struct JobRow {
     pub started_at: Option<DateTime<Utc>>,
     pub finished_at: Option<DateTime<Utc>>,
     pub updated_at: DateTime<Utc>,
+    /// The lifecycle's columns (migration 0006).
+    pub first_started_at: Option<DateTime<Utc>>,
+    pub timeout_seconds: Option<i32>,
+    pub cancel_requested: bool,
+    pub force_canceled: bool,
+    pub comment: Option<String>,
+    pub reason_code: Option<String>,
+    pub deleted_at: Option<DateTime<Utc>>,
+}
+
+/// One datasource's execution of a job (lifecycle §1), as stored.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExecutionRow {
+    pub datasource: String,
+    /// An [`contract::lifecycle::ExecutionStatus`] by its wire name.
+    pub status: String,
+    pub row_count: i64,
+    pub tables: i32,
+    pub started_at: Option<DateTime<Utc>>,
+    pub ended_at: Option<DateTime<Utc>>,
+    /// The redacted error it ended with.
+    pub error: Option<String>,
 }
 
 /// What renewing a lease found ([`Store::renew_lease`]).
@@ -371,6 +393,32 @@ impl Store {
             .map_err(db)?;
         row.as_ref().map(job_row).transpose().map_err(db)
     }
+
+    /// The job's executions, by datasource name.
+    pub async fn executions(&self, job_id: Uuid) -> Result<Vec<ExecutionRow>> {
+        let rows = sqlx::query(
+            "SELECT datasource, status, row_count, tables, started_at, ended_at, error
+             FROM job_executions WHERE job_id = $1 ORDER BY datasource",
+        )
+        .bind(job_id)
+        .fetch_all(self.pool())
+        .await
+        .map_err(|e| OutboxError::sqlx("reading a job's executions", e))?;
+        rows.iter()
+            .map(|row| {
+                Ok(ExecutionRow {
+                    datasource: row.try_get("datasource")?,
+                    status: row.try_get("status")?,
+                    row_count: row.try_get("row_count")?,
+                    tables: row.try_get("tables")?,
+                    started_at: row.try_get("started_at")?,
+                    ended_at: row.try_get("ended_at")?,
+                    error: row.try_get("error")?,
+                })
+            })
+            .collect::<Result<_, sqlx::Error>>()
+            .map_err(|e| OutboxError::sqlx("reading a job's executions", e))
+    }
 }
 
 fn job_row(row: &PgRow) -> Result<JobRow, sqlx::Error> {
@@ -394,5 +442,12 @@ fn job_row(row: &PgRow) -> Result<JobRow, sqlx::Error> {
         started_at: row.try_get("started_at")?,
         finished_at: row.try_get("finished_at")?,
         updated_at: row.try_get("updated_at")?,
+        first_started_at: row.try_get("first_started_at")?,
+        timeout_seconds: row.try_get("timeout_seconds")?,
+        cancel_requested: row.try_get("cancel_requested")?,
+        force_canceled: row.try_get("force_canceled")?,
+        comment: row.try_get("comment")?,
+        reason_code: row.try_get("reason_code")?,
+        deleted_at: row.try_get("deleted_at")?,
     })
 }

@@ -36,7 +36,9 @@ mod terminal;
 pub use backoff::{backoff, Backoff};
 pub use control::{ControlRequest, Controlled, EndCancel};
 pub use error::{OutboxError, Result};
-pub use jobs::{Claim, ClaimRequest, ExpiredJob, JobRow, JobSpec, Lease, WORKER_LOST};
+pub use jobs::{
+    Claim, ClaimRequest, ExecutionRow, ExpiredJob, JobRow, JobSpec, Lease, WORKER_LOST,
+};
 pub use outbox::{PendingEvent, RecordedEvent};
 pub use stats::{OutboxStats, FAILING_EVENTS, OLDEST_UNPUBLISHED_AGE_SECONDS, PENDING_EVENTS};
 pub use store::Store;

@@ -8,6 +8,7 @@
 //! - [`amqp`]: the work queue's topology, headers and consumer.
 //! - [`job`]: one delivery to its terminal outcome, over small traits; the sweeper of lost jobs.
 //! - [`adapters`]: those traits on PostgreSQL, S3, RabbitMQ and the engine.
+//! - [`api`]: the control API (cancel, delete, the job document).
 //! - [`health`], [`checks`]: `/health`, `/readyz`, `/metrics`.
 //! - [`metrics`]: metric names and helpers. [`telemetry`]: logs. [`shutdown`]: the signal.
 //!
@@ -15,6 +16,7 @@
 
 pub mod adapters;
 pub mod amqp;
+pub mod api;
 pub mod checks;
 pub mod config;
 pub mod dependencies;

@@ -29,6 +29,10 @@ pub const STALE_REDELIVERIES: &str = "messages_stale_redelivery_accepted_total";
 pub const STORAGE_RETRIES: &str = "storage_write_retries_total";
 /// Counter: health-server connections closed on accept because the limit was reached.
 pub const HEALTH_REFUSED: &str = "health_connections_refused_total";
+/// Counter: control API requests, by route and answered status.
+pub const API_REQUESTS: &str = "api_requests_total";
+/// Counter: control API requests refused, by reason (`signature_mismatch`, `not_found`, ...).
+pub const API_REJECTED: &str = "api_requests_rejected_total";
 
 /// Histogram: one `/readyz` dependency check, milliseconds, by `dep` and `status` (upstream's).
 pub const READYZ_CHECK_DURATION: &str = "readyz_check_duration_ms";
@@ -101,6 +105,11 @@ fn describe() {
         SELFPROBE,
         "The start's probe of each dependency: 1 once it answered, 0 while waiting."
     );
+    metrics::describe_counter!(API_REQUESTS, "Control API requests, by route and status.");
+    metrics::describe_counter!(
+        API_REJECTED,
+        "Control API requests refused, by reason; nothing changed for them."
+    );
     metrics::describe_counter!(
         HEALTH_REFUSED,
         "Health-server connections closed at once: the connection limit was reached."
@@ -153,4 +162,12 @@ pub(crate) fn selfprobe(dep: &'static str, up: bool) {
 
 pub(crate) fn health_connection_refused() {
     metrics::counter!(HEALTH_REFUSED).increment(1);
+}
+
+pub(crate) fn api_request(route: &'static str, status: u16) {
+    metrics::counter!(API_REQUESTS, "route" => route, "status" => status.to_string()).increment(1);
+}
+
+pub(crate) fn api_rejected(reason: &'static str) {
+    metrics::counter!(API_REJECTED, "reason" => reason).increment(1);
 }

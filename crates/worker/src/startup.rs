@@ -15,12 +15,12 @@ use sqlx::ConnectOptions;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::adapters;
 use crate::amqp::consumer::{self, ConsumerConfig};
 use crate::amqp::topology;
 use crate::config::Settings;
 use crate::health::{self, Check as _, HealthServer, Readiness};
 use crate::job::{JobCore, JobSettings, MessageLimits, Sweeper};
+use crate::{adapters, api};
 use crate::{checks, dependencies, metrics};
 use storage::ObjectStore;
 
@@ -39,6 +39,8 @@ pub struct Application {
     consumer_connected: Arc<AtomicBool>,
     readiness: Arc<Readiness>,
     health: HealthServer,
+    /// The control API's listener (`API_ENABLED`).
+    control_api: Option<HealthServer>,
     pool: sqlx::PgPool,
     objects: ObjectStore,
 }
@@ -114,7 +116,19 @@ impl Application {
                 max_metadata_bytes: settings.amqp.max_metadata_bytes,
             },
         };
+        let default_timeout = engine.config().timeout;
         let ports = adapters::ports(store.clone(), objects.clone(), publisher.clone(), engine);
+        let control = Arc::new(api::ControlApi {
+            store: store.clone(),
+            objects: ports.objects.clone(),
+            events: ports.events.clone(),
+            keys: settings_of_jobs.keys.clone(),
+            verify: settings_of_jobs.verify,
+            source: settings_of_jobs.source.clone(),
+            worker_id: settings_of_jobs.worker_id.clone(),
+            lease: settings_of_jobs.lease,
+            default_timeout,
+        });
         let jobs = Jobs {
             core: Arc::new(JobCore::new(ports, settings_of_jobs)),
             store,
@@ -145,6 +159,19 @@ impl Application {
                 settings.http.bind, settings.http.port
             )
         })?;
+        let control_api = match settings.http.api_port {
+            None => None,
+            Some(port) => Some(
+                HealthServer::bind(settings.http.bind, port, api::router(control))
+                    .await
+                    .with_context(|| {
+                        format!(
+                            "Failed to listen on HEALTH_BIND {} API_PORT {port}",
+                            settings.http.bind
+                        )
+                    })?,
+            ),
+        };
         Ok(Application {
             settings,
             jobs,
@@ -152,6 +179,7 @@ impl Application {
             consumer_connected,
             readiness,
             health,
+            control_api,
             pool,
             objects,
         })
@@ -169,11 +197,13 @@ impl Application {
             consumer_connected,
             readiness,
             health,
+            control_api,
             pool,
             objects,
         } = self;
         let stop_http = CancellationToken::new();
         let http = tokio::spawn(health.serve(stop_http.clone()));
+        let control_http = control_api.map(|server| tokio::spawn(server.serve(stop_http.clone())));
         let prepared = prepare(
             &settings,
             &pool,
@@ -206,6 +236,9 @@ impl Application {
         pool.close().await;
         stop_http.cancel();
         let _ = http.await;
+        if let Some(control_http) = control_http {
+            let _ = control_http.await;
+        }
         if outcome.is_ok() {
             tracing::info!("Fetcher Worker stopped.");
         }

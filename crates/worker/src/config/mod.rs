@@ -86,6 +86,9 @@ pub struct HttpSettings {
     pub bind: std::net::IpAddr,
     /// `HEALTH_PORT` (default 4007; ≤0 or above 65535 → 4007, as upstream).
     pub port: u16,
+    /// `API_PORT` (default 4008) of the control API on the same address; `None` when
+    /// `API_ENABLED=false`.
+    pub api_port: Option<u16>,
 }
 
 /// `RABBITMQ_MAX_MESSAGE_BYTES`'s default: 4 MiB.

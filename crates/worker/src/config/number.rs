@@ -199,6 +199,11 @@ pub(super) const HEALTH_PORT: Number = Number {
     too_large: Outside::UseDefault,
     ..Number::new("HEALTH_PORT", Unit::Port, 4007, 65535)
 };
+/// `API_PORT` (lifecycle §3: 4008; like `HEALTH_PORT`, ≤0 or >65535 → the default).
+pub(super) const API_PORT: Number = Number {
+    too_large: Outside::UseDefault,
+    ..Number::new("API_PORT", Unit::Port, 4008, 65535)
+};
 /// `READYZ_DRAIN_DELAY_SEC` (upstream: 0 → 12 s).
 pub(super) const READYZ_DRAIN_DELAY_SEC: Number =
     Number::new("READYZ_DRAIN_DELAY_SEC", Unit::Seconds, 12, 3600);

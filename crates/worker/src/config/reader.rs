@@ -139,6 +139,9 @@ pub(super) fn read(r: &mut Reader<'_>, vars: &BTreeMap<String, String>) -> Optio
             "an IP address (0.0.0.0, 127.0.0.1, ::)",
         ),
         port: port(r.number(&number::HEALTH_PORT)),
+        api_port: r
+            .flag("API_ENABLED", true)
+            .then(|| port(r.number(&number::API_PORT))),
     };
     let shutdown = ShutdownSettings {
         readyz_drain_delay: r.seconds(&number::READYZ_DRAIN_DELAY_SEC),

@@ -2,6 +2,7 @@
 //! S3 (s3s-fs), driven as an operator and a consumer would.
 
 mod consume;
+mod control;
 mod delivery;
 mod failures;
 mod lifecycle;

@@ -11,10 +11,12 @@
 //! - [`process`]: [`WorkerProcess`], a running `fetcher-worker` with its output captured.
 //! - [`publish`]: signed jobs and messages with typed headers for the work queue.
 //! - [`listener`]: [`listener::Listener`] and [`Event`], the Worker's events as a consumer receives them.
+//! - [`control`]: [`ControlClient`], signed (or not) requests to the control API.
 //! - [`dead_letters`]: [`DeadLetters`], a test run's own dead letters on the shared exchange.
 //! - [`http`]: GETs on the health port, and Prometheus samples.
 //! - [`s3`]: the S3 test server: the bucket of a world, and a client behind the Worker's back.
 
+mod control;
 mod dead_letters;
 mod http;
 mod listener;
@@ -23,6 +25,7 @@ mod publish;
 mod s3;
 mod world;
 
+pub use control::{ControlClient, Signing};
 pub use dead_letters::DeadLetters;
 pub use http::{http_get, metric_sum};
 pub use listener::Event;

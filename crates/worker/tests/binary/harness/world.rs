@@ -128,6 +128,8 @@ impl World {
             ("OBJECT_STORAGE_SECRET_KEY", s3.secret_key),
             ("OBJECT_STORAGE_USE_PATH_STYLE", "true".into()),
             ("HEALTH_PORT", port.to_string()),
+            // Each Worker its own control API port (tests that call it read it back).
+            ("API_PORT", super::process::free_port().to_string()),
             ("READYZ_DRAIN_DELAY_SEC", "2".into()),
             ("JOB_LEASE_SEC", "3".into()),
             ("OUTBOX_REPAIR_INTERVAL_SEC", "2".into()),
@@ -163,6 +165,20 @@ impl World {
         let worker = WorkerProcess::spawn(self.env(port), port);
         worker.wait_ready(Duration::from_secs(60)).await;
         worker
+    }
+
+    /// Starts a Worker, waits until ready, and gives a client of its control API.
+    pub async fn start_worker_with_api(&self) -> (WorkerProcess, super::ControlClient) {
+        let port = super::free_port();
+        let env = self.env(port);
+        let api_port = env["API_PORT"].parse().expect("API_PORT");
+        let worker = WorkerProcess::spawn(env, port);
+        worker.wait_ready(Duration::from_secs(60)).await;
+        let client = super::ControlClient {
+            port: api_port,
+            keys: self.keys.clone(),
+        };
+        (worker, client)
     }
 
     pub async fn job_status(&self, job_id: Uuid) -> Option<String> {

@@ -1,0 +1,265 @@
+//! The three routes. Each answers JSON; a refusal is `{"error": …, "code": …}` with the status
+//! of lifecycle §3, and changes nothing.
+
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, Method, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use contract::lifecycle::{Refusal, Step, Then};
+use outbox::{ControlRequest, Controlled, PendingEvent};
+use serde_json::json;
+use storage::object_key;
+use uuid::Uuid;
+
+use super::auth::{authenticate, Caller};
+use super::document::JobDocument;
+use super::requests;
+use super::{ControlApi, MAX_BODY_BYTES};
+use crate::metrics;
+
+/// A refused request: its status, a text safe to show, a stable code.
+pub(super) struct Refused {
+    status: StatusCode,
+    message: String,
+    code: &'static str,
+}
+
+impl Refused {
+    pub(super) fn unauthorized(code: &'static str) -> Refused {
+        Refused {
+            status: StatusCode::UNAUTHORIZED,
+            message: "the request's signature is missing, stale or wrong".into(),
+            code,
+        }
+    }
+
+    fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Refused {
+        Refused {
+            status,
+            message: message.into(),
+            code,
+        }
+    }
+
+    fn unknown() -> Refused {
+        Refused::new(StatusCode::NOT_FOUND, "not_found", "no such job")
+    }
+}
+
+impl IntoResponse for Refused {
+    fn into_response(self) -> Response {
+        metrics::api_rejected(self.code);
+        let body = json!({"error": self.message, "code": self.code});
+        (self.status, Json(body)).into_response()
+    }
+}
+
+/// `GET /v1/fetcher/{id}`.
+pub(super) async fn describe(
+    State(api): State<Arc<ControlApi>>,
+    Path(id): Path<String>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let answer = async {
+        let body = sized(body)?;
+        let caller = authenticate(&api, &headers, &method, uri.path(), &id, &body)?;
+        let job_id = parse_id(&id)?;
+        document(&api, job_id, &caller, StatusCode::OK).await
+    };
+    finish("describe", answer.await)
+}
+
+/// `POST /v1/fetcher/{id}/cancel`.
+pub(super) async fn cancel(
+    State(api): State<Arc<ControlApi>>,
+    Path(id): Path<String>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let answer = async {
+        let body = sized(body)?;
+        let caller = authenticate(&api, &headers, &method, uri.path(), &id, &body)?;
+        let job_id = parse_id(&id)?;
+        let options = requests::options(&body, true)
+            .map_err(|m| Refused::new(StatusCode::BAD_REQUEST, "invalid_body", m))?;
+        let step = Step::Cancel {
+            force: options.force,
+        };
+        control(&api, job_id, &caller, &headers, step, &options).await
+    };
+    finish("cancel", answer.await)
+}
+
+/// `DELETE /v1/fetcher/{id}`.
+pub(super) async fn delete(
+    State(api): State<Arc<ControlApi>>,
+    Path(id): Path<String>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let answer = async {
+        let body = sized(body)?;
+        let caller = authenticate(&api, &headers, &method, uri.path(), &id, &body)?;
+        let job_id = parse_id(&id)?;
+        let options = requests::options(&body, false)
+            .map_err(|m| Refused::new(StatusCode::BAD_REQUEST, "invalid_body", m))?;
+        let step = Step::Delete {
+            force: options.force,
+        };
+        control(&api, job_id, &caller, &headers, step, &options).await
+    };
+    finish("delete", answer.await)
+}
+
+fn finish(route: &'static str, answer: Result<Response, Refused>) -> Response {
+    let response = answer.unwrap_or_else(IntoResponse::into_response);
+    metrics::api_request(route, response.status().as_u16());
+    response
+}
+
+/// The body, unless it is over [`MAX_BODY_BYTES`] (checked before the signature is computed).
+fn sized(body: Result<Bytes, BytesRejection>) -> Result<Bytes, Refused> {
+    match body {
+        Ok(body) if body.len() <= MAX_BODY_BYTES => Ok(body),
+        Ok(_) => Err(too_large()),
+        Err(rejection) if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE => Err(too_large()),
+        Err(_) => Err(Refused::new(
+            StatusCode::BAD_REQUEST,
+            "unreadable_body",
+            "the request body could not be read",
+        )),
+    }
+}
+
+fn too_large() -> Refused {
+    Refused::new(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "body_too_large",
+        format!("request bodies are limited to {MAX_BODY_BYTES} bytes"),
+    )
+}
+
+fn parse_id(id: &str) -> Result<Uuid, Refused> {
+    Uuid::parse_str(id)
+        .ok()
+        .filter(|id| !id.is_nil())
+        .ok_or_else(|| {
+            Refused::new(
+                StatusCode::BAD_REQUEST,
+                "invalid_job_id",
+                "the job id is not a UUID",
+            )
+        })
+}
+
+/// The job document with `status`; 404 when the job is unknown to the caller's tenant.
+async fn document(
+    api: &ControlApi,
+    job_id: Uuid,
+    caller: &Caller<'_>,
+    status: StatusCode,
+) -> Result<Response, Refused> {
+    let job = api.store.job(job_id).await.map_err(unavailable)?;
+    let Some(job) = job.filter(|job| job.tenant_id.as_deref() == caller.tenant) else {
+        return Err(Refused::unknown());
+    };
+    let executions = api.store.executions(job_id).await.map_err(unavailable)?;
+    let document = JobDocument::new(job, executions, api.default_timeout);
+    Ok((status, Json(document)).into_response())
+}
+
+/// Applies a cancel or delete, publishes its events, deletes the object when asked, and
+/// answers `202` with the job document.
+async fn control(
+    api: &ControlApi,
+    job_id: Uuid,
+    caller: &Caller<'_>,
+    headers: &HeaderMap,
+    step: Step,
+    options: &requests::Options,
+) -> Result<Response, Refused> {
+    let publisher = format!("{}/api/{}", api.worker_id, Uuid::new_v4().simple());
+    let request_id = headers
+        .get(contract::wire::REQUEST_ID_HEADER)
+        .and_then(|v| v.to_str().ok());
+    let request = ControlRequest {
+        job_id,
+        tenant: caller.tenant,
+        step,
+        comment: options.comment.as_deref(),
+        reason_code: options.reason_code.as_deref(),
+        source: &api.source,
+        request_id,
+        publisher: &publisher,
+        lease: api.lease,
+    };
+    let (transition, events) = match api.store.control(&request).await.map_err(unavailable)? {
+        Controlled::Done { transition, events } => (transition, events),
+        Controlled::Refused(Refusal::Unknown) => return Err(Refused::unknown()),
+        Controlled::Refused(Refusal::InvalidTransition { from }) => {
+            return Err(Refused::new(
+                StatusCode::CONFLICT,
+                "invalid_state_transition",
+                format!("the job is {from}"),
+            ))
+        }
+    };
+    tracing::info!(%job_id, status = %transition.to.status, "Control request accepted.");
+    deliver(api, &publisher, &events).await;
+    if transition.then == Then::DeleteObject {
+        delete_object(api, job_id, caller.tenant, &publisher).await;
+    }
+    document(api, job_id, caller, StatusCode::ACCEPTED).await
+}
+
+/// Deletes the object of a job being deleted and records `deleted`; a store that cannot be
+/// reached leaves the job `deletion_in_progress` for the repair pass.
+async fn delete_object(api: &ControlApi, job_id: Uuid, tenant: Option<&str>, publisher: &str) {
+    let existed = match object_key(api.objects.key_prefix(), tenant, job_id) {
+        Ok(key) => match api.objects.delete(&key.full).await {
+            Ok(()) => true,
+            Err(error) => {
+                tracing::warn!(%job_id, %error, "Could not delete the job's object; the deletion stays in progress.");
+                return;
+            }
+        },
+        Err(_) => false,
+    };
+    match api
+        .store
+        .object_deleted(job_id, existed, &api.source, publisher, api.lease)
+        .await
+    {
+        Ok(Controlled::Done { events, .. }) => deliver(api, publisher, &events).await,
+        Ok(Controlled::Refused(refusal)) => {
+            tracing::warn!(%job_id, %refusal, "The job's deletion was not recorded.")
+        }
+        Err(error) => tracing::warn!(%job_id, %error, "Could not record the job's deletion."),
+    }
+}
+
+async fn deliver(api: &ControlApi, publisher: &str, events: &[PendingEvent]) {
+    if let Err(error) = api.events.deliver(publisher, events).await {
+        tracing::warn!(%error, "Could not record the publish; the repairer will publish the events.");
+    }
+}
+
+fn unavailable(error: outbox::OutboxError) -> Refused {
+    tracing::warn!(%error, "A control request could not reach the state database.");
+    Refused::new(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "state_database_unavailable",
+        "the state database cannot be reached; try again",
+    )
+}

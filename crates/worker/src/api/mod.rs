@@ -1,0 +1,56 @@
+//! The control API on `HEALTH_BIND`:`API_PORT` (lifecycle §3): `GET /v1/fetcher/{id}` (the job
+//! document), `POST /v1/fetcher/{id}/cancel` and `DELETE /v1/fetcher/{id}`. Every request is
+//! signed like a job message with the internal key; nothing is read before the signature holds.
+//!
+//! - `auth.rs`: size and signature, before anything else.
+//! - `requests.rs`: the cancel and delete bodies, validated member by member.
+//! - `document.rs`: the job document.
+//! - `handlers.rs`: the three routes; what a request changes is [`outbox::Store::control`]'s.
+
+mod auth;
+mod document;
+mod handlers;
+mod requests;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::routing::get;
+use axum::Router;
+use contract::envelope::VerifyPolicy;
+
+use crate::job::ports::{EventSink, ResultStore};
+
+/// Request bodies above this are refused (`413`).
+pub const MAX_BODY_BYTES: usize = 16 << 10;
+
+/// What the control API answers from and changes.
+pub struct ControlApi {
+    pub store: outbox::Store,
+    pub objects: Arc<dyn ResultStore>,
+    pub events: Arc<dyn EventSink>,
+    pub keys: crypto::KeySet,
+    pub verify: VerifyPolicy,
+    /// `STREAMING_CLOUDEVENTS_SOURCE`.
+    pub source: String,
+    pub worker_id: String,
+    /// The lease of the outbox rows it publishes right after a commit.
+    pub lease: Duration,
+    /// A job's timeout when its message named none (for the document).
+    pub default_timeout: Duration,
+}
+
+/// The API's routes.
+pub fn router(api: Arc<ControlApi>) -> Router {
+    Router::new()
+        .route(
+            "/v1/fetcher/{id}",
+            get(handlers::describe).delete(handlers::delete),
+        )
+        .route(
+            "/v1/fetcher/{id}/cancel",
+            axum::routing::post(handlers::cancel),
+        )
+        .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES + 1))
+        .with_state(api)
+}

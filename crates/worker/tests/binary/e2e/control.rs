@@ -1,0 +1,203 @@
+//! The control API of the real binary (lifecycle §3): a force-cancel stops a running query on
+//! the source server and ends the job `canceled` with both events; a completed job is deleted
+//! in two phases, its object gone; every request not signed for its job, method and tenant is
+//! refused and changes nothing.
+
+use std::time::{Duration, Instant};
+
+use uuid::Uuid;
+
+use crate::harness::{Signing, World};
+
+/// Active statements on the world's source database reading the `slow` view.
+async fn slow_queries(world: &World) -> i64 {
+    sqlx::query_scalar(
+        "SELECT count(*) FROM pg_stat_activity
+         WHERE datname = $1 AND query ILIKE '%FROM%slow%' AND state = 'active'
+           AND pid <> pg_backend_pid()",
+    )
+    .bind(&world.source_db)
+    .fetch_one(&world.state)
+    .await
+    .expect("pg_stat_activity")
+}
+
+#[tokio::test]
+async fn a_force_cancel_stops_the_running_query_and_ends_the_job_canceled() {
+    let world = World::new().await;
+    let (worker, api) = world.start_worker_with_api().await;
+    let mut events = world.listen().await;
+    let job_id = Uuid::now_v7();
+    world
+        .submit(&world.job_body(job_id, "src", "slow", &["id"]), None, &[])
+        .await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while slow_queries(&world).await == 0 {
+        assert!(Instant::now() < deadline, "the query never ran");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let (status, document) = api.send(
+        "POST",
+        job_id,
+        "/cancel",
+        None,
+        br#"{"force":true,"comment":"runaway","reasonCode":"OPS_1"}"#,
+        Signing::Valid,
+    );
+    assert_eq!(status, 202, "{document}");
+    assert_eq!(document["id"], job_id.to_string());
+    assert!(
+        ["cancellation_in_progress", "canceled"].contains(&document["status"].as_str().unwrap()),
+        "{document}"
+    );
+    let asked = Instant::now();
+    let first = events.event_for(job_id, Duration::from_secs(30)).await;
+    first.verify(&world.keys).expect("signature");
+    assert_eq!(
+        first.delivery.routing_key.as_str(),
+        "job.cancellation_in_progress"
+    );
+    let second = events.event_for(job_id, Duration::from_secs(30)).await;
+    second.verify(&world.keys).expect("signature");
+    assert_eq!(second.delivery.routing_key.as_str(), "job.canceled");
+    let body = second.body();
+    assert_eq!(body["status"], "canceled");
+    assert_eq!(body["forceCanceled"], true);
+    assert_eq!(body["reasonCode"], "OPS_1");
+    assert_eq!(body["metadata"]["source"], "e2e");
+    // The statement was stopped on the source server, well before its 6 s.
+    while slow_queries(&world).await > 0 {
+        assert!(
+            asked.elapsed() < Duration::from_secs(4),
+            "the query still runs on the source server"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let (status, document) = api.send("GET", job_id, "", None, b"", Signing::Valid);
+    assert_eq!(status, 200);
+    assert_eq!(document["status"], "canceled");
+    assert_eq!(document["forceCanceled"], true);
+    assert_eq!(document["comment"], "runaway");
+    assert!(world.object_keys().await.is_empty(), "nothing stored");
+    // One terminal event: no job.completed or job.failed follows.
+    let later = events.drain(Duration::from_secs(3)).await;
+    assert!(
+        later.is_empty(),
+        "{:?}",
+        later
+            .iter()
+            .map(|e| e.delivery.routing_key.to_string())
+            .collect::<Vec<_>>()
+    );
+    drop(worker);
+    world.cleanup().await;
+}
+
+#[tokio::test]
+async fn a_completed_job_is_deleted_in_two_phases_and_its_object_is_gone() {
+    let world = World::new().await;
+    let (worker, api) = world.start_worker_with_api().await;
+    let mut events = world.listen().await;
+    let job_id = Uuid::now_v7();
+    world
+        .submit(
+            &world.job_body(job_id, "src", "payments", &["id"]),
+            None,
+            &[],
+        )
+        .await;
+    let completed = events.event_for(job_id, Duration::from_secs(40)).await;
+    assert_eq!(completed.delivery.routing_key.as_str(), "job.completed");
+    assert_eq!(world.object_keys().await.len(), 1);
+
+    // A completed job cannot be canceled: 409, nothing changes.
+    let (status, answer) = api.send("POST", job_id, "/cancel", None, b"", Signing::Valid);
+    assert_eq!(status, 409, "{answer}");
+    assert_eq!(answer["code"], "invalid_state_transition");
+
+    let (status, document) = api.send(
+        "DELETE",
+        job_id,
+        "",
+        None,
+        br#"{"comment":"retention"}"#,
+        Signing::Valid,
+    );
+    assert_eq!(status, 202, "{document}");
+    assert_eq!(document["status"], "deleted");
+    let deleting = events.event_for(job_id, Duration::from_secs(30)).await;
+    assert_eq!(
+        deleting.delivery.routing_key.as_str(),
+        "job.deletion_in_progress"
+    );
+    let deleted = events.event_for(job_id, Duration::from_secs(30)).await;
+    assert_eq!(deleted.delivery.routing_key.as_str(), "job.deleted");
+    deleted.verify(&world.keys).expect("signature");
+    assert_eq!(deleted.body()["resultDeleted"], true);
+    assert!(world.object_keys().await.is_empty(), "the object is gone");
+    // Deleted again: accepted, nothing emitted.
+    let (status, _) = api.send("DELETE", job_id, "", None, b"", Signing::Valid);
+    assert_eq!(status, 202);
+    assert!(events.drain(Duration::from_secs(2)).await.is_empty());
+    drop(worker);
+    world.cleanup().await;
+}
+
+#[tokio::test]
+async fn requests_not_signed_for_their_job_method_and_tenant_change_nothing() {
+    let world = World::new().await;
+    let (worker, api) = world.start_worker_with_api().await;
+    let mut events = world.listen().await;
+    let job_id = Uuid::now_v7();
+    world
+        .submit(
+            &world.job_body(job_id, "src", "payments", &["id"]),
+            None,
+            &[],
+        )
+        .await;
+    events.event_for(job_id, Duration::from_secs(40)).await;
+
+    for (signing, code) in [
+        (Signing::Unsigned, "signature_missing"),
+        (Signing::OtherMethod, "signature_mismatch"),
+        (Signing::Stale, "signature_stale"),
+    ] {
+        let (status, answer) = api.send("DELETE", job_id, "", None, b"", signing);
+        assert_eq!(status, 401, "{signing:?}: {answer}");
+        assert_eq!(answer["code"], code);
+    }
+    // Signed, but for a tenant the job is not: as unknown.
+    let (status, _) = api.send("DELETE", job_id, "", Some("other"), b"", Signing::Valid);
+    assert_eq!(status, 404);
+    let (status, _) = api.send("GET", Uuid::now_v7(), "", None, b"", Signing::Valid);
+    assert_eq!(status, 404);
+    let (status, answer) = api.send(
+        "POST",
+        job_id,
+        "/cancel",
+        None,
+        br#"{"reasonCode":"not upper"}"#,
+        Signing::Valid,
+    );
+    assert_eq!(status, 400);
+    assert!(answer["error"].as_str().unwrap().contains("reasonCode"));
+    let big = vec![b' '; 17 << 10];
+    let (status, _) = api.send("DELETE", job_id, "", None, &big, Signing::Valid);
+    assert_eq!(status, 413);
+
+    assert_eq!(world.job_status(job_id).await.as_deref(), Some("completed"));
+    assert_eq!(world.object_keys().await.len(), 1, "nothing was deleted");
+    assert!(
+        events.drain(Duration::from_secs(2)).await.is_empty(),
+        "nothing published"
+    );
+    let metrics = worker.get("/metrics").expect("metrics").1;
+    assert!(
+        crate::harness::metric_sum(&metrics, "api_requests_rejected_total", "signature_stale")
+            >= 1.0,
+        "{metrics}"
+    );
+    drop(worker);
+    world.cleanup().await;
+}

@@ -1,0 +1,87 @@
+//! Requests to a Worker's control API (lifecycle §3), signed with the world's internal key as
+//! `fetcherctl` signs them, or deliberately not.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+use contract::envelope::{sign_control, ControlRoute};
+use uuid::Uuid;
+
+/// How a request is signed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Signing {
+    /// Signed now, for what it asks.
+    Valid,
+    /// No signature headers.
+    Unsigned,
+    /// Signed for another method than it uses.
+    OtherMethod,
+    /// Signed ten minutes ago.
+    Stale,
+}
+
+/// A control API client for one Worker.
+pub struct ControlClient {
+    pub port: u16,
+    pub keys: crypto::KeySet,
+}
+
+impl ControlClient {
+    /// Sends `method` on `/v1/fetcher/<job_id><suffix>`; the answer's status and JSON body.
+    pub fn send(
+        &self,
+        method: &str,
+        job_id: Uuid,
+        suffix: &str,
+        tenant: Option<&str>,
+        body: &[u8],
+        signing: Signing,
+    ) -> (u16, serde_json::Value) {
+        let id = job_id.to_string();
+        let path = format!("/v1/fetcher/{id}{suffix}");
+        let now = chrono::Utc::now().timestamp();
+        let (signed_method, at) = match signing {
+            Signing::OtherMethod => (if method == "POST" { "DELETE" } else { "POST" }, now),
+            Signing::Stale => (method, now - 600),
+            Signing::Valid | Signing::Unsigned => (method, now),
+        };
+        let route = ControlRoute {
+            tenant: tenant.unwrap_or(""),
+            job_id: &id,
+            method: signed_method,
+            path: &path,
+        };
+        let signature = sign_control(at, &route, body, |p| self.keys.internal_hmac().sign_hex(p));
+        let mut request = format!(
+            "{method} {path} HTTP/1.0\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: {}\r\n",
+            body.len()
+        );
+        if signing != Signing::Unsigned {
+            request.push_str(&format!(
+                "x-message-signature: {}\r\nt: {}\r\nsignature-version: {}\r\n",
+                signature.signature, signature.timestamp, signature.version
+            ));
+        }
+        if let Some(tenant) = tenant {
+            request.push_str(&format!("X-Tenant-ID: {tenant}\r\n"));
+        }
+        request.push_str("\r\n");
+        let mut stream = TcpStream::connect(("127.0.0.1", self.port)).expect("control API");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(15)))
+            .expect("timeout");
+        stream.write_all(request.as_bytes()).expect("write");
+        stream.write_all(body).expect("write body");
+        let mut response = String::new();
+        stream.read_to_string(&mut response).expect("read");
+        let status = response
+            .split_whitespace()
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .expect("status line");
+        let body = response.split("\r\n\r\n").nth(1).unwrap_or("");
+        let json = serde_json::from_str(body).unwrap_or(serde_json::Value::String(body.into()));
+        (status, json)
+    }
+}
