@@ -7,7 +7,8 @@ use std::time::Duration;
 use chrono::Utc;
 use contract::event::{CancelBody, CloudEventAttributes, DeletionBody, OutboundEvent};
 use contract::lifecycle::{
-    self, Event, ExecutionStatus, JobProcessDetails, JobState, JobStatus, Refusal, Step, Transition,
+    self, Event, ExecutionStatus, JobProcessDetails, JobState, JobStatus, Refusal, Step, Then,
+    Transition,
 };
 use serde_json::{Map, Value};
 use sqlx::postgres::PgRow;
@@ -20,6 +21,30 @@ use crate::outbox::PendingEvent;
 use crate::store::{interval, Store};
 
 const STEP: &str = "recording a control request";
+
+/// The channel a cancel is announced on (`NOTIFY`, at its commit) to the replica running the
+/// job, whose lease heartbeat is the fallback.
+pub const CANCEL_CHANNEL: &str = "fetcher_job_cancel";
+
+/// Cancels announced on [`CANCEL_CHANNEL`], each as its job id. Reconnects by itself (an
+/// announcement made while it was away is lost; the heartbeat still sees the cancel).
+pub struct CancelListener(sqlx::postgres::PgListener);
+
+impl CancelListener {
+    /// The next announced job. A payload that is not a job id is skipped.
+    pub async fn recv(&mut self) -> Result<Uuid> {
+        loop {
+            let notification = self
+                .0
+                .recv()
+                .await
+                .map_err(|e| OutboxError::sqlx("listening for cancels", e))?;
+            if let Ok(job_id) = Uuid::parse_str(notification.payload()) {
+                return Ok(job_id);
+            }
+        }
+    }
+}
 
 /// A cancel or delete request, as the control API checked it.
 #[derive(Debug, Clone, Copy)]
@@ -162,7 +187,18 @@ impl Store {
         Ok(Controlled::Done { transition, events })
     }
 
-    /// Applies a cancel or delete request (lifecycle §3).
+    /// A listener of announced cancels, on a connection of its own.
+    pub async fn listen_for_cancels(&self) -> Result<CancelListener> {
+        let db = |e| OutboxError::sqlx("listening for cancels", e);
+        let mut listener = sqlx::postgres::PgListener::connect_with(self.pool())
+            .await
+            .map_err(db)?;
+        listener.listen(CANCEL_CHANNEL).await.map_err(db)?;
+        Ok(CancelListener(listener))
+    }
+
+    /// Applies a cancel or delete request (lifecycle §3). A cancel of a running job is
+    /// announced on [`CANCEL_CHANNEL`] at its commit.
     pub async fn control(&self, request: &ControlRequest<'_>) -> Result<Controlled> {
         if !matches!(request.step, Step::Cancel { .. } | Step::Delete { .. }) {
             return Err(OutboxError::invalid(STEP, "not a cancel or delete request"));
@@ -215,6 +251,14 @@ impl Store {
             reason_code,
         )
         .await?;
+        if matches!(transition.then, Then::StopStatements { .. }) {
+            sqlx::query("SELECT pg_notify($1, $2)")
+                .bind(CANCEL_CHANNEL)
+                .bind(request.job_id.to_string())
+                .execute(&mut *tx)
+                .await
+                .map_err(db)?;
+        }
         let context = EventContext {
             job_id: request.job_id,
             tenant: request.tenant,

@@ -34,7 +34,7 @@ mod store;
 mod terminal;
 
 pub use backoff::{backoff, Backoff};
-pub use control::{ControlRequest, Controlled, EndCancel};
+pub use control::{CancelListener, ControlRequest, Controlled, EndCancel, CANCEL_CHANNEL};
 pub use error::{OutboxError, Result};
 pub use jobs::{
     Claim, ClaimRequest, ExecutionRow, ExpiredJob, JobRow, JobSpec, Lease, WORKER_LOST,

@@ -8,7 +8,8 @@
 //! - [`amqp`]: the work queue's topology, headers and consumer.
 //! - [`job`]: one delivery to its terminal outcome, over small traits; the sweeper of lost jobs.
 //! - [`adapters`]: those traits on PostgreSQL, S3, RabbitMQ and the engine.
-//! - [`api`]: the control API (cancel, delete, the job document).
+//! - [`api`]: the control API (cancel, delete, the job document); [`cancels`]: its
+//!   announcements, heard by the replica that runs the job.
 //! - [`health`], [`checks`]: `/health`, `/readyz`, `/metrics`.
 //! - [`metrics`]: metric names and helpers. [`telemetry`]: logs. [`shutdown`]: the signal.
 //!
@@ -17,6 +18,7 @@
 pub mod adapters;
 pub mod amqp;
 pub mod api;
+pub mod cancels;
 pub mod checks;
 pub mod config;
 pub mod dependencies;

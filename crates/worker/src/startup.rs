@@ -291,6 +291,11 @@ async fn consume_until_stopped(
         interval: settings.jobs.lease,
         grace: settings.jobs.lease * 2,
     };
+    let listening = tokio::spawn(crate::cancels::listen(
+        jobs.store.clone(),
+        jobs.core.clone(),
+        stop_background.clone(),
+    ));
     let sweeping = tokio::spawn({
         let stop = stop_background.clone();
         async move { sweeper.run(stop).await }
@@ -318,6 +323,7 @@ async fn consume_until_stopped(
     stop_background.cancel();
     let _ = repairing.await;
     let _ = sweeping.await;
+    let _ = listening.await;
     // Whatever the last jobs recorded but could not publish goes out now, if it can.
     let _ = repairer.repair_once(&CancellationToken::new()).await;
 }

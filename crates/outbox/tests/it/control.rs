@@ -483,3 +483,30 @@ async fn a_run_canceled_while_it_works_is_told_so_and_ends_its_own_cancel() {
     );
     db.drop().await;
 }
+
+#[tokio::test]
+async fn a_cancel_of_a_running_job_is_announced_at_its_commit() {
+    let db = TestDb::migrated().await;
+    let mut listener = db.store.listen_for_cancels().await.expect("listen");
+    let job_id = claimed(&db.store, "worker-a").await;
+    // A cancel that changes nothing for a runner is not announced: a job never seen.
+    done(
+        db.store
+            .control(&request(Uuid::new_v4(), CANCEL))
+            .await
+            .expect("unseen"),
+    );
+    done(
+        db.store
+            .control(&request(job_id, FORCE_CANCEL))
+            .await
+            .expect("cancel"),
+    );
+    let announced = tokio::time::timeout(Duration::from_secs(10), listener.recv())
+        .await
+        .expect("announced in time")
+        .expect("listener");
+    assert_eq!(announced, job_id);
+    drop(listener);
+    db.drop().await;
+}

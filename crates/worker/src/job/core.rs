@@ -13,6 +13,7 @@ use uuid::Uuid;
 
 use super::inbound::Inbound;
 use super::ports::Ports;
+use super::wakeups::Wakeups;
 use super::{authenticate, claim, rejects};
 use crate::metrics;
 
@@ -56,11 +57,23 @@ pub struct MessageLimits {
 pub struct JobCore {
     pub(in crate::job) ports: Ports,
     pub(in crate::job) settings: JobSettings,
+    pub(in crate::job) wakeups: Wakeups,
 }
 
 impl JobCore {
     pub fn new(ports: Ports, settings: JobSettings) -> JobCore {
-        JobCore { ports, settings }
+        JobCore {
+            ports,
+            settings,
+            wakeups: Wakeups::default(),
+        }
+    }
+
+    /// A cancel of `job_id` was announced: its run here, if any, checks its claim now.
+    pub fn wake(&self, job_id: Uuid) {
+        if self.wakeups.wake(job_id) {
+            tracing::debug!(%job_id, "Cancel announced for a running job.");
+        }
     }
 
     /// Handles one job message. Never panics on input; every branch logs why it ended as it did.

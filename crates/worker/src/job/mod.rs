@@ -12,6 +12,7 @@
 //! - `run.rs`: a claimed run and its heartbeat; `produce.rs`: extract, seal, store.
 //! - `finish.rs`: the one way every path ends a job: record with its event, publish, clean up.
 //! - `events.rs`: the terminal events of each outcome.
+//! - `wakeups.rs`: the runs a cancel announcement wakes at once.
 //! - `sweeper.rs`: failing jobs whose Worker was lost and that no redelivery took over.
 
 mod authenticate;
@@ -28,6 +29,7 @@ mod run;
 mod sweeper;
 #[cfg(test)]
 mod tests;
+mod wakeups;
 
 pub use self::core::{Disposition, JobCore, JobSettings, MessageLimits};
 pub use inbound::{Inbound, InboundHeaders};

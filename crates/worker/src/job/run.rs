@@ -56,6 +56,7 @@ impl ClaimedRun<'_> {
         let started = Instant::now();
         let lost = CancellationToken::new();
         let forced = CancellationToken::new();
+        let registered = core.wakeups.register(job_id);
         let heartbeat = tokio::spawn(
             heartbeat(
                 core.ports.jobs.clone(),
@@ -65,6 +66,7 @@ impl ClaimedRun<'_> {
                 Signals {
                     lost: lost.clone(),
                     forced: forced.clone(),
+                    woken: registered.notify.clone(),
                 },
             )
             .in_current_span(),
@@ -124,6 +126,8 @@ struct Signals {
     lost: CancellationToken,
     /// A forced cancel came: stop now.
     forced: CancellationToken,
+    /// A cancel was announced: renew (and learn of it) now rather than at the next tick.
+    woken: std::sync::Arc<tokio::sync::Notify>,
 }
 
 /// Renews the claim every third of the lease; signals a lost claim and a forced cancel. (A
@@ -138,7 +142,10 @@ async fn heartbeat(
     let mut ticks = tokio::time::interval(lease / 3);
     ticks.tick().await;
     loop {
-        ticks.tick().await;
+        tokio::select! {
+            _ = ticks.tick() => {}
+            _ = signals.woken.notified() => {}
+        }
         match jobs.renew_lease(job_id, &owner, lease).await {
             Ok(Lease::Held | Lease::Canceling { force: false }) => {}
             Ok(Lease::Canceling { force: true }) => {

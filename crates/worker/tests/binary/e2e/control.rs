@@ -201,3 +201,57 @@ async fn requests_not_signed_for_their_job_method_and_tenant_change_nothing() {
     drop(worker);
     world.cleanup().await;
 }
+
+#[tokio::test]
+async fn a_force_cancel_reaches_a_long_leased_run_through_its_announcement() {
+    let world = World::new().await;
+    // The heartbeat ticks every 20 s: only the announcement can stop the query within 2 s.
+    let port = crate::harness::free_port();
+    let mut env = world.env(port);
+    env.insert("JOB_LEASE_SEC".into(), "60".into());
+    let api = crate::harness::ControlClient {
+        port: env["API_PORT"].parse().expect("API_PORT"),
+        keys: world.keys.clone(),
+    };
+    let worker = crate::harness::WorkerProcess::spawn(env, port);
+    worker.wait_ready(Duration::from_secs(60)).await;
+    let mut events = world.listen().await;
+    let job_id = Uuid::now_v7();
+    world
+        .submit(&world.job_body(job_id, "src", "slow", &["id"]), None, &[])
+        .await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while slow_queries(&world).await == 0 {
+        assert!(Instant::now() < deadline, "the query never ran");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let asked = Instant::now();
+    let (status, _) = api.send(
+        "POST",
+        job_id,
+        "/cancel",
+        None,
+        br#"{"force":true}"#,
+        Signing::Valid,
+    );
+    assert_eq!(status, 202);
+    while slow_queries(&world).await > 0 {
+        assert!(
+            asked.elapsed() < Duration::from_secs(2),
+            "the query still runs 2 s after the cancel"
+        );
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    let mut keys = Vec::new();
+    while keys.len() < 2 {
+        let event = events.event_for(job_id, Duration::from_secs(10)).await;
+        keys.push(event.delivery.routing_key.to_string());
+    }
+    assert_eq!(keys, ["job.cancellation_in_progress", "job.canceled"]);
+    assert!(
+        asked.elapsed() < Duration::from_secs(3),
+        "canceled within 3 s"
+    );
+    drop(worker);
+    world.cleanup().await;
+}
