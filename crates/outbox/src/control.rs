@@ -187,6 +187,25 @@ impl Store {
         Ok(Controlled::Done { transition, events })
     }
 
+    /// Jobs left `deletion_in_progress` for more than `grace` (their object could not be
+    /// deleted then), oldest first, with their tenant: the repair pass deletes them again.
+    pub async fn deletions_in_progress(
+        &self,
+        grace: Duration,
+        limit: i64,
+    ) -> Result<Vec<(Uuid, Option<String>)>> {
+        sqlx::query_as(
+            "SELECT job_id, tenant_id FROM jobs
+             WHERE status = 'deletion_in_progress' AND updated_at <= now() - $1
+             ORDER BY updated_at LIMIT $2",
+        )
+        .bind(interval(grace))
+        .bind(limit)
+        .fetch_all(self.pool())
+        .await
+        .map_err(|e| OutboxError::sqlx("listing deletions in progress", e))
+    }
+
     /// A listener of announced cancels, on a connection of its own.
     pub async fn listen_for_cancels(&self) -> Result<CancelListener> {
         let db = |e| OutboxError::sqlx("listening for cancels", e);

@@ -91,6 +91,14 @@ impl JobStore for outbox::Store {
         outbox::Store::object_deleted(self, job_id, result_deleted, source, publisher, lease).await
     }
 
+    async fn deletions_in_progress(
+        &self,
+        grace: Duration,
+        limit: i64,
+    ) -> Result<Vec<(Uuid, Option<String>)>, OutboxError> {
+        outbox::Store::deletions_in_progress(self, grace, limit).await
+    }
+
     async fn expired_jobs(
         &self,
         grace: Duration,

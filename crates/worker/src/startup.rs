@@ -118,22 +118,22 @@ impl Application {
         };
         let default_timeout = engine.config().timeout;
         let ports = adapters::ports(store.clone(), objects.clone(), publisher.clone(), engine);
-        let control = Arc::new(api::ControlApi {
+        let control = api::ControlApi {
             store: store.clone(),
-            objects: ports.objects.clone(),
-            events: ports.events.clone(),
+            core: Arc::new(JobCore::new(ports, settings_of_jobs.clone())),
             keys: settings_of_jobs.keys.clone(),
             verify: settings_of_jobs.verify,
             source: settings_of_jobs.source.clone(),
             worker_id: settings_of_jobs.worker_id.clone(),
             lease: settings_of_jobs.lease,
             default_timeout,
-        });
+        };
         let jobs = Jobs {
-            core: Arc::new(JobCore::new(ports, settings_of_jobs)),
+            core: control.core.clone(),
             store,
             publisher,
         };
+        let control = Arc::new(control);
         if settings.amqp.allow_legacy_body_signature {
             tracing::warn!(
                 "RABBITMQ_ALLOW_LEGACY_BODY_SIGNATURE_FALLBACK is on: messages signed over their body \

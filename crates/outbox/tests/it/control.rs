@@ -204,6 +204,13 @@ async fn a_finished_job_refuses_a_cancel_and_is_deleted_in_two_phases() {
     assert_eq!(transition.to.status, JobStatus::DeletionInProgress);
     assert_eq!(transition.then, Then::DeleteObject);
     assert_eq!(events, 1);
+    // Until its object is deleted, the sweeper's pass finds it.
+    let deleting = db
+        .store
+        .deletions_in_progress(Duration::ZERO, 10)
+        .await
+        .expect("list");
+    assert_eq!(deleting, vec![(job_id, None)]);
     let (transition, events) = done(
         db.store
             .object_deleted(job_id, true, SOURCE, "api-1", Duration::from_secs(30))
@@ -232,6 +239,12 @@ async fn a_finished_job_refuses_a_cancel_and_is_deleted_in_two_phases() {
             .expect("row");
     assert_eq!(before.as_deref(), Some("completed"));
     assert_eq!(path, None, "a tombstone names no object");
+    assert!(db
+        .store
+        .deletions_in_progress(Duration::ZERO, 10)
+        .await
+        .expect("list")
+        .is_empty());
     // Deleted again: accepted, nothing emitted.
     let (_, events) = done(
         db.store

@@ -10,15 +10,15 @@ use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use contract::lifecycle::{Refusal, Step, Then};
-use outbox::{ControlRequest, Controlled, PendingEvent};
+use outbox::{ControlRequest, Controlled};
 use serde_json::json;
-use storage::object_key;
 use uuid::Uuid;
 
 use super::auth::{authenticate, Caller};
 use super::document::JobDocument;
 use super::requests;
 use super::{ControlApi, MAX_BODY_BYTES};
+use crate::job::finish_deletion;
 use crate::metrics;
 
 /// A refused request: its status, a text safe to show, a stable code.
@@ -216,43 +216,12 @@ async fn control(
         }
     };
     tracing::info!(%job_id, status = %transition.to.status, "Control request accepted.");
-    deliver(api, &publisher, &events).await;
+    api.core.publish(&publisher, &events).await;
     if transition.then == Then::DeleteObject {
-        delete_object(api, job_id, caller.tenant, &publisher).await;
+        // A store that cannot be reached leaves it `deletion_in_progress` for the sweeper.
+        finish_deletion(&api.core, job_id, caller.tenant, &publisher).await;
     }
     document(api, job_id, caller, StatusCode::ACCEPTED).await
-}
-
-/// Deletes the object of a job being deleted and records `deleted`; a store that cannot be
-/// reached leaves the job `deletion_in_progress` for the repair pass.
-async fn delete_object(api: &ControlApi, job_id: Uuid, tenant: Option<&str>, publisher: &str) {
-    let existed = match object_key(api.objects.key_prefix(), tenant, job_id) {
-        Ok(key) => match api.objects.delete(&key.full).await {
-            Ok(()) => true,
-            Err(error) => {
-                tracing::warn!(%job_id, %error, "Could not delete the job's object; the deletion stays in progress.");
-                return;
-            }
-        },
-        Err(_) => false,
-    };
-    match api
-        .store
-        .object_deleted(job_id, existed, &api.source, publisher, api.lease)
-        .await
-    {
-        Ok(Controlled::Done { events, .. }) => deliver(api, publisher, &events).await,
-        Ok(Controlled::Refused(refusal)) => {
-            tracing::warn!(%job_id, %refusal, "The job's deletion was not recorded.")
-        }
-        Err(error) => tracing::warn!(%job_id, %error, "Could not record the job's deletion."),
-    }
-}
-
-async fn deliver(api: &ControlApi, publisher: &str, events: &[PendingEvent]) {
-    if let Err(error) = api.events.deliver(publisher, events).await {
-        tracing::warn!(%error, "Could not record the publish; the repairer will publish the events.");
-    }
 }
 
 fn unavailable(error: outbox::OutboxError) -> Refused {

@@ -19,7 +19,7 @@ use axum::routing::get;
 use axum::Router;
 use contract::envelope::VerifyPolicy;
 
-use crate::job::ports::{EventSink, ResultStore};
+use crate::job::JobCore;
 
 /// Request bodies above this are refused (`413`).
 pub const MAX_BODY_BYTES: usize = 16 << 10;
@@ -27,8 +27,8 @@ pub const MAX_BODY_BYTES: usize = 16 << 10;
 /// What the control API answers from and changes.
 pub struct ControlApi {
     pub store: outbox::Store,
-    pub objects: Arc<dyn ResultStore>,
-    pub events: Arc<dyn EventSink>,
+    /// The job core: it publishes the events of a request and deletes a job's object.
+    pub core: Arc<JobCore>,
     pub keys: crypto::KeySet,
     pub verify: VerifyPolicy,
     /// `STREAMING_CLOUDEVENTS_SOURCE`.

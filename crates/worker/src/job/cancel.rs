@@ -3,12 +3,13 @@
 //! cancel in progress died. An object a dead owner may have stored is deleted.
 
 use contract::lifecycle::{Refusal, Then};
-use outbox::{Controlled, EndCancel, PendingEvent};
+use outbox::{Controlled, EndCancel};
 use serde_json::{Map, Value};
 use storage::object_key;
 use uuid::Uuid;
 
 use super::core::JobCore;
+use super::deletion::finish_deletion;
 
 /// The job whose cancel is ended.
 pub(super) struct Canceled<'a> {
@@ -55,59 +56,27 @@ pub(super) async fn end_cancel(core: &JobCore, job: &Canceled<'_>) -> CancelEnd 
         Err(error) => return CancelEnd::NotRecorded(error.to_string()),
     };
     tracing::info!(job_id = %job.job_id, status = %transition.to.status, "Job canceled without a run.");
-    deliver(core, &publisher, &events).await;
+    core.publish(&publisher, &events).await;
     match transition.then {
         Then::DiscardObject => {
             delete_object(core, job).await;
         }
         Then::DeleteObject => {
-            if let Some(existed) = delete_object(core, job).await {
-                let deleted = core
-                    .ports
-                    .jobs
-                    .object_deleted(
-                        job.job_id,
-                        existed,
-                        &core.settings.source,
-                        &publisher,
-                        core.settings.lease,
-                    )
-                    .await;
-                match deleted {
-                    Ok(Controlled::Done { events, .. }) => deliver(core, &publisher, &events).await,
-                    Ok(Controlled::Refused(refusal)) => {
-                        tracing::warn!(job_id = %job.job_id, %refusal, "The job's deletion was not recorded.")
-                    }
-                    Err(error) => {
-                        tracing::warn!(job_id = %job.job_id, %error, "Could not record the job's deletion; it stays deletion_in_progress.")
-                    }
-                }
-            }
+            finish_deletion(core, job.job_id, job.tenant, &publisher).await;
         }
         Then::Nothing | Then::Run | Then::StopStatements { .. } => {}
     }
     CancelEnd::Ended
 }
 
-/// Hands the recorded events to the sink; the repairer publishes what it could not.
-async fn deliver(core: &JobCore, publisher: &str, events: &[PendingEvent]) {
-    if let Err(error) = core.ports.events.deliver(publisher, events).await {
-        tracing::warn!(%error, "Could not record the publish; the repairer will publish the events.");
-    }
-}
-
-/// Deletes the job's object; `Some(true)` when the store said it is gone. A store that cannot
-/// be reached leaves it (`None`).
-async fn delete_object(core: &JobCore, job: &Canceled<'_>) -> Option<bool> {
+/// Deletes the object a run of the canceled job may have stored; a store that cannot be
+/// reached leaves it (logged).
+async fn delete_object(core: &JobCore, job: &Canceled<'_>) {
     // A tenant that cannot be part of a key never had an object stored.
     let Ok(key) = object_key(core.ports.objects.key_prefix(), job.tenant, job.job_id) else {
-        return Some(false);
+        return;
     };
-    match core.ports.objects.delete(&key.full).await {
-        Ok(()) => Some(true),
-        Err(error) => {
-            tracing::error!(job_id = %job.job_id, %error, "The object of a canceled job could not be deleted.");
-            None
-        }
+    if let Err(error) = core.ports.objects.delete(&key.full).await {
+        tracing::error!(job_id = %job.job_id, %error, "The object of a canceled job could not be deleted.");
     }
 }

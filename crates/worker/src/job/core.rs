@@ -142,6 +142,14 @@ impl JobCore {
         claim::claim_and_run(self, &job, headers, &digest, stop).await
     }
 
+    /// Hands recorded events (their outbox rows leased to `publisher`) to the sink; the
+    /// repairer publishes what it could not.
+    pub async fn publish(&self, publisher: &str, events: &[outbox::PendingEvent]) {
+        if let Err(error) = self.ports.events.deliver(publisher, events).await {
+            tracing::warn!(%error, "Could not record the publish; the repairer will publish the events.");
+        }
+    }
+
     /// A claim (or publish lease) owner unique to this attempt.
     pub(in crate::job) fn owner(&self) -> String {
         format!("{}/{}", self.settings.worker_id, Uuid::new_v4().simple())

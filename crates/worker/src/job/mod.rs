@@ -10,6 +10,7 @@
 //! - `claim.rs`: taking the job, waiting on a busy one, republishing a finished one.
 //! - `cancel.rs`: a job canceled before it ran: the cancel ended without a run.
 //! - `run.rs`: a claimed run and its heartbeat; `produce.rs`: extract, seal, store.
+//! - `deletion.rs`: a delete's second phase (the object, then `deleted`), retried by the sweeper.
 //! - `finish.rs`: the one way every path ends a job: record with its event, publish, clean up.
 //! - `events.rs`: the terminal events of each outcome.
 //! - `wakeups.rs`: the runs a cancel announcement wakes at once.
@@ -19,6 +20,7 @@ mod authenticate;
 mod cancel;
 mod claim;
 mod core;
+mod deletion;
 mod events;
 mod finish;
 mod inbound;
@@ -32,6 +34,7 @@ mod tests;
 mod wakeups;
 
 pub use self::core::{Disposition, JobCore, JobSettings, MessageLimits};
+pub use deletion::{finish_deletion, Deletion};
 pub use inbound::{Inbound, InboundHeaders};
 pub use ports::Ports;
 pub use sweeper::Sweeper;

@@ -78,6 +78,13 @@ pub trait JobStore: Send + Sync {
         lease: Duration,
     ) -> Result<Controlled, OutboxError>;
 
+    /// Jobs left `deletion_in_progress` for more than `grace`, with their tenant.
+    async fn deletions_in_progress(
+        &self,
+        grace: Duration,
+        limit: i64,
+    ) -> Result<Vec<(Uuid, Option<String>)>, OutboxError>;
+
     /// Processing jobs whose lease lapsed more than `grace` ago, at most `limit`.
     async fn expired_jobs(
         &self,

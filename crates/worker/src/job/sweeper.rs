@@ -10,12 +10,14 @@ use tokio_util::sync::CancellationToken;
 
 use super::cancel::{end_cancel, CancelEnd, Canceled};
 use super::core::JobCore;
+use super::deletion::{finish_deletion, Deletion};
 use super::events::EventContext;
 use super::finish::{finish, Ending, Finished};
 
 /// Every `interval`, records `failed` (with [`WORKER_LOST`]) each processing job whose lease
 /// lapsed more than `grace` ago, and publishes its event; a job whose owner died while
-/// canceling it ends `canceled` instead.
+/// canceling it ends `canceled` instead; a deletion left in progress (its object could not be
+/// deleted) is finished.
 pub struct Sweeper {
     pub core: Arc<JobCore>,
     pub interval: Duration,
@@ -36,7 +38,7 @@ impl Sweeper {
         }
     }
 
-    /// One pass; returns how many jobs were ended (failed, or canceled).
+    /// One pass; returns how many jobs were ended (failed, canceled or deleted).
     pub async fn sweep_once(&self) -> anyhow::Result<usize> {
         let core = &self.core;
         let expired = core.ports.jobs.expired_jobs(self.grace, 100).await?;
@@ -81,6 +83,19 @@ impl Sweeper {
                 // A redelivery took the job over, or it ended meanwhile.
                 Finished::AlreadyTerminal | Finished::NotOurs | Finished::OtherTenant => {}
                 Finished::NotRecorded(reason) => anyhow::bail!("{reason}"),
+            }
+        }
+        // Deletions whose object could not be deleted (S3 was away): again, until they end.
+        let deleting = core
+            .ports
+            .jobs
+            .deletions_in_progress(self.grace, 100)
+            .await?;
+        for (job_id, tenant) in deleting {
+            if finish_deletion(core, job_id, tenant.as_deref(), &publisher).await
+                == Deletion::Deleted
+            {
+                failed += 1;
             }
         }
         Ok(failed)

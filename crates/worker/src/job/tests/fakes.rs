@@ -75,6 +75,8 @@ pub struct JobsState {
     pub deletions: VecDeque<Result<Controlled, OutboxError>>,
     /// `object_deleted` was told whether the object existed.
     pub deleted_results: Vec<bool>,
+    /// What `deletions_in_progress` hands out.
+    pub deleting: Vec<(Uuid, Option<String>)>,
 }
 
 impl Default for JobsState {
@@ -100,6 +102,7 @@ impl Default for JobsState {
             cancels: VecDeque::new(),
             deletions: VecDeque::new(),
             deleted_results: Vec::new(),
+            deleting: Vec::new(),
         }
     }
 }
@@ -200,6 +203,14 @@ impl JobStore for Jobs {
             .deletions
             .pop_front()
             .expect("the test scripts object_deleted")
+    }
+
+    async fn deletions_in_progress(
+        &self,
+        _: Duration,
+        _: i64,
+    ) -> Result<Vec<(Uuid, Option<String>)>, OutboxError> {
+        Ok(std::mem::take(&mut self.state().deleting))
     }
 
     async fn expired_jobs(&self, _: Duration, _: i64) -> Result<Vec<ExpiredJob>, OutboxError> {

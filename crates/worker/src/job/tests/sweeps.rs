@@ -115,3 +115,28 @@ async fn a_cancel_whose_owner_died_ends_canceled_and_loses_its_object() {
     assert!(bench.jobs.state().written.is_empty(), "not failed");
     assert_eq!(bench.objects.state().deleted, vec![key]);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_deletion_left_in_progress_is_finished_once_the_store_answers() {
+    use contract::lifecycle::{JobState, JobStatus, Then, Transition};
+    let (sweeper, bench) = sweeper(Bench::new());
+    let job_id = Uuid::new_v4();
+    let key = bench.key_of(job_id);
+    bench.objects.state().stored.insert(key.clone(), vec![1]);
+    bench.jobs.state().deleting.push((job_id, None));
+    bench
+        .jobs
+        .state()
+        .deletions
+        .push_back(Ok(outbox::Controlled::Done {
+            transition: Transition {
+                to: JobState::new(JobStatus::Deleted),
+                events: vec![contract::lifecycle::Event::Deleted],
+                then: Then::Nothing,
+            },
+            events: Vec::new(),
+        }));
+    assert_eq!(sweeper.sweep_once().await.expect("sweep"), 1);
+    assert_eq!(bench.objects.state().deleted, vec![key]);
+    assert_eq!(bench.jobs.state().deleted_results, vec![true]);
+}
