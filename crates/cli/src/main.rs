@@ -1,6 +1,7 @@
 //! `fetcherctl`: the operator's and consumer's tool for the Fetcher Worker.
 //!
-//! One module per command (`derive_key`, `submit`, `watch`, `fetch`); `keys`, `amqp` and
+//! One module per command (`derive_key`, `submit`, `watch`, `fetch`; `control` for `status`,
+//! `cancel` and `delete`); `keys`, `amqp` and
 //! `broker_env` (the Worker's `RABBITMQ_*` variables) hold what they share, `dedupe` the check
 //! that makes an event's ce-id safe to deduplicate on, `max_age` how old a watched event's
 //! signature may be. No command prints a secret: not the master key, not the AMQP URI (it may
@@ -9,6 +10,7 @@
 
 mod amqp;
 mod broker_env;
+mod control;
 mod dedupe;
 mod derive_key;
 mod fetch;
@@ -65,6 +67,18 @@ enum Command {
     /// Opening needs the master key (APP_ENC_KEY): the external key alone cannot decrypt.
     /// The object storage is configured with the Worker's OBJECT_STORAGE_* variables.
     Fetch(fetch::Args),
+
+    /// Print a job's document from a Worker's control API (signed with the internal HMAC key:
+    /// APP_ENC_KEY, or --hmac-key / FETCHER_INTERNAL_HMAC_KEY).
+    Status(control::Target),
+
+    /// Cancel a job (lifecycle §3): a queued or pending one at once; a running one gracefully
+    /// (its statements end, nothing is stored), or at once with --force.
+    Cancel(control::Cancel),
+
+    /// Delete a finished job's stored result and mark it deleted; --force cancels a job that
+    /// has not ended first.
+    Delete(control::Change),
 }
 
 fn main() -> ExitCode {
@@ -73,6 +87,9 @@ fn main() -> ExitCode {
         Command::Submit(args) => block_on(submit::run(args)),
         Command::Watch(args) => block_on(watch::run(args)),
         Command::Fetch(args) => block_on(fetch::run(args)),
+        Command::Status(args) => block_on(control::status(args)),
+        Command::Cancel(args) => block_on(control::cancel(args)),
+        Command::Delete(args) => block_on(control::delete(args)),
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,

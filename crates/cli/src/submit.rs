@@ -151,7 +151,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
 
 /// The internal HMAC key from exactly one of `APP_ENC_KEY` and `--hmac-key` /
 /// [`HMAC_KEY_ENV`]: with both, which one signs would be a guess.
-fn internal_key(hex: Option<&str>) -> anyhow::Result<HmacKey> {
+pub(crate) fn internal_key(hex: Option<&str>) -> anyhow::Result<HmacKey> {
     let source = format!("--hmac-key (or {HMAC_KEY_ENV})");
     match (
         keys::master_is_set(),
