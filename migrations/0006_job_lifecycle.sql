@@ -19,6 +19,8 @@ ALTER TABLE jobs
     -- The cancel's or delete's `comment` and the cancel's `reasonCode` (IoT's limits).
     ADD COLUMN comment          text CHECK (char_length(comment) <= 2028),
     ADD COLUMN reason_code      text CHECK (reason_code ~ '^[A-Z0-9_]{1,128}$'),
+    -- When the cancel was first accepted (its latency, to `canceled`, is measured from here).
+    ADD COLUMN cancel_requested_at timestamptz,
     -- The job message's `timeoutSeconds`; NULL: ENGINE_EXTRACTION_TIMEOUT_SEC.
     ADD COLUMN timeout_seconds  integer CHECK (timeout_seconds BETWEEN 1 AND 86400),
     -- When the job first entered `processing`: its timeout runs from here, takeovers included.

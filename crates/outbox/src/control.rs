@@ -69,9 +69,12 @@ pub struct ControlRequest<'a> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Controlled {
     /// Committed: the transition, and its events' outbox rows (leased to the publisher).
+    /// `canceled_after`: when it ended the job `canceled`, how long after the cancel was first
+    /// accepted.
     Done {
         transition: Transition,
         events: Vec<PendingEvent>,
+        canceled_after: Option<Duration>,
     },
     /// Nothing written.
     Refused(Refusal),
@@ -183,8 +186,13 @@ impl Store {
             request.lease,
         )
         .await?;
+        let canceled_after = canceled_after(&mut tx, request.job_id, &transition).await?;
         tx.commit().await.map_err(db)?;
-        Ok(Controlled::Done { transition, events })
+        Ok(Controlled::Done {
+            transition,
+            events,
+            canceled_after,
+        })
     }
 
     /// Jobs left `deletion_in_progress` for more than `grace` (their object could not be
@@ -297,8 +305,13 @@ impl Store {
             request.lease,
         )
         .await?;
+        let canceled_after = canceled_after(&mut tx, request.job_id, &transition).await?;
         tx.commit().await.map_err(db)?;
-        Ok(Controlled::Done { transition, events })
+        Ok(Controlled::Done {
+            transition,
+            events,
+            canceled_after,
+        })
     }
 
     /// Ends a deletion once the job's object is gone (`result_deleted`: it existed): `deleted`
@@ -358,8 +371,13 @@ impl Store {
             result_deleted,
         };
         let events = record_events(&mut tx, &context, &transition.events, publisher, lease).await?;
+        let canceled_after = None;
         tx.commit().await.map_err(db)?;
-        Ok(Controlled::Done { transition, events })
+        Ok(Controlled::Done {
+            transition,
+            events,
+            canceled_after,
+        })
     }
 }
 
@@ -441,6 +459,9 @@ async fn write(
              status_before_deletion = COALESCE(status_before_deletion, $8),
              finished_at = CASE WHEN $9 THEN COALESCE(finished_at, now()) ELSE finished_at END,
              deleted_at = CASE WHEN $2 = 'deleted' THEN now() ELSE deleted_at END,
+             cancel_requested_at = CASE
+                 WHEN $3 OR $2 IN ('cancellation_in_progress', 'canceled')
+                 THEN COALESCE(cancel_requested_at, now()) ELSE cancel_requested_at END,
              lease_expires_at = CASE WHEN $9 THEN NULL ELSE lease_expires_at END,
              updated_at = now()
          WHERE job_id = $1",
@@ -458,6 +479,26 @@ async fn write(
     .await
     .map_err(|e| OutboxError::sqlx(STEP, e))?;
     Ok(())
+}
+
+/// How long after its cancel was accepted a transition ended the job `canceled`.
+async fn canceled_after(
+    tx: &mut Transaction<'static, Postgres>,
+    job_id: Uuid,
+    transition: &Transition,
+) -> Result<Option<Duration>> {
+    if !transition.events.contains(&Event::Canceled) {
+        return Ok(None);
+    }
+    let seconds: Option<f64> = sqlx::query_scalar(
+        "SELECT EXTRACT(EPOCH FROM clock_timestamp() - cancel_requested_at)::float8
+         FROM jobs WHERE job_id = $1",
+    )
+    .bind(job_id)
+    .fetch_one(&mut **tx)
+    .await
+    .map_err(|e| OutboxError::sqlx(STEP, e))?;
+    Ok(seconds.and_then(|s| Duration::try_from_secs_f64(s.max(0.0)).ok()))
 }
 
 /// Who the events are about, and what their bodies carry.

@@ -29,6 +29,15 @@ pub const STALE_REDELIVERIES: &str = "messages_stale_redelivery_accepted_total";
 pub const STORAGE_RETRIES: &str = "storage_write_retries_total";
 /// Counter: health-server connections closed on accept because the limit was reached.
 pub const HEALTH_REFUSED: &str = "health_connections_refused_total";
+/// Counter: cancel requests and their ends, by outcome (`requested`, `refused`, `canceled`).
+pub const CANCELS: &str = "job_cancels_total";
+/// Counter: delete requests and their ends, by outcome (`requested`, `refused`, `deleted`,
+/// `retried`: the object could not be deleted yet).
+pub const DELETES: &str = "job_deletes_total";
+/// Histogram: seconds from a cancel's acceptance to the job's `canceled`.
+pub const CANCEL_LATENCY: &str = "job_cancel_latency_seconds";
+/// Counter: jobs that ran out of their time (`timeoutSeconds`).
+pub const TIMEOUTS: &str = "job_timeouts_total";
 /// Counter: control API requests, by route and answered status.
 pub const API_REQUESTS: &str = "api_requests_total";
 /// Counter: control API requests refused, by reason (`signature_mismatch`, `not_found`, ...).
@@ -106,6 +115,14 @@ fn describe() {
         "The start's probe of each dependency: 1 once it answered, 0 while waiting."
     );
     metrics::describe_counter!(API_REQUESTS, "Control API requests, by route and status.");
+    metrics::describe_counter!(CANCELS, "Cancel requests and their ends, by outcome.");
+    metrics::describe_counter!(DELETES, "Delete requests and their ends, by outcome.");
+    metrics::describe_histogram!(
+        CANCEL_LATENCY,
+        metrics::Unit::Seconds,
+        "From a cancel's acceptance to the job's canceled state."
+    );
+    metrics::describe_counter!(TIMEOUTS, "Jobs that ran out of their timeoutSeconds.");
     metrics::describe_counter!(
         API_REJECTED,
         "Control API requests refused, by reason; nothing changed for them."
@@ -170,4 +187,22 @@ pub(crate) fn api_request(route: &'static str, status: u16) {
 
 pub(crate) fn api_rejected(reason: &'static str) {
     metrics::counter!(API_REJECTED, "reason" => reason).increment(1);
+}
+
+pub(crate) fn cancel(outcome: &'static str) {
+    metrics::counter!(CANCELS, "outcome" => outcome).increment(1);
+}
+
+/// A job ended `canceled`, `after` its cancel was accepted.
+pub(crate) fn canceled(after: Duration) {
+    cancel("canceled");
+    metrics::histogram!(CANCEL_LATENCY).record(after.as_secs_f64());
+}
+
+pub(crate) fn delete(outcome: &'static str) {
+    metrics::counter!(DELETES, "outcome" => outcome).increment(1);
+}
+
+pub(crate) fn timed_out() {
+    metrics::counter!(TIMEOUTS).increment(1);
 }

@@ -52,7 +52,9 @@ async fn state(store: &Store, job_id: Uuid) -> (String, bool, bool, Vec<(String,
 
 fn done(controlled: Controlled) -> (contract::lifecycle::Transition, usize) {
     match controlled {
-        Controlled::Done { transition, events } => (transition, events.len()),
+        Controlled::Done {
+            transition, events, ..
+        } => (transition, events.len()),
         Controlled::Refused(refusal) => panic!("refused: {refusal}"),
     }
 }

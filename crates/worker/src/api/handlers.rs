@@ -204,15 +204,33 @@ async fn control(
         publisher: &publisher,
         lease: api.lease,
     };
+    let counted = |outcome| match step {
+        Step::Cancel { .. } => metrics::cancel(outcome),
+        _ => metrics::delete(outcome),
+    };
     let (transition, events) = match api.store.control(&request).await.map_err(unavailable)? {
-        Controlled::Done { transition, events } => (transition, events),
-        Controlled::Refused(Refusal::Unknown) => return Err(Refused::unknown()),
+        Controlled::Done {
+            transition,
+            events,
+            canceled_after,
+        } => {
+            counted("requested");
+            if let Some(after) = canceled_after {
+                metrics::canceled(after);
+            }
+            (transition, events)
+        }
+        Controlled::Refused(Refusal::Unknown) => {
+            counted("refused");
+            return Err(Refused::unknown());
+        }
         Controlled::Refused(Refusal::InvalidTransition { from }) => {
+            counted("refused");
             return Err(Refused::new(
                 StatusCode::CONFLICT,
                 "invalid_state_transition",
                 format!("the job is {from}"),
-            ))
+            ));
         }
     };
     tracing::info!(%job_id, status = %transition.to.status, "Control request accepted.");

@@ -50,7 +50,16 @@ pub(super) async fn end_cancel(core: &JobCore, job: &Canceled<'_>) -> CancelEnd 
         owner: job.owner,
     };
     let (transition, events) = match core.ports.jobs.end_cancel(&request).await {
-        Ok(Controlled::Done { transition, events }) => (transition, events),
+        Ok(Controlled::Done {
+            transition,
+            events,
+            canceled_after,
+        }) => {
+            if let Some(after) = canceled_after {
+                crate::metrics::canceled(after);
+            }
+            (transition, events)
+        }
         Ok(Controlled::Refused(Refusal::Unknown)) => return CancelEnd::OtherTenant,
         Ok(Controlled::Refused(Refusal::InvalidTransition { .. })) => return CancelEnd::MovedOn,
         Err(error) => return CancelEnd::NotRecorded(error.to_string()),

@@ -32,6 +32,7 @@ pub async fn finish_deletion(
             Ok(()) => true,
             Err(error) => {
                 tracing::warn!(%job_id, %error, "Could not delete the job's object; its deletion stays in progress.");
+                crate::metrics::delete("retried");
                 return Deletion::Pending;
             }
         },
@@ -51,6 +52,7 @@ pub async fn finish_deletion(
     match recorded {
         Ok(Controlled::Done { events, .. }) => {
             core.publish(publisher, &events).await;
+            crate::metrics::delete("deleted");
             tracing::info!(%job_id, "Job deleted.");
             Deletion::Deleted
         }

@@ -64,7 +64,12 @@ pub(super) async fn produce(
         .extractor
         .extract(&job.mapped_fields, &job.filters, limit)
         .await
-        .map_err(|e| Failure::of(e.is_retriable(), &e))?;
+        .map_err(|e| {
+            if matches!(e, engine::EngineError::Timeout(_)) {
+                metrics::timed_out();
+            }
+            Failure::of(e.is_retriable(), &e)
+        })?;
     metrics::stage("extract", extracting.elapsed());
     let size_bytes = extraction.size_bytes();
     let row_count = extraction.row_count;

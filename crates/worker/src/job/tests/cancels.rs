@@ -30,6 +30,7 @@ fn done(to: JobStatus, then: Then, events: Vec<PendingEvent>) -> Controlled {
             then,
         },
         events,
+        canceled_after: None,
     }
 }
 

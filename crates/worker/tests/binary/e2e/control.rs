@@ -89,6 +89,15 @@ async fn a_force_cancel_stops_the_running_query_and_ends_the_job_canceled() {
             .map(|e| e.delivery.routing_key.to_string())
             .collect::<Vec<_>>()
     );
+    let metrics = worker.get("/metrics").expect("metrics").1;
+    let sum = |name, label| crate::harness::metric_sum(&metrics, name, label);
+    assert_eq!(sum("job_cancels_total", "requested"), 1.0, "{metrics}");
+    assert_eq!(sum("job_cancels_total", "\"canceled\""), 1.0, "{metrics}");
+    assert_eq!(
+        sum("job_cancel_latency_seconds_count", ""),
+        1.0,
+        "{metrics}"
+    );
     drop(worker);
     world.cleanup().await;
 }

@@ -179,6 +179,12 @@ async fn a_job_over_its_own_timeout_fails_and_its_query_is_stopped_on_the_server
             .expect("job row");
     assert_eq!(stored, Some(2));
     assert!(world.object_keys().await.is_empty(), "nothing stored");
+    let metrics = worker.get("/metrics").expect("metrics").1;
+    assert_eq!(
+        crate::harness::metric_sum(&metrics, "job_timeouts_total", ""),
+        1.0,
+        "{metrics}"
+    );
     drop(worker);
     world.cleanup().await;
 }
