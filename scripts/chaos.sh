@@ -35,7 +35,7 @@ fuzz_sec=${CHAOS_FUZZ_SEC:-60}
 fuzz_rows=""
 if [ "$fuzz_sec" -gt 0 ]; then
   command -v cargo-fuzz >/dev/null || $CARGO install cargo-fuzz --locked || status=1
-  for target in message_parser signature_verifier json_writer; do
+  for target in message_parser signature_verifier json_writer control_request; do
     out=$(cd fuzz && RUSTC_BOOTSTRAP=1 $CARGO fuzz run -O "$target" -- \
       -max_total_time="$fuzz_sec" -rss_limit_mb=2048 2>&1)
     code=$?

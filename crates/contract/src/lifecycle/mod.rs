@@ -4,13 +4,16 @@
 //!
 //! - [`status`]: [`JobStatus`], [`ExecutionStatus`] and their wire names.
 //! - [`details`]: [`JobProcessDetails`], the executions counted by status.
+//! - [`request`]: [`parse_options`], the bodies of cancel and delete requests.
 //! - [`machine`]: [`step`]: a state and a [`Step`] to a [`Transition`] (new state, the events
 //!   recorded with it, what to do next) or a [`Refusal`].
 
 pub mod details;
 pub mod machine;
+pub mod request;
 pub mod status;
 
 pub use details::JobProcessDetails;
 pub use machine::{step, Event, JobState, Refusal, Step, Then, Transition};
+pub use request::{parse_options, ControlOptions};
 pub use status::{ExecutionStatus, JobStatus, UnknownStatus};

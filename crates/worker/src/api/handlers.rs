@@ -9,14 +9,13 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use contract::lifecycle::{Refusal, Step, Then};
+use contract::lifecycle::{parse_options, ControlOptions, Refusal, Step, Then};
 use outbox::{ControlRequest, Controlled};
 use serde_json::json;
 use uuid::Uuid;
 
 use super::auth::{authenticate, Caller};
 use super::document::JobDocument;
-use super::requests;
 use super::{ControlApi, MAX_BODY_BYTES};
 use crate::job::finish_deletion;
 use crate::metrics;
@@ -89,7 +88,7 @@ pub(super) async fn cancel(
         let body = sized(body)?;
         let caller = authenticate(&api, &headers, &method, uri.path(), &id, &body)?;
         let job_id = parse_id(&id)?;
-        let options = requests::options(&body, true)
+        let options = parse_options(&body, true)
             .map_err(|m| Refused::new(StatusCode::BAD_REQUEST, "invalid_body", m))?;
         let step = Step::Cancel {
             force: options.force,
@@ -112,7 +111,7 @@ pub(super) async fn delete(
         let body = sized(body)?;
         let caller = authenticate(&api, &headers, &method, uri.path(), &id, &body)?;
         let job_id = parse_id(&id)?;
-        let options = requests::options(&body, false)
+        let options = parse_options(&body, false)
             .map_err(|m| Refused::new(StatusCode::BAD_REQUEST, "invalid_body", m))?;
         let step = Step::Delete {
             force: options.force,
@@ -187,7 +186,7 @@ async fn control(
     caller: &Caller<'_>,
     headers: &HeaderMap,
     step: Step,
-    options: &requests::Options,
+    options: &ControlOptions,
 ) -> Result<Response, Refused> {
     let publisher = format!("{}/api/{}", api.worker_id, Uuid::new_v4().simple());
     let request_id = headers

@@ -3,14 +3,12 @@
 //! signed like a job message with the internal key; nothing is read before the signature holds.
 //!
 //! - `auth.rs`: size and signature, before anything else.
-//! - `requests.rs`: the cancel and delete bodies, validated member by member.
 //! - `document.rs`: the job document.
-//! - `handlers.rs`: the three routes; what a request changes is [`outbox::Store::control`]'s.
+//! - `handlers.rs`: the three routes (bodies read by `contract::lifecycle::parse_options`); what a request changes is [`outbox::Store::control`]'s.
 
 mod auth;
 mod document;
 mod handlers;
-mod requests;
 
 use std::sync::Arc;
 use std::time::Duration;

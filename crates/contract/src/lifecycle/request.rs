@@ -1,12 +1,13 @@
-//! The bodies of cancel and delete requests (lifecycle §3): every member optional; `comment` at
+//! The bodies of cancel and delete requests of the control API (lifecycle §3), read before
+//! anything is looked up: every member optional; `comment` at
 //! most 2028 characters without control characters, `reasonCode` at most 128 of `[A-Z0-9_]`
 //! (IoT's limits). Anything else is refused naming the member.
 
 use serde_json::Value;
 
-/// What a cancel or delete asks.
+/// What a cancel or delete asks (every member optional).
 #[derive(Debug, Default, PartialEq, Eq)]
-pub(super) struct Options {
+pub struct ControlOptions {
     pub force: bool,
     pub comment: Option<String>,
     pub reason_code: Option<String>,
@@ -17,17 +18,18 @@ const MAX_COMMENT: usize = 2028;
 /// The longest reason code.
 const MAX_REASON_CODE: usize = 128;
 
-/// Reads a request body; `allow_reason`: a cancel may carry `reasonCode`, a delete may not.
-pub(super) fn options(body: &[u8], allow_reason: bool) -> Result<Options, String> {
+/// Reads a request body (empty: all defaults); `allow_reason`: a cancel may carry
+/// `reasonCode`, a delete may not. The error names the member at fault, never echoes a value.
+pub fn parse_options(body: &[u8], allow_reason: bool) -> Result<ControlOptions, String> {
     if body.iter().all(u8::is_ascii_whitespace) {
-        return Ok(Options::default());
+        return Ok(ControlOptions::default());
     }
     let value: Value =
         serde_json::from_slice(body).map_err(|_| "the body is not JSON".to_owned())?;
     let Value::Object(members) = value else {
         return Err("the body must be a JSON object".into());
     };
-    let mut options = Options::default();
+    let mut options = ControlOptions::default();
     for (name, value) in members {
         match (name.as_str(), value) {
             ("force", Value::Bool(force)) => options.force = force,
@@ -68,13 +70,13 @@ mod tests {
 
     #[test]
     fn every_member_is_optional_and_read() {
-        assert_eq!(options(b"", true), Ok(Options::default()));
+        assert_eq!(parse_options(b"", true), Ok(ControlOptions::default()));
         assert_eq!(
-            options(
+            parse_options(
                 br#"{"force":true,"comment":"runaway","reasonCode":"OPS_1"}"#,
                 true
             ),
-            Ok(Options {
+            Ok(ControlOptions {
                 force: true,
                 comment: Some("runaway".into()),
                 reason_code: Some("OPS_1".into()),
@@ -95,14 +97,16 @@ mod tests {
             (br#"{"other":1}"#, true, "other"),
         ];
         for (body, allow, names) in cases {
-            let error = options(body, allow).expect_err("refused");
+            let error = parse_options(body, allow).expect_err("refused");
             assert!(error.contains(names), "{error}");
         }
         let long = format!(r#"{{"comment":"{}"}}"#, "é".repeat(2029));
-        assert!(options(long.as_bytes(), true).unwrap_err().contains("2028"));
+        assert!(parse_options(long.as_bytes(), true)
+            .unwrap_err()
+            .contains("2028"));
         let ok = format!(r#"{{"comment":"{}"}}"#, "é".repeat(2028));
         assert!(
-            options(ok.as_bytes(), true).is_ok(),
+            parse_options(ok.as_bytes(), true).is_ok(),
             "characters, not bytes"
         );
     }
