@@ -7,7 +7,7 @@ use super::*;
 /// Every numeric variable the Worker reads, listed here from README's table rather than taken
 /// from the reader, so a new one the walk does not know fails
 /// [`the_walk_knows_every_numeric_variable`].
-const NUMERIC: [&str; 17] = [
+const NUMERIC: [&str; 18] = [
     "RABBITMQ_PORT_AMQP",
     "RABBITMQ_NUMBERS_OF_WORKERS",
     "RABBITMQ_MAX_MESSAGE_BYTES",
@@ -23,6 +23,7 @@ const NUMERIC: [&str; 17] = [
     "OUTBOX_REPAIR_GRACE_SEC",
     "OUTBOX_RETENTION_HOURS",
     "HEALTH_PORT",
+    "API_PORT",
     "READYZ_DRAIN_DELAY_SEC",
     "SHUTDOWN_GRACE_SEC",
 ];
