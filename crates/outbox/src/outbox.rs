@@ -135,11 +135,21 @@ impl Store {
     /// still leased to `owner`, or not leased at all, are marked: a row whose lease ended and
     /// that another publisher took is left to it. Returns how many rows were marked.
     pub async fn mark_published(&self, ids: &[i64], owner: &str) -> Result<u64> {
+        // The rows are locked in id order first: two publishers marking overlapping batches
+        // (a lease lapsed and the other took the row) then wait for each other instead of
+        // deadlocking.
         let marked = sqlx::query(
-            "UPDATE outbox
+            "WITH locked AS (
+                 SELECT id FROM outbox
+                 WHERE id = ANY($1) AND published_at IS NULL
+                   AND (leased_by = $2 OR leased_by IS NULL)
+                 ORDER BY id
+                 FOR UPDATE
+             )
+             UPDATE outbox o
              SET published_at = now(), leased_by = NULL, lease_until = NULL
-             WHERE id = ANY($1) AND published_at IS NULL
-               AND (leased_by = $2 OR leased_by IS NULL)",
+             FROM locked
+             WHERE o.id = locked.id",
         )
         .bind(ids)
         .bind(owner)
