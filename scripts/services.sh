@@ -67,8 +67,11 @@ ensure_s3() {
   fi
   mkdir -p "$S3_DATA"
   log "starting s3s-fs on 127.0.0.1:$S3_PORT"
-  nohup s3s-fs --host 127.0.0.1 --port "$S3_PORT" --access-key "$S3_ACCESS_KEY" \
-    --secret-key "$S3_SECRET_KEY" "$S3_DATA" >/tmp/fetcher-s3s-fs.log 2>&1 &
+  # Started from its data directory: s3s-fs resolves paths against its working directory, and
+  # a caller's may be a test clone that is deleted later (every request then fails with 500).
+  (cd "$S3_DATA" && exec nohup s3s-fs --host 127.0.0.1 --port "$S3_PORT" \
+    --access-key "$S3_ACCESS_KEY" --secret-key "$S3_SECRET_KEY" "$S3_DATA" \
+    >/tmp/fetcher-s3s-fs.log 2>&1) &
   wait_port s3s-fs "$S3_PORT"
 }
 
