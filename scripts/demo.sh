@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The README's first command: brings up what this machine lacks (PostgreSQL, RabbitMQ and an
 # S3-compatible server), creates a sample datasource, starts the Worker, submits a signed job,
-# waits for its signed `job.completed` event, verifies it, and prints the rows it stored.
+# waits for its signed `job.completed` event, verifies it, and prints the rows it stored; then
+# force-cancels a slow job through the control API and shows its lifecycle events.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -10,6 +11,7 @@ STATE_DB=fetcher_demo_state
 SOURCE_DB=fetcher_demo_source
 BUCKET=fetcher-demo
 PORT=${DEMO_HEALTH_PORT:-4007}
+API_PORT=${DEMO_API_PORT:-4008}
 LOG=${TMPDIR:-/tmp}/fetcher-demo-worker.log
 
 step() { printf '\n==> %s\n' "$*"; }
@@ -32,6 +34,8 @@ INSERT INTO payments VALUES
   (1, 125.50, 'BRL', 'invoice <2026-07>', '2026-07-13 18:04:02+00'),
   (2,  80.00, 'USD', 'refund & fee',      '2026-07-13 19:10:00+00'),
   (3,  10.99, 'EUR', 'café',              NULL);
+-- A query that takes 60 s: the job the demo cancels.
+CREATE VIEW slow AS SELECT id FROM payments, pg_sleep(60);
 SQL
 mkdir -p "$S3_DATA/$BUCKET"   # s3s-fs keeps a bucket as a directory
 
@@ -41,7 +45,7 @@ export RABBITMQ_JOB_EVENTS_EXCHANGE=fetcher.job.events
 export DATABASE_URL=postgres://postgres@127.0.0.1:5432/$STATE_DB
 export OBJECT_STORAGE_ENDPOINT=http://127.0.0.1:9000 OBJECT_STORAGE_BUCKET=$BUCKET
 export OBJECT_STORAGE_ACCESS_KEY_ID=${S3_ACCESS_KEY:-fetcher} OBJECT_STORAGE_SECRET_KEY=${S3_SECRET_KEY:-fetcher-secret}
-export OBJECT_STORAGE_USE_PATH_STYLE=true HEALTH_PORT=$PORT READYZ_DRAIN_DELAY_SEC=1
+export OBJECT_STORAGE_USE_PATH_STYLE=true HEALTH_PORT=$PORT API_PORT=$API_PORT READYZ_DRAIN_DELAY_SEC=1
 export DATASOURCE_DEMO_TYPE=POSTGRESQL DATASOURCE_DEMO_HOST=127.0.0.1 DATASOURCE_DEMO_PORT=5432
 export DATASOURCE_DEMO_DATABASE=$SOURCE_DB DATASOURCE_DEMO_USER=postgres DATASOURCE_DEMO_SSLMODE=disable
 # Jobs on this datasource may read the public schema only (SECURITY.md).
@@ -83,4 +87,25 @@ hmac=$(python3 -c 'import json,sys; e=json.loads(open(sys.argv[1]).readline()); 
 step "Fetching, decrypting and verifying the stored result"
 "$bin/fetcherctl" fetch --job "$job_id" --hmac "$hmac"
 echo
-step "Done: the event's signature and the result's HMAC verified."
+
+step "Canceling a slow job (demo.slow, a 60 s query) through the control API, with --force"
+"$bin/fetcherctl" watch --count 2 --timeout 60 >"$events" 2>"$events.log" &
+watcher=$!
+for _ in $(seq 100); do grep -q "Watching exchange" "$events.log" && break; sleep 0.2; done
+submitted=$("$bin/fetcherctl" submit --connection demo --table slow --fields id --metadata '{"source":"demo"}')
+echo "$submitted"
+slow_id=$(grep -oE '[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}' <<<"$submitted" | head -n1)
+api=(--api "http://127.0.0.1:$API_PORT")
+for _ in $(seq 100); do
+  "$bin/fetcherctl" status "$slow_id" "${api[@]}" 2>/dev/null | grep -q ": processing" && break
+  sleep 0.2
+done
+"$bin/fetcherctl" status "$slow_id" "${api[@]}"
+"$bin/fetcherctl" cancel "$slow_id" --force --comment "demo: a runaway query" "${api[@]}"
+wait "$watcher"
+step "job.cancellation_in_progress and job.canceled received (signatures verified)"
+cat "$events"
+"$bin/fetcherctl" status "$slow_id" "${api[@]}" | tee "$events.status"
+grep -q ": canceled" "$events.status"
+
+step "Done: the event's signature and the result's HMAC verified; the slow job was canceled."

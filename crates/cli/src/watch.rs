@@ -45,7 +45,8 @@ pub struct Args {
     )]
     exchange: String,
 
-    /// Binding pattern (routing keys are job.completed and job.failed).
+    /// Binding pattern (job-level routing keys: job.completed, job.failed, and the lifecycle's
+    /// job.cancellation_in_progress, job.canceled, job.deletion_in_progress, job.deleted).
     #[arg(long, value_name = "PATTERN", default_value = "job.*")]
     pattern: String,
 
