@@ -5,11 +5,11 @@
 use contract::lifecycle::{Refusal, Then};
 use outbox::{Controlled, EndCancel};
 use serde_json::{Map, Value};
-use storage::object_key;
 use uuid::Uuid;
 
 use super::core::JobCore;
 use super::deletion::finish_deletion;
+use super::finish::delete_result_of;
 
 /// The job whose cancel is ended.
 pub(super) struct Canceled<'a> {
@@ -67,25 +67,11 @@ pub(super) async fn end_cancel(core: &JobCore, job: &Canceled<'_>) -> CancelEnd 
     tracing::info!(job_id = %job.job_id, status = %transition.to.status, "Job canceled without a run.");
     core.publish(&publisher, &events).await;
     match transition.then {
-        Then::DiscardObject => {
-            delete_object(core, job).await;
-        }
+        Then::DiscardObject => delete_result_of(core, job.tenant, job.job_id).await,
         Then::DeleteObject => {
             finish_deletion(core, job.job_id, job.tenant, &publisher).await;
         }
         Then::Nothing | Then::Run | Then::StopStatements { .. } => {}
     }
     CancelEnd::Ended
-}
-
-/// Deletes the object a run of the canceled job may have stored; a store that cannot be
-/// reached leaves it (logged).
-async fn delete_object(core: &JobCore, job: &Canceled<'_>) {
-    // A tenant that cannot be part of a key never had an object stored.
-    let Ok(key) = object_key(core.ports.objects.key_prefix(), job.tenant, job.job_id) else {
-        return;
-    };
-    if let Err(error) = core.ports.objects.delete(&key.full).await {
-        tracing::error!(job_id = %job.job_id, %error, "The object of a canceled job could not be deleted.");
-    }
 }

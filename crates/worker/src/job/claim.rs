@@ -154,11 +154,7 @@ pub(super) async fn republish(core: &JobCore, job_id: Uuid) -> Disposition {
         .lease_unpublished(job_id, &owner, core.settings.lease)
         .await
     {
-        Ok(pending) => {
-            if let Err(error) = core.ports.events.deliver(&owner, &pending).await {
-                tracing::warn!(%job_id, %error, "Could not record the republish; the repairer will publish the event.");
-            }
-        }
+        Ok(pending) => core.publish(&owner, &pending).await,
         Err(error) => {
             tracing::warn!(%job_id, %error, "Could not lease the job's unpublished event; the repairer will publish it.");
         }

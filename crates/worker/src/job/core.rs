@@ -146,7 +146,9 @@ impl JobCore {
     /// repairer publishes what it could not.
     pub async fn publish(&self, publisher: &str, events: &[outbox::PendingEvent]) {
         if let Err(error) = self.ports.events.deliver(publisher, events).await {
-            tracing::warn!(%error, "Could not record the publish; the repairer will publish the events.");
+            // One job's events at a time: its id says whose.
+            let job_id = events.first().map(|pending| pending.job_id);
+            tracing::warn!(?job_id, %error, "Could not record the publish; the repairer will publish the events.");
         }
     }
 

@@ -251,14 +251,12 @@ async fn publish(
         attempts: 1,
         created_at: Utc::now(),
     }];
-    if let Err(error) = core.ports.events.deliver(publisher, &pending).await {
-        tracing::warn!(%job_id, %error, "Could not record the publish; the repairer will publish the event.");
-    }
+    core.publish(publisher, &pending).await;
     metrics::stage("publish", publishing.elapsed());
 }
 
-/// Deletes the object an earlier run of a job that ended `failed` may have stored.
-async fn delete_result_of(core: &JobCore, tenant: Option<&str>, job_id: Uuid) {
+/// Deletes the object an earlier run of a job that did not complete may have stored.
+pub(super) async fn delete_result_of(core: &JobCore, tenant: Option<&str>, job_id: Uuid) {
     // A tenant that cannot be part of a key never had an object stored.
     if let Ok(key) = object_key(core.ports.objects.key_prefix(), tenant, job_id) {
         delete_quietly(core, &key.full).await;
