@@ -67,9 +67,7 @@ pub(super) async fn describe(
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
     let answer = async {
-        let body = sized(body)?;
-        let caller = authenticate(&api, &headers, &method, uri.path(), &id, &body)?;
-        let job_id = parse_id(&id)?;
+        let (caller, job_id, _) = admit(&api, &id, &method, &uri, &headers, body)?;
         document(&api, job_id, &caller, StatusCode::OK).await
     };
     finish("describe", answer.await)
@@ -84,17 +82,7 @@ pub(super) async fn cancel(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    let answer = async {
-        let body = sized(body)?;
-        let caller = authenticate(&api, &headers, &method, uri.path(), &id, &body)?;
-        let job_id = parse_id(&id)?;
-        let options = parse_options(&body, true)
-            .map_err(|m| Refused::new(StatusCode::BAD_REQUEST, "invalid_body", m))?;
-        let step = Step::Cancel {
-            force: options.force,
-        };
-        control(&api, job_id, &caller, &headers, step, &options).await
-    };
+    let answer = change(&api, &id, &method, &uri, &headers, body, Change::Cancel);
     finish("cancel", answer.await)
 }
 
@@ -107,18 +95,51 @@ pub(super) async fn delete(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    let answer = async {
-        let body = sized(body)?;
-        let caller = authenticate(&api, &headers, &method, uri.path(), &id, &body)?;
-        let job_id = parse_id(&id)?;
-        let options = parse_options(&body, false)
-            .map_err(|m| Refused::new(StatusCode::BAD_REQUEST, "invalid_body", m))?;
-        let step = Step::Delete {
-            force: options.force,
-        };
-        control(&api, job_id, &caller, &headers, step, &options).await
-    };
+    let answer = change(&api, &id, &method, &uri, &headers, body, Change::Delete);
     finish("delete", answer.await)
+}
+
+/// What every request goes through first, in this order: its size, its signature, its job id.
+fn admit<'h>(
+    api: &ControlApi,
+    id: &str,
+    method: &Method,
+    uri: &Uri,
+    headers: &'h HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<(Caller<'h>, Uuid, Bytes), Refused> {
+    let body = sized(body)?;
+    let caller = authenticate(api, headers, method, uri.path(), id, &body)?;
+    let job_id = parse_id(id)?;
+    Ok((caller, job_id, body))
+}
+
+/// The two requests that change a job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Change {
+    Cancel,
+    Delete,
+}
+
+/// A cancel or delete: admitted, its body read (only a cancel may carry `reasonCode`), applied.
+async fn change(
+    api: &ControlApi,
+    id: &str,
+    method: &Method,
+    uri: &Uri,
+    headers: &HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+    change: Change,
+) -> Result<Response, Refused> {
+    let (caller, job_id, body) = admit(api, id, method, uri, headers, body)?;
+    let options = parse_options(&body, change == Change::Cancel)
+        .map_err(|m| Refused::new(StatusCode::BAD_REQUEST, "invalid_body", m))?;
+    let force = options.force;
+    let step = match change {
+        Change::Cancel => Step::Cancel { force },
+        Change::Delete => Step::Delete { force },
+    };
+    control(api, job_id, &caller, headers, step, &options).await
 }
 
 fn finish(route: &'static str, answer: Result<Response, Refused>) -> Response {
