@@ -124,8 +124,7 @@ impl Store {
             return Ok(Controlled::Refused(Refusal::Unknown));
         };
         if job.tenant.as_deref() != request.tenant {
-            tx.rollback().await.map_err(db)?;
-            return Ok(Controlled::Refused(Refusal::Unknown));
+            return refuse(tx, Refusal::Unknown).await;
         }
         let state = job.state;
         let waiting = state.status == JobStatus::Pending && state.cancel_requested;
@@ -133,18 +132,13 @@ impl Store {
         let orphaned = canceling && job.lapsed;
         let own = canceling && request.owner.is_some() && job.owner.as_deref() == request.owner;
         if !(waiting || orphaned || own) {
-            tx.rollback().await.map_err(db)?;
-            return Ok(Controlled::Refused(Refusal::InvalidTransition {
-                from: state.status,
-            }));
+            let from = state.status;
+            return refuse(tx, Refusal::InvalidTransition { from }).await;
         }
         let step = if own { Step::Stopped } else { Step::Claim };
         let transition = match lifecycle::step(Some(state), step) {
             Ok(transition) => transition,
-            Err(refusal) => {
-                tx.rollback().await.map_err(db)?;
-                return Ok(Controlled::Refused(refusal));
-            }
+            Err(refusal) => return refuse(tx, refusal).await,
         };
         if job.metadata.is_empty() {
             job.metadata = request.metadata.clone();
@@ -158,41 +152,17 @@ impl Store {
         .execute(&mut *tx)
         .await
         .map_err(db)?;
-        write(
-            &mut tx,
-            request.job_id,
-            &job,
-            &transition,
-            job.comment.as_deref(),
-            job.reason_code.as_deref(),
-        )
-        .await?;
-        let context = EventContext {
-            job_id: request.job_id,
-            tenant: request.tenant,
-            request_id: job.request_id.as_deref().or(request.request_id),
-            metadata: &job.metadata,
+        let request_id = job.request_id.as_deref().or(request.request_id);
+        let texts = Commit {
+            request_id,
             source: request.source,
             comment: job.comment.as_deref(),
             reason_code: job.reason_code.as_deref(),
-            force: state.force,
             result_deleted: false,
+            publisher: request.publisher,
+            lease: request.lease,
         };
-        let events = record_events(
-            &mut tx,
-            &context,
-            &transition.events,
-            request.publisher,
-            request.lease,
-        )
-        .await?;
-        let canceled_after = canceled_after(&mut tx, request.job_id, &transition).await?;
-        tx.commit().await.map_err(db)?;
-        Ok(Controlled::Done {
-            transition,
-            events,
-            canceled_after,
-        })
+        commit(tx, request.job_id, &job, transition, texts).await
     }
 
     /// Jobs left `deletion_in_progress` for more than `grace` (their object could not be
@@ -255,63 +225,24 @@ impl Store {
             return Ok(Controlled::Refused(Refusal::Unknown));
         };
         if job.tenant.as_deref() != request.tenant {
-            tx.rollback().await.map_err(db)?;
-            return Ok(Controlled::Refused(Refusal::Unknown));
+            return refuse(tx, Refusal::Unknown).await;
         }
         // The row this request just created stands for a job never seen.
         let from = (!created).then_some(job.state);
         let transition = match lifecycle::step(from, request.step) {
             Ok(transition) => transition,
-            Err(refusal) => {
-                tx.rollback().await.map_err(db)?;
-                return Ok(Controlled::Refused(refusal));
-            }
+            Err(refusal) => return refuse(tx, refusal).await,
         };
-        let comment = request.comment.or(job.comment.as_deref());
-        let reason_code = request.reason_code.or(job.reason_code.as_deref());
-        write(
-            &mut tx,
-            request.job_id,
-            &job,
-            &transition,
-            comment,
-            reason_code,
-        )
-        .await?;
-        if matches!(transition.then, Then::StopStatements { .. }) {
-            sqlx::query("SELECT pg_notify($1, $2)")
-                .bind(CANCEL_CHANNEL)
-                .bind(request.job_id.to_string())
-                .execute(&mut *tx)
-                .await
-                .map_err(db)?;
-        }
-        let context = EventContext {
-            job_id: request.job_id,
-            tenant: request.tenant,
+        let texts = Commit {
             request_id: request.request_id.or(job.request_id.as_deref()),
-            metadata: &job.metadata,
             source: request.source,
-            comment,
-            reason_code,
-            force: transition.to.force,
+            comment: request.comment.or(job.comment.as_deref()),
+            reason_code: request.reason_code.or(job.reason_code.as_deref()),
             result_deleted: false,
+            publisher: request.publisher,
+            lease: request.lease,
         };
-        let events = record_events(
-            &mut tx,
-            &context,
-            &transition.events,
-            request.publisher,
-            request.lease,
-        )
-        .await?;
-        let canceled_after = canceled_after(&mut tx, request.job_id, &transition).await?;
-        tx.commit().await.map_err(db)?;
-        Ok(Controlled::Done {
-            transition,
-            events,
-            canceled_after,
-        })
+        commit(tx, request.job_id, &job, transition, texts).await
     }
 
     /// Ends a deletion once the job's object is gone (`result_deleted`: it existed): `deleted`
@@ -331,20 +262,9 @@ impl Store {
         };
         let transition = match lifecycle::step(Some(job.state), Step::ObjectDeleted) {
             Ok(transition) => transition,
-            Err(refusal) => {
-                tx.rollback().await.map_err(db)?;
-                return Ok(Controlled::Refused(refusal));
-            }
+            Err(refusal) => return refuse(tx, refusal).await,
         };
-        write(
-            &mut tx,
-            job_id,
-            &job,
-            &transition,
-            job.comment.as_deref(),
-            job.reason_code.as_deref(),
-        )
-        .await?;
+        // The result goes, and the executions with it; the row stays as the tombstone.
         sqlx::query(
             "UPDATE jobs SET result_deleted = $2, result_path = NULL, result_hmac = NULL
              WHERE job_id = $1",
@@ -359,26 +279,93 @@ impl Store {
             .execute(&mut *tx)
             .await
             .map_err(db)?;
-        let context = EventContext {
-            job_id,
-            tenant: job.tenant.as_deref(),
+        let texts = Commit {
             request_id: job.request_id.as_deref(),
-            metadata: &job.metadata,
             source,
             comment: job.comment.as_deref(),
             reason_code: job.reason_code.as_deref(),
-            force: job.state.force,
             result_deleted,
+            publisher,
+            lease,
         };
-        let events = record_events(&mut tx, &context, &transition.events, publisher, lease).await?;
-        let canceled_after = None;
-        tx.commit().await.map_err(db)?;
-        Ok(Controlled::Done {
-            transition,
-            events,
-            canceled_after,
-        })
+        commit(tx, job_id, &job, transition, texts).await
     }
+}
+
+/// Rolls the transaction back: a refused step writes nothing.
+async fn refuse(tx: Transaction<'static, Postgres>, refusal: Refusal) -> Result<Controlled> {
+    tx.rollback()
+        .await
+        .map_err(|e| OutboxError::sqlx(STEP, e))?;
+    Ok(Controlled::Refused(refusal))
+}
+
+/// What a step's commit writes beside the job's own row: its texts, what its events carry,
+/// and who publishes them.
+struct Commit<'a> {
+    request_id: Option<&'a str>,
+    source: &'a str,
+    comment: Option<&'a str>,
+    reason_code: Option<&'a str>,
+    /// For `job.deleted`: an object existed and was removed.
+    result_deleted: bool,
+    publisher: &'a str,
+    lease: Duration,
+}
+
+/// Writes the transition's state, announces a cancel a running job must learn, records the
+/// events' outbox rows, and commits: all of it, or nothing.
+async fn commit(
+    mut tx: Transaction<'static, Postgres>,
+    job_id: Uuid,
+    job: &Locked,
+    transition: Transition,
+    texts: Commit<'_>,
+) -> Result<Controlled> {
+    let db = |e| OutboxError::sqlx(STEP, e);
+    write(
+        &mut tx,
+        job_id,
+        job,
+        &transition,
+        texts.comment,
+        texts.reason_code,
+    )
+    .await?;
+    if matches!(transition.then, Then::StopStatements { .. }) {
+        sqlx::query("SELECT pg_notify($1, $2)")
+            .bind(CANCEL_CHANNEL)
+            .bind(job_id.to_string())
+            .execute(&mut *tx)
+            .await
+            .map_err(db)?;
+    }
+    let context = EventContext {
+        job_id,
+        tenant: job.tenant.as_deref(),
+        request_id: texts.request_id,
+        metadata: &job.metadata,
+        source: texts.source,
+        comment: texts.comment,
+        reason_code: texts.reason_code,
+        force: transition.to.force,
+        result_deleted: texts.result_deleted,
+    };
+    let events = record_events(
+        &mut tx,
+        &context,
+        &transition.events,
+        texts.publisher,
+        texts.lease,
+    )
+    .await?;
+    let canceled_after = canceled_after(&mut tx, job_id, &transition).await?;
+    tx.commit().await.map_err(db)?;
+    Ok(Controlled::Done {
+        transition,
+        events,
+        canceled_after,
+    })
 }
 
 /// Reads the job under a row lock; `None` when it has no row.
