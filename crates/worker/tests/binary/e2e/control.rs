@@ -9,30 +9,17 @@ use uuid::Uuid;
 
 use crate::harness::{Signing, World};
 
-/// Active statements on the world's source database reading the `slow` view.
-async fn slow_queries(world: &World) -> i64 {
-    sqlx::query_scalar(
-        "SELECT count(*) FROM pg_stat_activity
-         WHERE datname = $1 AND query ILIKE '%FROM%slow%' AND state = 'active'
-           AND pid <> pg_backend_pid()",
-    )
-    .bind(&world.source_db)
-    .fetch_one(&world.state)
-    .await
-    .expect("pg_stat_activity")
-}
-
 #[tokio::test]
 async fn a_force_cancel_stops_the_running_query_and_ends_the_job_canceled() {
     let world = World::new().await;
-    let (worker, api) = world.start_worker_with_api().await;
+    let (worker, api) = world.start_worker_with_api(Vec::new()).await;
     let mut events = world.listen().await;
     let job_id = Uuid::now_v7();
     world
         .submit(&world.job_body(job_id, "src", "slow", &["id"]), None, &[])
         .await;
     let deadline = Instant::now() + Duration::from_secs(20);
-    while slow_queries(&world).await == 0 {
+    while world.slow_queries().await == 0 {
         assert!(Instant::now() < deadline, "the query never ran");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
@@ -66,7 +53,7 @@ async fn a_force_cancel_stops_the_running_query_and_ends_the_job_canceled() {
     assert_eq!(body["reasonCode"], "OPS_1");
     assert_eq!(body["metadata"]["source"], "e2e");
     // The statement was stopped on the source server, well before its 6 s.
-    while slow_queries(&world).await > 0 {
+    while world.slow_queries().await > 0 {
         assert!(
             asked.elapsed() < Duration::from_secs(4),
             "the query still runs on the source server"
@@ -105,7 +92,7 @@ async fn a_force_cancel_stops_the_running_query_and_ends_the_job_canceled() {
 #[tokio::test]
 async fn a_completed_job_is_deleted_in_two_phases_and_its_object_is_gone() {
     let world = World::new().await;
-    let (worker, api) = world.start_worker_with_api().await;
+    let (worker, api) = world.start_worker_with_api(Vec::new()).await;
     let mut events = world.listen().await;
     let job_id = Uuid::now_v7();
     world
@@ -155,7 +142,7 @@ async fn a_completed_job_is_deleted_in_two_phases_and_its_object_is_gone() {
 #[tokio::test]
 async fn requests_not_signed_for_their_job_method_and_tenant_change_nothing() {
     let world = World::new().await;
-    let (worker, api) = world.start_worker_with_api().await;
+    let (worker, api) = world.start_worker_with_api(Vec::new()).await;
     let mut events = world.listen().await;
     let job_id = Uuid::now_v7();
     world
@@ -215,22 +202,16 @@ async fn requests_not_signed_for_their_job_method_and_tenant_change_nothing() {
 async fn a_force_cancel_reaches_a_long_leased_run_through_its_announcement() {
     let world = World::new().await;
     // The heartbeat ticks every 20 s: only the announcement can stop the query within 2 s.
-    let port = crate::harness::free_port();
-    let mut env = world.env(port);
-    env.insert("JOB_LEASE_SEC".into(), "60".into());
-    let api = crate::harness::ControlClient {
-        port: env["API_PORT"].parse().expect("API_PORT"),
-        keys: world.keys.clone(),
-    };
-    let worker = crate::harness::WorkerProcess::spawn(env, port);
-    worker.wait_ready(Duration::from_secs(60)).await;
+    let (worker, api) = world
+        .start_worker_with_api(vec![("JOB_LEASE_SEC".into(), "60".into())])
+        .await;
     let mut events = world.listen().await;
     let job_id = Uuid::now_v7();
     world
         .submit(&world.job_body(job_id, "src", "slow", &["id"]), None, &[])
         .await;
     let deadline = Instant::now() + Duration::from_secs(20);
-    while slow_queries(&world).await == 0 {
+    while world.slow_queries().await == 0 {
         assert!(Instant::now() < deadline, "the query never ran");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
@@ -244,7 +225,7 @@ async fn a_force_cancel_reaches_a_long_leased_run_through_its_announcement() {
         Signing::Valid,
     );
     assert_eq!(status, 202);
-    while slow_queries(&world).await > 0 {
+    while world.slow_queries().await > 0 {
         assert!(
             asked.elapsed() < Duration::from_secs(2),
             "the query still runs 2 s after the cancel"
@@ -337,24 +318,16 @@ impl Drop for MariaDb {
 async fn a_force_cancel_stops_a_running_query_on_mariadb_too() {
     let world = World::new().await;
     let source = MariaDb::create().await;
-    let port = crate::harness::free_port();
-    let mut env = world.env(port);
-    for (suffix, value) in [
+    let datasource = [
         ("TYPE", "MYSQL"),
         ("HOST", "127.0.0.1"),
         ("PORT", "3306"),
         ("DATABASE", source.name.as_str()),
         ("USER", "root"),
         ("SSLMODE", "disable"),
-    ] {
-        env.insert(format!("DATASOURCE_MDB_{suffix}"), value.to_owned());
-    }
-    let api = crate::harness::ControlClient {
-        port: env["API_PORT"].parse().expect("API_PORT"),
-        keys: world.keys.clone(),
-    };
-    let worker = crate::harness::WorkerProcess::spawn(env, port);
-    worker.wait_ready(Duration::from_secs(60)).await;
+    ]
+    .map(|(suffix, value)| (format!("DATASOURCE_MDB_{suffix}"), value.to_owned()));
+    let (worker, api) = world.start_worker_with_api(datasource.into()).await;
     let mut events = world.listen().await;
     let job_id = Uuid::now_v7();
     world

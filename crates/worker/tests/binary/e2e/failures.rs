@@ -138,21 +138,10 @@ async fn a_job_over_its_own_timeout_fails_and_its_query_is_stopped_on_the_server
         "timeoutSeconds": 2,
     });
     // The 6 s statement, seen on the source server, is cancelled there when the job times out.
-    let sleeping = || async {
-        sqlx::query_scalar::<_, i64>(
-            "SELECT count(*) FROM pg_stat_activity
-             WHERE datname = $1 AND query ILIKE '%FROM%slow%' AND pid <> pg_backend_pid()
-               AND state = 'active'",
-        )
-        .bind(&world.source_db)
-        .fetch_one(&world.state)
-        .await
-        .expect("pg_stat_activity")
-    };
     world.submit(body.to_string().as_bytes(), None, &[]).await;
     // The statement runs on the source server (what is watched below is really it)...
     let seen_by = std::time::Instant::now() + Duration::from_secs(20);
-    while sleeping().await == 0 {
+    while world.slow_queries().await == 0 {
         assert!(std::time::Instant::now() < seen_by, "the query never ran");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
@@ -164,7 +153,7 @@ async fn a_job_over_its_own_timeout_fails_and_its_query_is_stopped_on_the_server
         "extraction timed out after 2s"
     );
     let deadline = std::time::Instant::now() + Duration::from_secs(2);
-    while sleeping().await > 0 {
+    while world.slow_queries().await > 0 {
         assert!(
             std::time::Instant::now() < deadline,
             "the query still runs on the source server"

@@ -167,10 +167,15 @@ impl World {
         worker
     }
 
-    /// Starts a Worker, waits until ready, and gives a client of its control API.
-    pub async fn start_worker_with_api(&self) -> (WorkerProcess, super::ControlClient) {
+    /// Starts a Worker with these variables besides the world's, waits until ready, and gives a
+    /// client of its control API.
+    pub async fn start_worker_with_api(
+        &self,
+        extra: Vec<(String, String)>,
+    ) -> (WorkerProcess, super::ControlClient) {
         let port = super::free_port();
-        let env = self.env(port);
+        let mut env = self.env(port);
+        env.extend(extra);
         let api_port = env["API_PORT"].parse().expect("API_PORT");
         let worker = WorkerProcess::spawn(env, port);
         worker.wait_ready(Duration::from_secs(60)).await;
@@ -179,6 +184,19 @@ impl World {
             keys: self.keys.clone(),
         };
         (worker, client)
+    }
+
+    /// Statements running on the source database that read its `slow` view.
+    pub async fn slow_queries(&self) -> i64 {
+        sqlx::query_scalar(
+            "SELECT count(*) FROM pg_stat_activity
+             WHERE datname = $1 AND query ILIKE '%FROM%slow%' AND state = 'active'
+               AND pid <> pg_backend_pid()",
+        )
+        .bind(&self.source_db)
+        .fetch_one(&self.state)
+        .await
+        .expect("pg_stat_activity")
     }
 
     pub async fn job_status(&self, job_id: Uuid) -> Option<String> {
