@@ -72,17 +72,23 @@ const CONNECTION_COLUMNS: &[&str] = &[
     "created_at",
 ];
 
-#[tokio::test]
-async fn a_database_the_previous_release_filled_upgrades_without_losing_a_row() {
+/// A fresh database at the previous release's schema (0005), holding the fixture.
+async fn filled_by_the_previous_release() -> testkit::pg::TestDb {
     let db = testkit::pg::TestDb::create().await;
-    let pool = &db.pool;
-    schema::migrate_to(pool, 5)
+    schema::migrate_to(&db.pool, 5)
         .await
         .expect("schema of the previous release");
     sqlx::raw_sql(FIXTURE)
-        .execute(pool)
+        .execute(&db.pool)
         .await
         .expect("load the fixture");
+    db
+}
+
+#[tokio::test]
+async fn a_database_the_previous_release_filled_upgrades_without_losing_a_row() {
+    let db = filled_by_the_previous_release().await;
+    let pool = &db.pool;
     let jobs = rows(pool, "jobs", JOB_COLUMNS).await;
     let outbox = rows(pool, "outbox", OUTBOX_COLUMNS).await;
     let connections = rows(pool, "connections", CONNECTION_COLUMNS).await;
@@ -133,15 +139,8 @@ async fn a_database_the_previous_release_filled_upgrades_without_losing_a_row() 
 
 #[tokio::test]
 async fn the_lifecycle_columns_refuse_what_the_lifecycle_does_not_allow() {
-    let db = testkit::pg::TestDb::create().await;
+    let db = filled_by_the_previous_release().await;
     let pool = &db.pool;
-    schema::migrate_to(pool, 5)
-        .await
-        .expect("schema of the previous release");
-    sqlx::raw_sql(FIXTURE)
-        .execute(pool)
-        .await
-        .expect("load the fixture");
     schema::migrate(pool).await.expect("upgrade");
     let completed: String =
         sqlx::query_scalar("SELECT job_id::text FROM jobs WHERE status = 'completed'")
