@@ -116,17 +116,10 @@ impl Application {
                 max_metadata_bytes: settings.amqp.max_metadata_bytes,
             },
         };
-        let default_timeout = engine.config().timeout;
         let ports = adapters::ports(store.clone(), objects.clone(), publisher.clone(), engine);
         let control = api::ControlApi {
             store: store.clone(),
-            core: Arc::new(JobCore::new(ports, settings_of_jobs.clone())),
-            keys: settings_of_jobs.keys.clone(),
-            verify: settings_of_jobs.verify,
-            source: settings_of_jobs.source.clone(),
-            worker_id: settings_of_jobs.worker_id.clone(),
-            lease: settings_of_jobs.lease,
-            default_timeout,
+            core: Arc::new(JobCore::new(ports, settings_of_jobs)),
         };
         let jobs = Jobs {
             core: control.core.clone(),

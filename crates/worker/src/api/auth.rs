@@ -44,12 +44,13 @@ pub(super) fn authenticate<'a>(
         method: method.as_str(),
         path,
     };
-    let key = api.keys.internal_hmac();
+    let settings = api.core.settings();
+    let key = settings.keys.internal_hmac();
     verify_control(
         &signature,
         &route,
         body,
-        &api.verify,
+        &settings.verify,
         Utc::now().timestamp(),
         |parts, hex| key.verify_hex_parts(parts, hex),
     )

@@ -195,7 +195,7 @@ async fn document(
         return Err(Refused::unknown());
     };
     let executions = api.store.executions(job_id).await.map_err(unavailable)?;
-    let document = JobDocument::new(job, executions, api.default_timeout);
+    let document = JobDocument::new(job, executions, api.core.default_timeout());
     Ok((status, Json(document)).into_response())
 }
 
@@ -209,7 +209,8 @@ async fn control(
     step: Step,
     options: &ControlOptions,
 ) -> Result<Response, Refused> {
-    let publisher = format!("{}/api/{}", api.worker_id, Uuid::new_v4().simple());
+    let settings = api.core.settings();
+    let publisher = format!("{}/api/{}", settings.worker_id, Uuid::new_v4().simple());
     let request_id = headers
         .get(contract::wire::REQUEST_ID_HEADER)
         .and_then(|v| v.to_str().ok());
@@ -219,10 +220,10 @@ async fn control(
         step,
         comment: options.comment.as_deref(),
         reason_code: options.reason_code.as_deref(),
-        source: &api.source,
+        source: &settings.source,
         request_id,
         publisher: &publisher,
-        lease: api.lease,
+        lease: settings.lease,
     };
     let counted = |outcome| match step {
         Step::Cancel { .. } => metrics::cancel(outcome),

@@ -11,11 +11,9 @@ mod document;
 mod handlers;
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use axum::routing::get;
 use axum::Router;
-use contract::envelope::VerifyPolicy;
 
 use crate::job::JobCore;
 
@@ -25,17 +23,9 @@ pub const MAX_BODY_BYTES: usize = 16 << 10;
 /// What the control API answers from and changes.
 pub struct ControlApi {
     pub store: outbox::Store,
-    /// The job core: it publishes the events of a request and deletes a job's object.
+    /// The job core: its settings (keys, signature policy, source, lease) are the API's; it
+    /// publishes the events of a request and deletes a job's object.
     pub core: Arc<JobCore>,
-    pub keys: crypto::KeySet,
-    pub verify: VerifyPolicy,
-    /// `STREAMING_CLOUDEVENTS_SOURCE`.
-    pub source: String,
-    pub worker_id: String,
-    /// The lease of the outbox rows it publishes right after a commit.
-    pub lease: Duration,
-    /// A job's timeout when its message named none (for the document).
-    pub default_timeout: Duration,
 }
 
 /// The API's routes.

@@ -69,6 +69,16 @@ impl JobCore {
         }
     }
 
+    /// How it judges and runs jobs (the control API signs, sources and leases as it does).
+    pub fn settings(&self) -> &JobSettings {
+        &self.settings
+    }
+
+    /// A job's timeout when its message names none (`ENGINE_EXTRACTION_TIMEOUT_SEC`).
+    pub fn default_timeout(&self) -> Duration {
+        self.ports.extractor.timeout()
+    }
+
     /// A cancel of `job_id` was announced: its run here, if any, checks its claim now.
     pub fn wake(&self, job_id: Uuid) {
         if self.wakeups.wake(job_id) {
