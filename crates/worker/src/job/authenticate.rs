@@ -10,6 +10,8 @@ use super::inbound::InboundHeaders;
 use crate::metrics;
 
 /// Checks the signature; `Err` holds the disposition of a refused message, already logged.
+/// `digest` is the body's SHA-256 once computed (a stale redelivery needs it here, the claim
+/// later): the body is hashed at most once.
 ///
 /// Freshness guards a job's first acceptance only. A signature older than the window is taken
 /// when it is otherwise valid and the job was already accepted, for the same tenant, from this
@@ -22,11 +24,12 @@ pub(super) async fn authenticate(
     route: &Route<'_>,
     body: &[u8],
     signed_job_id: &ScannedJobId,
+    digest: &mut Option<[u8; 32]>,
 ) -> Result<(), Disposition> {
     let policy = &core.settings.verify;
     let verified = match verify(core, headers, route, body, signed_job_id, policy) {
         Err(stale @ SignatureError::Stale { .. }) => {
-            verify_redelivery(core, headers, route, body, signed_job_id, stale).await?
+            verify_redelivery(core, headers, route, body, signed_job_id, stale, digest).await?
         }
         verified => verified,
     };
@@ -54,6 +57,7 @@ async fn verify_redelivery(
     body: &[u8],
     signed_job_id: &ScannedJobId,
     stale: SignatureError,
+    digest: &mut Option<[u8; 32]>,
 ) -> Result<Result<Verified, SignatureError>, Disposition> {
     let ageless = VerifyPolicy {
         max_age_secs: i64::MAX,
@@ -76,7 +80,7 @@ async fn verify_redelivery(
         .accepted_message_digest(job_id, headers.tenant)
         .await
     {
-        Ok(Some(accepted)) if accepted == message_digest(body) => {
+        Ok(Some(accepted)) if accepted == *digest.get_or_insert_with(|| message_digest(body)) => {
             metrics::stale_redelivery_accepted();
             tracing::info!(%job_id, %stale, "Redelivery of an accepted job taken despite its signature's age: its body is the accepted one.");
             Ok(Ok(verified))

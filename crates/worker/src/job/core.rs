@@ -121,8 +121,10 @@ impl JobCore {
         if body.len() > self.settings.limits.max_message_bytes {
             return rejects::too_large(self, headers, &route, body, &signed_job_id).await;
         }
+        let mut digest = None;
         if let Err(disposition) =
-            authenticate::authenticate(self, headers, &route, body, &signed_job_id).await
+            authenticate::authenticate(self, headers, &route, body, &signed_job_id, &mut digest)
+                .await
         {
             return disposition;
         }
@@ -148,7 +150,7 @@ impl JobCore {
             let message = Redacted::new(&error.to_string());
             return rejects::fail_unrun(self, job.job_id, headers, &job.metadata, message).await;
         }
-        let digest = authenticate::message_digest(body);
+        let digest = digest.unwrap_or_else(|| authenticate::message_digest(body));
         claim::claim_and_run(self, &job, headers, &digest, stop).await
     }
 
