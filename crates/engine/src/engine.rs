@@ -17,6 +17,7 @@ use crate::error::{EngineError, Result};
 use crate::plan::{self, Naming};
 use crate::pools::{Pool, Pools};
 use crate::result::{self, Budget, ConnectionResult, Extraction, Part};
+use crate::watch::{DatasourceEnd, Observer, Progress, Watch};
 use crate::{mysql, postgres};
 
 /// Extracts jobs' data. Cheap to share: clone it, or keep one in an `Arc`.
@@ -65,6 +66,7 @@ struct DatasourceJob {
     filters: Option<BTreeMap<String, BTreeMap<String, FilterCondition>>>,
     first: bool,
     budget: Arc<Budget>,
+    observer: Arc<dyn Observer>,
 }
 
 impl Engine {
@@ -89,22 +91,27 @@ impl Engine {
         self.inner.config.limits.check(mapped)
     }
 
-    /// Extracts a job's tables into the result JSON within `ENGINE_EXTRACTION_TIMEOUT_SEC`; see
-    /// [`Engine::extract_within`].
+    /// Extracts a job's tables into the result JSON within `ENGINE_EXTRACTION_TIMEOUT_SEC`,
+    /// unwatched; see [`Engine::extract_within`].
     pub async fn extract(&self, mapped: &MappedFields, filters: &Filters) -> Result<Extraction> {
         let limit = TimeLimit::fresh(self.inner.config.timeout);
-        self.extract_within(mapped, filters, limit).await
+        self.extract_within(mapped, filters, limit, Watch::none())
+            .await
     }
 
-    /// Extracts a job's tables into the result JSON. The first failing datasource ends the
-    /// extraction: the others are cancelled (their statements on the source servers too) and no
-    /// partial result is returned. When `limit` runs out, the extraction ends the same way, with
-    /// [`EngineError::Timeout`] naming the job's whole timeout.
+    /// Extracts a job's tables into the result JSON, at most `ENGINE_MAX_PARALLEL_DATASOURCES`
+    /// at a time, telling `watch.observer` how each datasource goes. The first failing
+    /// datasource ends the extraction: the others are cancelled (their statements on the source
+    /// servers too) and no partial result is returned. When `limit` runs out, the extraction
+    /// ends the same way, with [`EngineError::Timeout`] naming the job's whole timeout. A
+    /// graceful stop ([`Watch::graceful`]) lets the running datasources finish and starts no
+    /// other, then ends with [`EngineError::Canceled`].
     pub async fn extract_within(
         &self,
         mapped: &MappedFields,
         filters: &Filters,
         limit: TimeLimit,
+        watch: Watch,
     ) -> Result<Extraction> {
         self.check_limits(mapped)?;
         for connection in filters.keys() {
@@ -117,13 +124,18 @@ impl Engine {
         let Some(remaining) = limit.remaining() else {
             return Err(EngineError::Timeout(limit.timeout));
         };
-        match tokio::time::timeout(remaining, self.run(mapped, filters)).await {
+        match tokio::time::timeout(remaining, self.run(mapped, filters, watch)).await {
             Ok(result) => result,
             Err(_) => Err(EngineError::Timeout(limit.timeout)),
         }
     }
 
-    async fn run(&self, mapped: &MappedFields, filters: &Filters) -> Result<Extraction> {
+    async fn run(
+        &self,
+        mapped: &MappedFields,
+        filters: &Filters,
+        watch: Watch,
+    ) -> Result<Extraction> {
         let budget = Arc::new(Budget::new(self.inner.config.max_result_bytes));
         let mut pending = mapped
             .iter()
@@ -137,6 +149,7 @@ impl Engine {
                         filters: filters.get(connection).cloned(),
                         first: index == 0,
                         budget: budget.clone(),
+                        observer: watch.observer.clone(),
                     },
                 )
             })
@@ -146,15 +159,28 @@ impl Engine {
         // Dropping the set (on error, timeout or cancellation) aborts every running datasource.
         let mut running = JoinSet::new();
         let parallel = self.inner.config.max_parallel_datasources.max(1);
+        let mut stopping = false;
         loop {
-            while running.len() < parallel {
+            while !stopping && running.len() < parallel {
                 let Some((index, job)) = pending.next() else {
                     break;
                 };
                 let inner = self.inner.clone();
-                running.spawn(async move { (index, inner.extract_datasource(job).await) });
+                running.spawn(async move { (index, inner.watched_datasource(job).await) });
             }
-            match running.join_next().await {
+            let joined = tokio::select! {
+                biased;
+                _ = watch.graceful.cancelled(), if !stopping => {
+                    // The waiting datasources end now; the running ones are left to finish.
+                    stopping = true;
+                    for (_, job) in pending.by_ref() {
+                        watch.observer.ended(&job.connection, &DatasourceEnd::Canceled);
+                    }
+                    continue;
+                }
+                joined = running.join_next() => joined,
+            };
+            match joined {
                 None => break,
                 Some(Ok((index, Ok(part)))) => parts[index] = Some(part),
                 Some(Ok((_, Err(error)))) => return Err(error),
@@ -165,12 +191,27 @@ impl Engine {
                 }
             }
         }
+        if stopping {
+            return Err(EngineError::Canceled);
+        }
         result::join(parts.into_iter().flatten().collect(), &budget)
     }
 }
 
 impl Inner {
-    async fn extract_datasource(&self, job: DatasourceJob) -> Result<Part> {
+    /// One datasource, its start and end told to the job's observer.
+    async fn watched_datasource(&self, job: DatasourceJob) -> Result<Part> {
+        job.observer.started(&job.connection);
+        let part = self.extract_datasource(&job).await;
+        let end = match &part {
+            Ok(part) => DatasourceEnd::Succeeded { rows: part.rows() },
+            Err(error) => DatasourceEnd::Failed(error),
+        };
+        job.observer.ended(&job.connection, &end);
+        part
+    }
+
+    async fn extract_datasource(&self, job: &DatasourceJob) -> Result<Part> {
         let name = job.connection.as_str();
         let config = self.resolver.resolve(name).await?;
         match self.pools.get(&config).await? {
@@ -182,7 +223,7 @@ impl Inner {
                 let session = Session::postgres(conn, pool)
                     .await
                     .map_err(|e| EngineError::connect(name, &e))?;
-                self.extract_from::<postgres::Source>(session, &job, &config)
+                self.extract_from::<postgres::Source>(session, job, &config)
                     .await
             }
             Pool::MySql(pool) => {
@@ -193,7 +234,7 @@ impl Inner {
                 let session = Session::mysql(conn, pool)
                     .await
                     .map_err(|e| EngineError::connect(name, &e))?;
-                self.extract_from::<mysql::Source>(session, &job, &config)
+                self.extract_from::<mysql::Source>(session, job, &config)
                     .await
             }
         }
@@ -227,7 +268,8 @@ impl Inner {
                 &naming,
                 &self.config.limits,
             )?;
-            let mut out = ConnectionResult::new(name, job.first, job.budget.clone())?;
+            let mut out = ConnectionResult::new(name, job.first, job.budget.clone())?
+                .watched(Progress::new(job.observer.clone(), name));
             let mut tx = session
                 .conn()
                 .begin_with(READ_ONLY)

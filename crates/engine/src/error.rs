@@ -2,12 +2,18 @@
 
 use std::time::Duration;
 
+use contract::lifecycle::ExecutionStatus;
+
 /// An extraction failure. Display texts name connections, tables and fields, never hosts,
 /// users or passwords; driver texts pass through [`contract::redact`] before they get here.
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
     #[error("connection not found for database: {0}")]
     UnknownConnection(String),
+    /// The connection exists only as a deleted row (`connections.deleted_at` set); its text is
+    /// an unknown connection's, as the job events always said.
+    #[error("connection not found for database: {0}")]
+    RemovedConnection(String),
     #[error("connection {connection}: {reason}")]
     InvalidConnection { connection: String, reason: String },
     #[error("connection {connection}: stored password uses key version {found}, this Worker has version {expected}")]
@@ -32,6 +38,9 @@ pub enum EngineError {
     ResultTooLarge { limit: u64 },
     #[error("extraction timed out after {}s", .0.as_secs())]
     Timeout(Duration),
+    /// A graceful stop ended the extraction once its running datasources finished.
+    #[error("extraction canceled")]
+    Canceled,
     #[error("connection store unavailable: {0}")]
     Store(String),
     #[error("failed to write the result: {0}")]
@@ -44,6 +53,29 @@ impl EngineError {
     /// asked for data as of now, and fail-fast is the contract.
     pub fn is_retriable(&self) -> bool {
         matches!(self, EngineError::Store(_))
+    }
+
+    /// The status of the execution that ended with this error (lifecycle §1): refused before
+    /// any query (`REJECTED`), a deleted connection (`REMOVED`), the job's timeout
+    /// (`TIMED_OUT`), a graceful stop (`CANCELED`), else `FAILED`.
+    pub fn execution_status(&self) -> ExecutionStatus {
+        match self {
+            EngineError::UnknownConnection(_)
+            | EngineError::InvalidConnection { .. }
+            | EngineError::Schema { .. }
+            | EngineError::LimitExceeded { .. }
+            | EngineError::Filter { .. } => ExecutionStatus::Rejected,
+            EngineError::RemovedConnection(_) => ExecutionStatus::Removed,
+            EngineError::Timeout(_) => ExecutionStatus::TimedOut,
+            EngineError::Canceled => ExecutionStatus::Canceled,
+            EngineError::KeyVersionMismatch { .. }
+            | EngineError::PasswordUnreadable { .. }
+            | EngineError::Connect { .. }
+            | EngineError::Query { .. }
+            | EngineError::ResultTooLarge { .. }
+            | EngineError::Store(_)
+            | EngineError::Result(_) => ExecutionStatus::Failed,
+        }
     }
 
     pub(crate) fn connect(connection: &str, error: &sqlx::Error) -> EngineError {

@@ -7,6 +7,8 @@
 //! - [`catalog`]: tables and columns a datasource holds, and how each column's values map.
 //! - [`plan`]: validation of tables, fields, filters and limits against a catalog (pure).
 //! - [`error`]: [`EngineError`], with redaction-safe texts.
+//! - [`watch`]: what an extraction tells its caller about each datasource, and its graceful
+//!   stop.
 //!
 //! Every query names its table with the schema the catalog found it in; PostgreSQL sessions
 //! run with `search_path = pg_catalog, pg_temp` and read-only transactions, and each
@@ -31,8 +33,10 @@ mod pools;
 mod postgres;
 pub mod result;
 pub mod sql;
+pub mod watch;
 
 pub use config::EngineConfig;
 pub use engine::{Engine, TimeLimit};
 pub use error::{EngineError, Result};
 pub use result::Extraction;
+pub use watch::{DatasourceEnd, Observer, Watch};

@@ -202,7 +202,12 @@ async fn a_job_limit_counts_its_earlier_runs_and_names_its_whole_timeout() {
     };
     let started = Instant::now();
     let error = engine
-        .extract_within(&message.mapped_fields, &message.filters, limit)
+        .extract_within(
+            &message.mapped_fields,
+            &message.filters,
+            limit,
+            engine::Watch::none(),
+        )
         .await
         .expect_err("timed out");
     assert!(
@@ -225,7 +230,12 @@ async fn a_job_limit_counts_its_earlier_runs_and_names_its_whole_timeout() {
         elapsed: Duration::from_secs(6),
     };
     let error = engine
-        .extract_within(&message.mapped_fields, &message.filters, spent)
+        .extract_within(
+            &message.mapped_fields,
+            &message.filters,
+            spent,
+            engine::Watch::none(),
+        )
         .await
         .expect_err("no time left");
     assert!(matches!(error, EngineError::Timeout(t) if t == Duration::from_secs(5)));

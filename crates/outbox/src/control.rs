@@ -17,7 +17,8 @@ use sqlx::{Postgres, Row, Transaction};
 use uuid::Uuid;
 
 use crate::error::{OutboxError, Result};
-use crate::outbox::PendingEvent;
+use crate::executions::{self, Close, ExecutionEvents, ExecutionReport};
+use crate::outbox::{insert_leased, PendingEvent};
 use crate::store::{interval, Store};
 
 const STEP: &str = "recording a control request";
@@ -109,6 +110,9 @@ pub struct EndCancel<'a> {
     /// The run's claim owner, when the run itself ends its cancel (its statements ended or
     /// were stopped); `None` for a delivery that does not run the job, or the sweeper.
     pub owner: Option<&'a str>,
+    /// The run's last reports of its executions (with `owner`), written before the others
+    /// still open end `CANCELED`.
+    pub executions: &'a [ExecutionReport],
 }
 
 impl Store {
@@ -161,6 +165,7 @@ impl Store {
             result_deleted: false,
             publisher: request.publisher,
             lease: request.lease,
+            executions: request.executions,
         };
         commit(tx, request.job_id, &job, transition, texts).await
     }
@@ -241,12 +246,13 @@ impl Store {
             result_deleted: false,
             publisher: request.publisher,
             lease: request.lease,
+            executions: &[],
         };
         commit(tx, request.job_id, &job, transition, texts).await
     }
 
     /// Ends a deletion once the job's object is gone (`result_deleted`: it existed): `deleted`
-    /// with its event; the executions go with the result.
+    /// with its event; the executions go with the result, each with its `job.execution.deleted`.
     pub async fn object_deleted(
         &self,
         job_id: Uuid,
@@ -274,11 +280,6 @@ impl Store {
         .execute(&mut *tx)
         .await
         .map_err(db)?;
-        sqlx::query("DELETE FROM job_executions WHERE job_id = $1")
-            .bind(job_id)
-            .execute(&mut *tx)
-            .await
-            .map_err(db)?;
         let texts = Commit {
             request_id: job.request_id.as_deref(),
             source,
@@ -287,6 +288,7 @@ impl Store {
             result_deleted,
             publisher,
             lease,
+            executions: &[],
         };
         commit(tx, job_id, &job, transition, texts).await
     }
@@ -311,6 +313,8 @@ struct Commit<'a> {
     result_deleted: bool,
     publisher: &'a str,
     lease: Duration,
+    /// A run's last reports of its executions, for a transition that ends the job.
+    executions: &'a [ExecutionReport],
 }
 
 /// Writes the transition's state, announces a cancel a running job must learn, records the
@@ -340,6 +344,25 @@ async fn commit(
             .await
             .map_err(db)?;
     }
+    // The executions end (or go, with the job's deletion) before the job's own events: their
+    // rows come first, and `job.canceled` counts them ended.
+    let execution_events = ExecutionEvents {
+        tenant: job.tenant.as_deref(),
+        request_id: texts.request_id,
+        source: texts.source,
+        publisher: texts.publisher,
+        lease: texts.lease,
+    };
+    let mut events = Vec::new();
+    if transition.events.contains(&Event::Canceled) {
+        events
+            .extend(executions::apply(&mut tx, job_id, texts.executions, &execution_events).await?);
+        events
+            .extend(executions::close(&mut tx, job_id, Close::CANCELED, &execution_events).await?);
+    }
+    if transition.events.contains(&Event::Deleted) {
+        events.extend(executions::remove(&mut tx, job_id, &execution_events).await?);
+    }
     let context = EventContext {
         job_id,
         tenant: job.tenant.as_deref(),
@@ -351,14 +374,16 @@ async fn commit(
         force: transition.to.force,
         result_deleted: texts.result_deleted,
     };
-    let events = record_events(
-        &mut tx,
-        &context,
-        &transition.events,
-        texts.publisher,
-        texts.lease,
-    )
-    .await?;
+    events.extend(
+        record_events(
+            &mut tx,
+            &context,
+            &transition.events,
+            texts.publisher,
+            texts.lease,
+        )
+        .await?,
+    );
     let canceled_after = canceled_after(&mut tx, job_id, &transition).await?;
     tx.commit().await.map_err(db)?;
     Ok(Controlled::Done {
@@ -553,31 +578,11 @@ async fn record_events(
             request_id: context.request_id.map(str::to_owned),
             body,
         };
-        let inserted = sqlx::query(
-            "INSERT INTO outbox (ce_id, job_id, body, attributes, request_id, attempts,
-                                 leased_by, lease_until)
-             VALUES ($1, $2, $3, $4, $5, 1, $6, now() + $7)
-             ON CONFLICT (ce_id) DO NOTHING
-             RETURNING id, created_at",
-        )
-        .bind(outbound.ce_id())
-        .bind(context.job_id)
-        .bind(outbound.body.as_slice())
-        .bind(Json(&outbound.attributes))
-        .bind(outbound.request_id.as_deref())
-        .bind(publisher)
-        .bind(interval(lease))
-        .fetch_optional(&mut **tx)
-        .await
-        .map_err(db)?;
-        if let Some(row) = inserted {
-            recorded.push(PendingEvent {
-                id: row.try_get("id").map_err(db)?,
-                job_id: context.job_id,
-                event: outbound,
-                attempts: 1,
-                created_at: row.try_get("created_at").map_err(db)?,
-            });
+        if let Some(event) = insert_leased(tx, context.job_id, outbound, publisher, lease)
+            .await
+            .map_err(db)?
+        {
+            recorded.push(event);
         }
     }
     Ok(recorded)

@@ -12,6 +12,7 @@ use sqlx::Row;
 use uuid::Uuid;
 
 use crate::error::{OutboxError, Result};
+use crate::executions;
 use crate::store::{interval, Store};
 
 /// The error text the Worker stores and publishes for a job whose worker disappeared: its lease
@@ -212,6 +213,10 @@ impl Store {
         let claim = match acquired {
             Some(row) => {
                 let attempts: i32 = row.try_get("attempts").map_err(db)?;
+                if let Some(spec) = &request.spec {
+                    executions::queue(&mut tx, request.job_id, spec.mapped_fields, attempts > 1)
+                        .await?;
+                }
                 let running_for: f64 = row.try_get("running_for").map_err(db)?;
                 // Never negative: the schema checks `attempts >= 0`; a clock that went back
                 // counts as no time.
@@ -255,7 +260,14 @@ impl Store {
                         status,
                         event_published: row.try_get("event_published").map_err(db)?,
                     },
-                    JobStatus::Pending if cancel_requested => Claim::CancelRequested,
+                    JobStatus::Pending if cancel_requested => {
+                        // The job never runs; its executions end `CANCELED` with the cancel.
+                        if let Some(spec) = &request.spec {
+                            executions::queue(&mut tx, request.job_id, spec.mapped_fields, false)
+                                .await?;
+                        }
+                        Claim::CancelRequested
+                    }
                     JobStatus::CancellationInProgress if lapsed == Some(true) => {
                         Claim::CancelRequested
                     }

@@ -14,6 +14,8 @@
 //! - `terminal.rs`: [`Store::record_terminal`]: terminal state and outbox row together.
 //! - `control.rs`: [`Store::control`] (cancel, delete) and [`Store::object_deleted`]: the
 //!   lifecycle's state machine applied with its events' outbox rows in one transaction.
+//! - `executions.rs`: [`Store::record_executions`]: a run's executions (lifecycle §1) with the
+//!   events of their ends; queued by the claim, closed by the job's end, removed by its deletion.
 //! - `outbox.rs`: leasing, marking and purging events ([`Store::claim_unpublished`],
 //!   [`Store::claim_for_job`], [`Store::mark_published`], [`Store::mark_failed`],
 //!   [`Store::purge_published`]).
@@ -27,6 +29,7 @@
 pub mod backoff;
 mod control;
 pub mod error;
+mod executions;
 mod jobs;
 mod outbox;
 mod stats;
@@ -36,6 +39,7 @@ mod terminal;
 pub use backoff::{backoff, Backoff};
 pub use control::{CancelListener, ControlRequest, Controlled, EndCancel, CANCEL_CHANNEL};
 pub use error::{OutboxError, Result};
+pub use executions::{Close, ExecutionEvents, ExecutionReport};
 pub use jobs::{
     Claim, ClaimRequest, ExecutionRow, ExpiredJob, JobRow, JobSpec, Lease, WORKER_LOST,
 };

@@ -259,3 +259,42 @@ fn pending_event(row: &PgRow) -> Result<PendingEvent, sqlx::Error> {
         created_at: row.try_get("created_at")?,
     })
 }
+
+/// Records `event` as `job_id`'s, in the caller's transaction, leased to `publisher` for
+/// `lease` (it publishes right after the commit). `None` when an event with its ce-id is
+/// recorded already: an event is recorded once, its bytes frozen.
+pub(crate) async fn insert_leased(
+    tx: &mut sqlx::Transaction<'static, sqlx::Postgres>,
+    job_id: Uuid,
+    event: OutboundEvent,
+    publisher: &str,
+    lease: Duration,
+) -> Result<Option<PendingEvent>, sqlx::Error> {
+    let inserted = sqlx::query(
+        "INSERT INTO outbox (ce_id, job_id, body, attributes, request_id, attempts,
+                             leased_by, lease_until)
+         VALUES ($1, $2, $3, $4, $5, 1, $6, now() + $7)
+         ON CONFLICT (ce_id) DO NOTHING
+         RETURNING id, created_at",
+    )
+    .bind(event.ce_id())
+    .bind(job_id)
+    .bind(event.body.as_slice())
+    .bind(Json(&event.attributes))
+    .bind(event.request_id.as_deref())
+    .bind(publisher)
+    .bind(interval(lease))
+    .fetch_optional(&mut **tx)
+    .await?;
+    inserted
+        .map(|row| {
+            Ok(PendingEvent {
+                id: row.try_get("id")?,
+                job_id,
+                event,
+                attempts: 1,
+                created_at: row.try_get("created_at")?,
+            })
+        })
+        .transpose()
+}

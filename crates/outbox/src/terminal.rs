@@ -5,12 +5,13 @@ use std::time::Duration;
 use contract::event::{OutboundEvent, StoredResult, TerminalStatus};
 use contract::lifecycle::JobStatus;
 use contract::Redacted;
-use sqlx::types::Json;
 use sqlx::{Postgres, Row, Transaction};
 use uuid::Uuid;
 
 use crate::error::{OutboxError, Result};
-use crate::store::{interval, Store};
+use crate::executions::{self, Close, ExecutionEvents, ExecutionReport};
+use crate::outbox::{insert_leased, PendingEvent};
+use crate::store::Store;
 
 const STEP: &str = "recording a terminal state";
 
@@ -54,13 +55,22 @@ pub struct TerminalRecord<'a> {
     /// `lease`, so the repairer does not publish it at the same time.
     pub publisher: &'a str,
     pub lease: Duration,
+    /// The run's last reports of its executions, written first (an execution that ended is not
+    /// changed again); those still open then end as `close` says.
+    pub executions: &'a [ExecutionReport],
+    pub close: Close<'a>,
 }
 
 /// What [`Store::record_terminal`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Recorded {
-    /// The terminal state and the outbox row are committed; the row is leased to the publisher.
-    Inserted { outbox_id: i64 },
+    /// The terminal state and the outbox row are committed; the row is leased to the publisher,
+    /// as are `executions`, the events of the executions this record ended (recorded before
+    /// the job's).
+    Inserted {
+        outbox_id: i64,
+        executions: Vec<PendingEvent>,
+    },
     /// Nothing written: the job had already ended (or is deleting, or deleted).
     AlreadyTerminal { status: JobStatus },
     /// Nothing written: a cancel of the caller's run is in progress. The caller ends it
@@ -108,34 +118,39 @@ impl Store {
             return Ok(refusal);
         }
 
+        let events = ExecutionEvents {
+            tenant: record.tenant,
+            request_id: record.event.request_id.as_deref(),
+            source: &record.event.attributes.source,
+            publisher: record.publisher,
+            lease: record.lease,
+        };
+        let mut executions =
+            executions::apply(&mut tx, record.job_id, record.executions, &events).await?;
+        executions.extend(executions::close(&mut tx, record.job_id, record.close, &events).await?);
         write_state(&mut tx, record).await?;
 
-        let inserted = sqlx::query(
-            "INSERT INTO outbox (ce_id, job_id, body, attributes, request_id, attempts,
-                                 leased_by, lease_until)
-             VALUES ($1, $2, $3, $4, $5, 1, $6, now() + $7)
-             ON CONFLICT (ce_id) DO NOTHING
-             RETURNING id",
+        let inserted = insert_leased(
+            &mut tx,
+            record.job_id,
+            record.event.clone(),
+            record.publisher,
+            record.lease,
         )
-        .bind(record.event.ce_id())
-        .bind(record.job_id)
-        .bind(record.event.body.as_slice())
-        .bind(Json(&record.event.attributes))
-        .bind(record.event.request_id.as_deref())
-        .bind(record.publisher)
-        .bind(interval(record.lease))
-        .fetch_optional(&mut *tx)
         .await
         .map_err(db)?;
-        let Some(row) = inserted else {
+        let Some(event) = inserted else {
             tx.rollback().await.map_err(db)?;
             return Ok(Recorded::DuplicateEvent {
                 ce_id: record.event.ce_id().to_owned(),
             });
         };
-        let outbox_id: i64 = row.try_get("id").map_err(db)?;
+        let outbox_id = event.id;
         tx.commit().await.map_err(db)?;
-        Ok(Recorded::Inserted { outbox_id })
+        Ok(Recorded::Inserted {
+            outbox_id,
+            executions,
+        })
     }
 }
 

@@ -7,10 +7,10 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use contract::message::{Filters, MappedFields};
-use engine::{EngineError, Extraction, TimeLimit};
+use engine::{EngineError, Extraction, TimeLimit, Watch};
 use outbox::{
-    Claim, ClaimRequest, Controlled, EndCancel, ExpiredJob, Lease, OutboxError, PendingEvent,
-    Recorded, RecordedEvent, TerminalRecord,
+    Claim, ClaimRequest, Controlled, EndCancel, ExecutionEvents, ExecutionReport, ExpiredJob,
+    Lease, OutboxError, PendingEvent, Recorded, RecordedEvent, TerminalRecord,
 };
 use storage::{ObjectStore, StorageError};
 use uuid::Uuid;
@@ -53,6 +53,16 @@ impl JobStore for outbox::Store {
 
     async fn record_terminal(&self, record: &TerminalRecord<'_>) -> Result<Recorded, OutboxError> {
         outbox::Store::record_terminal(self, record).await
+    }
+
+    async fn record_executions(
+        &self,
+        job_id: Uuid,
+        owner: &str,
+        reports: &[ExecutionReport],
+        events: &ExecutionEvents<'_>,
+    ) -> Result<Vec<PendingEvent>, OutboxError> {
+        outbox::Store::record_executions(self, job_id, owner, reports, events).await
     }
 
     async fn recorded_event(&self, ce_id: &str) -> Result<Option<RecordedEvent>, OutboxError> {
@@ -153,7 +163,8 @@ impl Extractor for engine::Engine {
         mapped: &MappedFields,
         filters: &Filters,
         limit: TimeLimit,
+        watch: Watch,
     ) -> Result<Extraction, EngineError> {
-        self.extract_within(mapped, filters, limit).await
+        self.extract_within(mapped, filters, limit, watch).await
     }
 }

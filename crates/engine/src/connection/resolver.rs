@@ -27,7 +27,8 @@ impl Resolver {
     /// The connection called `name` (exact, case-sensitive match).
     ///
     /// Fails with [`EngineError::UnknownConnection`] (`connection not found for database:
-    /// <name>`) when neither source has it, and with the store's errors when the table cannot
+    /// <name>`) when neither source has it ([`EngineError::RemovedConnection`], same text, when
+    /// the store has it only as deleted), and with the store's errors when the table cannot
     /// be read or the stored row is unusable (see [`ConnectionStore::find`]).
     pub async fn resolve(&self, name: &str) -> Result<ConnectionConfig> {
         if let Some(config) = self.env.get(name) {
@@ -37,6 +38,9 @@ impl Resolver {
             if let Some(config) = store.find(name).await? {
                 remember_names(&config);
                 return Ok(config);
+            }
+            if store.is_removed(name).await? {
+                return Err(EngineError::RemovedConnection(name.to_owned()));
             }
         }
         Err(EngineError::UnknownConnection(name.to_owned()))

@@ -121,6 +121,18 @@ impl ConnectionStore {
         row.map(|row| self.decode(name, row)).transpose()
     }
 
+    /// Whether `name` exists only as deleted rows (lifecycle §1: its execution is `REMOVED`).
+    pub async fn is_removed(&self, name: &str) -> Result<bool> {
+        sqlx::query_scalar(
+            "SELECT EXISTS (SELECT 1 FROM connections WHERE name = $1 AND deleted_at IS NOT NULL) \
+                    AND NOT EXISTS (SELECT 1 FROM connections WHERE name = $1 AND deleted_at IS NULL)",
+        )
+        .bind(name)
+        .fetch_one(&self.pool)
+        .await
+        .map_err(store_error)
+    }
+
     /// Adds a connection, sealing its password, and returns the new row's id. A live connection
     /// with the same name is an [`EngineError::InvalidConnection`].
     pub async fn insert(&self, new: &NewConnection) -> Result<Uuid> {

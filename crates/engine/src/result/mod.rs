@@ -18,6 +18,7 @@ pub(crate) use values::{
 };
 
 use crate::error::{EngineError, Result};
+use crate::watch::Progress;
 
 /// The finished plaintext of a job's result.
 #[derive(Debug)]
@@ -42,6 +43,8 @@ pub struct ConnectionResult {
     /// A started table whose first row has not come yet: nothing of it is written so far.
     pending_table: Option<String>,
     table_open: bool,
+    /// Reports the rows read so far, when someone watches.
+    progress: Option<Progress>,
 }
 
 /// A connection's finished part of the document.
@@ -69,7 +72,14 @@ impl ConnectionResult {
             rows: 0,
             pending_table: None,
             table_open: false,
+            progress: None,
         })
+    }
+
+    /// Reports its rows through `progress` as they come.
+    pub(crate) fn watched(mut self, progress: Progress) -> Self {
+        self.progress = Some(progress);
+        self
     }
 
     /// Starts a table. Nothing is written until its first row: a table without rows is absent.
@@ -96,6 +106,9 @@ impl ConnectionResult {
     pub fn end_row(&mut self) -> Result<()> {
         self.writer.end_object().map_err(json_error)?;
         self.rows += 1;
+        if let Some(progress) = &mut self.progress {
+            progress.row(self.rows);
+        }
         self.charge()
     }
 
@@ -125,6 +138,13 @@ impl ConnectionResult {
             bytes,
             rows: self.rows,
         })
+    }
+}
+
+impl Part {
+    /// The rows it holds.
+    pub fn rows(&self) -> u64 {
+        self.rows
     }
 }
 

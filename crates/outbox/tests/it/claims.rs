@@ -235,7 +235,7 @@ async fn a_recorded_event_is_found_with_its_lease_holder() {
         LONG,
     )
     .await;
-    let Recorded::Inserted { outbox_id } = recorded else {
+    let Recorded::Inserted { outbox_id, .. } = recorded else {
         panic!("{recorded:?}");
     };
     assert_eq!(
@@ -315,7 +315,7 @@ async fn a_pending_job_is_acquired_and_keeps_its_stored_message() {
 async fn a_terminal_job_reports_whether_its_event_was_published() {
     let db = TestDb::migrated().await;
     let job_id = claimed(&db.store, "worker-a").await;
-    let Recorded::Inserted { outbox_id } = record(
+    let Recorded::Inserted { outbox_id, .. } = record(
         &db.store,
         job_id,
         Some("worker-a"),
@@ -483,6 +483,8 @@ async fn a_job_is_never_failed_without_a_claim_for_another_tenant() {
             event: &event,
             publisher: "worker-b",
             lease: LONG,
+            executions: &[],
+            close: outbox::Close::CANCELED,
         })
         .await
         .expect("record");

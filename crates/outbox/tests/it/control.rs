@@ -295,6 +295,7 @@ fn end<'a>(job_id: Uuid, metadata: &'a serde_json::Map<String, Value>) -> outbox
         publisher: "worker-b",
         lease: LONG,
         owner: None,
+        executions: &[],
     }
 }
 

@@ -65,6 +65,8 @@ async fn an_error_in_the_outbox_insert_rolls_the_job_state_back() {
             event: &event,
             publisher: "worker-a",
             lease: LONG,
+            executions: &[],
+            close: outbox::Close::CANCELED,
         })
         .await
         .expect_err("refused");
@@ -106,6 +108,8 @@ async fn a_constraint_violation_is_not_retriable() {
             event: &event,
             publisher: "worker-a",
             lease: LONG,
+            executions: &[],
+            close: outbox::Close::CANCELED,
         })
         .await
         .expect_err("refused");

@@ -154,6 +154,8 @@ pub async fn record(
             event: &event,
             publisher,
             lease,
+            executions: &[],
+            close: outbox::Close::CANCELED,
         })
         .await
         .expect("record terminal")
@@ -175,7 +177,7 @@ pub async fn unpublished(store: &Store, n: usize, publisher: &str, lease: Durati
         )
         .await;
         match recorded {
-            Recorded::Inserted { outbox_id } => ids.push(outbox_id),
+            Recorded::Inserted { outbox_id, .. } => ids.push(outbox_id),
             other => panic!("not recorded: {other:?}"),
         }
     }

@@ -23,7 +23,7 @@ async fn completing_a_job_writes_its_state_and_a_leased_outbox_row() {
         LONG,
     )
     .await;
-    let Recorded::Inserted { outbox_id } = recorded else {
+    let Recorded::Inserted { outbox_id, .. } = recorded else {
         panic!("not recorded: {recorded:?}");
     };
 
@@ -237,6 +237,8 @@ async fn a_failure_before_any_claim_creates_the_failed_job() {
             event: &event,
             publisher: "worker-a",
             lease: LONG,
+            executions: &[],
+            close: outbox::Close::CANCELED,
         })
         .await
         .expect("record");
@@ -273,7 +275,7 @@ async fn body_bytes_and_attributes_round_trip_exactly() {
         Duration::ZERO,
     )
     .await;
-    let Recorded::Inserted { outbox_id } = recorded else {
+    let Recorded::Inserted { outbox_id, .. } = recorded else {
         panic!("not recorded: {recorded:?}");
     };
     let pending = db
@@ -312,6 +314,8 @@ async fn an_event_of_another_job_or_status_is_refused() {
                 event,
                 publisher: "worker-a",
                 lease: LONG,
+                executions: &[],
+                close: outbox::Close::CANCELED,
             })
             .await
             .expect_err("refused");

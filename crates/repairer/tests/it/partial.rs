@@ -101,6 +101,8 @@ async fn an_event_that_cannot_be_sent_fails_alone() {
             event: &event,
             publisher: support::RECORDER,
             lease: Duration::ZERO,
+            executions: &[],
+            close: outbox::Close::CANCELED,
         })
         .await
         .expect("record");

@@ -255,11 +255,13 @@ pub async fn record(store: &Store, i: usize, spec: Spec<'_>, lease: Duration) ->
             event: &event,
             publisher: RECORDER,
             lease,
+            executions: &[],
+            close: outbox::Close::CANCELED,
         })
         .await
         .expect("record terminal");
     match recorded {
-        Recorded::Inserted { outbox_id } => RecordedEvent {
+        Recorded::Inserted { outbox_id, .. } => RecordedEvent {
             outbox_id,
             job_id,
             event,

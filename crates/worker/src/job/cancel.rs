@@ -3,7 +3,7 @@
 //! cancel in progress died. An object a dead owner may have stored is deleted.
 
 use contract::lifecycle::{Refusal, Then};
-use outbox::{Controlled, EndCancel};
+use outbox::{Controlled, EndCancel, ExecutionReport};
 use serde_json::{Map, Value};
 use uuid::Uuid;
 
@@ -20,6 +20,8 @@ pub(super) struct Canceled<'a> {
     pub request_id: Option<&'a str>,
     /// The claim owner of the run that ends its own cancel; `None` otherwise.
     pub owner: Option<&'a str>,
+    /// That run's last reports of its executions (none otherwise).
+    pub executions: &'a [ExecutionReport],
 }
 
 /// What ending a cancel came to.
@@ -48,6 +50,7 @@ pub(super) async fn end_cancel(core: &JobCore, job: &Canceled<'_>) -> CancelEnd 
         publisher: &publisher,
         lease: core.settings.lease,
         owner: job.owner,
+        executions: job.executions,
     };
     let (transition, events) = match core.ports.jobs.end_cancel(&request).await {
         Ok(Controlled::Done {

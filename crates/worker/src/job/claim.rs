@@ -110,6 +110,7 @@ pub(super) async fn claim_and_run(
                     metadata: &job.metadata,
                     request_id: headers.request_id,
                     owner: None,
+                    executions: &[],
                 };
                 match cancel::end_cancel(core, &canceled).await {
                     CancelEnd::Ended => return Disposition::Ack,

@@ -12,7 +12,9 @@ use chrono::Utc;
 use contract::event::{OutboundEvent, TerminalStatus};
 use contract::lifecycle::JobStatus;
 use contract::Redacted;
-use outbox::{PendingEvent, Recorded, RecordedEvent, TerminalOutcome, TerminalRecord};
+use outbox::{
+    Close, ExecutionReport, PendingEvent, Recorded, RecordedEvent, TerminalOutcome, TerminalRecord,
+};
 use storage::object_key;
 use tokio::time::Instant;
 use uuid::Uuid;
@@ -38,6 +40,10 @@ pub(super) struct Ending<'a> {
     pub earlier_object: bool,
     /// When the job's run began (its duration is reported); `None` for a job ended unrun.
     pub started: Option<Instant>,
+    /// The run's last reports of its executions (none for a job ended unrun).
+    pub executions: &'a [ExecutionReport],
+    /// How the executions the run left open end.
+    pub close: Close<'a>,
 }
 
 impl<'a> Ending<'a> {
@@ -55,6 +61,8 @@ impl<'a> Ending<'a> {
             stored: None,
             earlier_object: false,
             started: None,
+            executions: &[],
+            close: Close::CANCELED,
         }
     }
 
@@ -96,6 +104,8 @@ pub(super) async fn finish(core: &JobCore, ending: Ending<'_>) -> Finished {
         event: &event,
         publisher: ending.publisher,
         lease: core.settings.lease,
+        executions: ending.executions,
+        close: ending.close,
     };
     let recording = Instant::now();
     let recorded = core.ports.jobs.record_terminal(&record).await;
@@ -106,13 +116,24 @@ pub(super) async fn finish(core: &JobCore, ending: Ending<'_>) -> Finished {
         None
     };
     match recorded {
-        Ok(Recorded::Inserted { outbox_id }) => {
+        Ok(Recorded::Inserted {
+            outbox_id,
+            executions,
+        }) => {
             metrics::job_finished(status.as_str(), ending.took());
             tracing::info!(%job_id, tenant = tenant.unwrap_or(""), status = %status, "Job finished.");
             if status == TerminalStatus::Failed && ending.earlier_object {
                 delete_result_of(core, tenant, job_id).await;
             }
-            publish(core, outbox_id, job_id, event, ending.publisher).await;
+            publish(
+                core,
+                &executions,
+                outbox_id,
+                job_id,
+                event,
+                ending.publisher,
+            )
+            .await;
             Finished::Recorded
         }
         Ok(Recorded::AlreadyTerminal { status }) => {
@@ -132,6 +153,7 @@ pub(super) async fn finish(core: &JobCore, ending: Ending<'_>) -> Finished {
                 metadata: ending.events.metadata,
                 request_id: ending.events.request_id,
                 owner: ending.claim,
+                executions: ending.executions,
             };
             cancel_ended(end_cancel(core, &canceled).await)
         }
@@ -151,7 +173,7 @@ pub(super) async fn finish(core: &JobCore, ending: Ending<'_>) -> Finished {
                 tracing::info!(%job_id, tenant = tenant.unwrap_or(""), status = %status, "Job finished (the commit's answer was lost; the commit is confirmed).");
                 if leased_by.as_deref() == Some(ending.publisher) {
                     metrics::job_finished(status.as_str(), ending.took());
-                    publish(core, outbox_id, job_id, event, ending.publisher).await;
+                    publish(core, &[], outbox_id, job_id, event, ending.publisher).await;
                 }
                 Finished::Recorded
             }
@@ -234,23 +256,25 @@ async fn commit_check(core: &JobCore, ce_id: &str) -> CommitCheck {
     CommitCheck::Unknown
 }
 
-/// Publishes a just-recorded event (its outbox row leased to `publisher`); the repairer
-/// retries it if this does not land.
+/// Publishes a just-recorded terminal event after the events of the executions its record
+/// ended (their outbox rows leased to `publisher`); the repairer retries what does not land.
 async fn publish(
     core: &JobCore,
+    executions: &[PendingEvent],
     outbox_id: i64,
     job_id: Uuid,
     event: OutboundEvent,
     publisher: &str,
 ) {
     let publishing = Instant::now();
-    let pending = [PendingEvent {
+    let mut pending = executions.to_vec();
+    pending.push(PendingEvent {
         id: outbox_id,
         job_id,
         event,
         attempts: 1,
         created_at: Utc::now(),
-    }];
+    });
     core.publish(publisher, &pending).await;
     metrics::stage("publish", publishing.elapsed());
 }

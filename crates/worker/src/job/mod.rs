@@ -13,6 +13,8 @@
 //! - `deletion.rs`: a delete's second phase (the object, then `deleted`), retried by the sweeper.
 //! - `finish.rs`: the one way every path ends a job: record with its event, publish, clean up.
 //! - `events.rs`: the terminal events of each outcome.
+//! - `executions.rs`: a run's executions, noted as the engine reports them and written as they
+//!   change.
 //! - `wakeups.rs`: the runs a cancel announcement wakes at once.
 //! - `sweeper.rs`: failing jobs whose Worker was lost and that no redelivery took over.
 
@@ -22,6 +24,7 @@ mod claim;
 mod core;
 mod deletion;
 mod events;
+mod executions;
 mod finish;
 mod inbound;
 pub mod ports;

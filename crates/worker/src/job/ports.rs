@@ -10,10 +10,10 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use contract::message::{Filters, MappedFields};
-use engine::{EngineError, Extraction, TimeLimit};
+use engine::{EngineError, Extraction, TimeLimit, Watch};
 use outbox::{
-    Claim, ClaimRequest, Controlled, EndCancel, ExpiredJob, Lease, OutboxError, PendingEvent,
-    Recorded, RecordedEvent, TerminalRecord,
+    Claim, ClaimRequest, Controlled, EndCancel, ExecutionEvents, ExecutionReport, ExpiredJob,
+    Lease, OutboxError, PendingEvent, Recorded, RecordedEvent, TerminalRecord,
 };
 use storage::StorageError;
 use uuid::Uuid;
@@ -45,6 +45,16 @@ pub trait JobStore: Send + Sync {
     /// Writes the job's end and its event's outbox row (leased to `record.publisher`) in one
     /// transaction, or nothing; see [`Recorded`] for when nothing is written.
     async fn record_terminal(&self, record: &TerminalRecord<'_>) -> Result<Recorded, OutboxError>;
+
+    /// Writes a run's reports of its executions while `owner` holds the job, each end with its
+    /// event (returned, leased to `events.publisher`); nothing once `owner` lost it.
+    async fn record_executions(
+        &self,
+        job_id: Uuid,
+        owner: &str,
+        reports: &[ExecutionReport],
+        events: &ExecutionEvents<'_>,
+    ) -> Result<Vec<PendingEvent>, OutboxError>;
 
     /// The outbox row of the event `ce_id`, if it was committed.
     async fn recorded_event(&self, ce_id: &str) -> Result<Option<RecordedEvent>, OutboxError>;
@@ -129,12 +139,15 @@ pub trait Extractor: Send + Sync {
     /// A job's timeout when its message names none (`ENGINE_EXTRACTION_TIMEOUT_SEC`).
     fn timeout(&self) -> Duration;
 
-    /// Ends with [`EngineError::Timeout`] once `limit` runs out, its statements stopped.
+    /// Ends with [`EngineError::Timeout`] once `limit` runs out, its statements stopped; tells
+    /// `watch`'s observer how each datasource goes, and stops gracefully when asked
+    /// ([`EngineError::Canceled`]).
     async fn extract(
         &self,
         mapped: &MappedFields,
         filters: &Filters,
         limit: TimeLimit,
+        watch: Watch,
     ) -> Result<Extraction, EngineError>;
 }
 

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use contract::event::StoredResult;
 use contract::Redacted;
+use engine::{EngineError, Watch};
 use outbox::Lease;
 use storage::object_key;
 use tokio::time::Instant;
@@ -22,11 +23,15 @@ use crate::metrics;
 pub(super) enum Failure {
     /// The job fails, with this (redacted) reason.
     Job(Redacted),
+    /// The job's timeout fired (lifecycle §2): it fails with this reason, and the datasources
+    /// still running timed out.
+    TimedOut(Redacted),
     /// A dependency was unreachable; the job may complete later.
     Transient(String),
     /// The claim was taken over before the object was written: the new owner runs the job.
     LostClaim,
-    /// A cancel came before the object was written: nothing is stored; the run ends it.
+    /// A cancel came before the object was written (a graceful one let the running
+    /// datasources end first): nothing is stored; the run ends it.
     Canceled,
 }
 
@@ -52,6 +57,7 @@ pub(super) async fn produce(
     core: &JobCore,
     run: &ClaimedRun<'_>,
     started: Instant,
+    watch: Watch,
 ) -> Result<(StoredResult, String), Failure> {
     let job = run.job;
     let ports = &core.ports;
@@ -60,16 +66,24 @@ pub(super) async fn produce(
 
     let limit = run.time_limit(ports.extractor.timeout());
     let extracting = Instant::now();
+    let graceful = watch.graceful.clone();
     let extraction = ports
         .extractor
-        .extract(&job.mapped_fields, &job.filters, limit)
+        .extract(&job.mapped_fields, &job.filters, limit, watch)
         .await
-        .map_err(|e| {
-            if matches!(e, engine::EngineError::Timeout(_)) {
+        .map_err(|e| match e {
+            // A canceled job ends canceled, whatever its last datasources came to.
+            _ if graceful.is_cancelled() => Failure::Canceled,
+            EngineError::Canceled => Failure::Canceled,
+            EngineError::Timeout(_) => {
                 metrics::timed_out();
+                Failure::TimedOut(Redacted::new(&e.to_string()))
             }
-            Failure::of(e.is_retriable(), &e)
+            e => Failure::of(e.is_retriable(), &e),
         })?;
+    if graceful.is_cancelled() {
+        return Err(Failure::Canceled);
+    }
     metrics::stage("extract", extracting.elapsed());
     let size_bytes = extraction.size_bytes();
     let row_count = extraction.row_count;

@@ -5,8 +5,8 @@
 use std::time::Duration;
 
 use contract::JobMessage;
-use engine::TimeLimit;
-use outbox::{Lease, TerminalOutcome};
+use engine::{TimeLimit, Watch};
+use outbox::{Close, Lease, TerminalOutcome};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
@@ -15,6 +15,7 @@ use uuid::Uuid;
 use super::cancel::{end_cancel, Canceled};
 use super::core::JobCore;
 use super::events::EventContext;
+use super::executions::{Ledger, Recorder};
 use super::finish::{cancel_ended, finish, Ending, Finished};
 use super::ports::JobStore;
 use super::produce::{produce, Failure};
@@ -56,6 +57,7 @@ impl ClaimedRun<'_> {
         let started = Instant::now();
         let lost = CancellationToken::new();
         let forced = CancellationToken::new();
+        let graceful = CancellationToken::new();
         let registered = core.wakeups.register(job_id);
         let heartbeat = tokio::spawn(
             heartbeat(
@@ -66,6 +68,7 @@ impl ClaimedRun<'_> {
                 Signals {
                     lost: lost.clone(),
                     forced: forced.clone(),
+                    graceful: graceful.clone(),
                     woken: registered.notify.clone(),
                 },
             )
@@ -74,16 +77,48 @@ impl ClaimedRun<'_> {
         // The claim is kept until the job's end is recorded.
         let _stop_heartbeat = AbortOnDrop(heartbeat);
 
+        // The executions are written as they move, while the run lasts.
+        let ledger = Ledger::new(&self.job.mapped_fields);
+        let recorder = Recorder {
+            core,
+            job_id,
+            owner: self.owner,
+            tenant: self.tenant,
+            request_id: self.request_id,
+        };
+        let recording = recorder.record(ledger.clone());
+        let watch = Watch {
+            observer: ledger.clone(),
+            graceful,
+        };
         // A forced cancel drops the extraction at once, which stops its statements on the
         // source servers.
         let produced = tokio::select! {
-            produced = produce(core, self, started) => produced,
+            produced = produce(core, self, started, watch) => produced,
             _ = lost.cancelled() => return Finished::NotOurs,
             _ = forced.cancelled() => Err(Failure::Canceled),
+            never = recording => match never {},
         };
+        let executions = ledger.reports();
+        let timed_out;
+        let mut close = Close::CANCELED;
         let (outcome, stored) = match produced {
             Ok((result, key)) => (TerminalOutcome::Completed { result }, Some(key)),
             Err(Failure::Job(error)) => (TerminalOutcome::Failed { error }, None),
+            Err(Failure::TimedOut(error)) => {
+                // The datasources still running when the timeout fired timed out.
+                timed_out = error;
+                close = Close {
+                    running: contract::lifecycle::ExecutionStatus::TimedOut,
+                    error: Some(timed_out.as_str()),
+                };
+                (
+                    TerminalOutcome::Failed {
+                        error: timed_out.clone(),
+                    },
+                    None,
+                )
+            }
             Err(Failure::Transient(reason)) => return Finished::NotRecorded(reason),
             Err(Failure::LostClaim) => {
                 tracing::warn!(%job_id, "The job's claim was taken over during extraction; abandoning this run before storing.");
@@ -97,6 +132,7 @@ impl ClaimedRun<'_> {
                     metadata: &self.job.metadata,
                     request_id: self.request_id,
                     owner: Some(self.owner),
+                    executions: &executions,
                 };
                 return cancel_ended(end_cancel(core, &canceled).await);
             }
@@ -115,6 +151,8 @@ impl ClaimedRun<'_> {
             stored,
             earlier_object: self.attempt > 1,
             started: Some(started),
+            executions: &executions,
+            close,
         };
         finish(core, ending).await
     }
@@ -126,12 +164,14 @@ struct Signals {
     lost: CancellationToken,
     /// A forced cancel came: stop now.
     forced: CancellationToken,
+    /// A graceful cancel came: start no more datasources, let the running ones end.
+    graceful: CancellationToken,
     /// A cancel was announced: renew (and learn of it) now rather than at the next tick.
     woken: std::sync::Arc<tokio::sync::Notify>,
 }
 
-/// Renews the claim every third of the lease; signals a lost claim and a forced cancel. (A
-/// graceful cancel is seen before the write: the statements are left to end.)
+/// Renews the claim every third of the lease; signals a lost claim and a cancel (a forced one
+/// stops the run, a graceful one its datasources not started yet).
 async fn heartbeat(
     jobs: std::sync::Arc<dyn JobStore>,
     job_id: Uuid,
@@ -147,7 +187,13 @@ async fn heartbeat(
             _ = signals.woken.notified() => {}
         }
         match jobs.renew_lease(job_id, &owner, lease).await {
-            Ok(Lease::Held | Lease::Canceling { force: false }) => {}
+            Ok(Lease::Held) => {}
+            Ok(Lease::Canceling { force: false }) => {
+                if !signals.graceful.is_cancelled() {
+                    tracing::info!(%job_id, "The job was canceled; its running statements are left to end.");
+                    signals.graceful.cancel();
+                }
+            }
             Ok(Lease::Canceling { force: true }) => {
                 if !signals.forced.is_cancelled() {
                     tracing::info!(%job_id, "The job was force-canceled; stopping its statements.");

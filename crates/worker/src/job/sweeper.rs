@@ -4,8 +4,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use contract::lifecycle::ExecutionStatus;
 use contract::Redacted;
-use outbox::WORKER_LOST;
+use outbox::{Close, WORKER_LOST};
 use tokio_util::sync::CancellationToken;
 
 use super::cancel::{end_cancel, CancelEnd, Canceled};
@@ -54,6 +55,7 @@ impl Sweeper {
                     metadata: &job.metadata,
                     request_id: job.request_id.as_deref(),
                     owner: None,
+                    executions: &[],
                 };
                 match end_cancel(core, &canceled).await {
                     CancelEnd::Ended => failed += 1,
@@ -73,8 +75,13 @@ impl Sweeper {
                 &publisher,
                 Redacted::new(WORKER_LOST),
             );
-            // The lost run may have stored its object before it died.
+            // The lost run may have stored its object before it died; its datasources still
+            // running failed with it.
             ending.earlier_object = true;
+            ending.close = Close {
+                running: ExecutionStatus::Failed,
+                error: Some(WORKER_LOST),
+            };
             match finish(core, ending).await {
                 Finished::Recorded => {
                     failed += 1;

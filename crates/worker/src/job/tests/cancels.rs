@@ -143,7 +143,7 @@ async fn a_cancel_the_state_database_cannot_end_gives_the_message_back() {
     assert_eq!(bench.extract.state().calls, 0);
 }
 
-fn canceled_discarding(job_id: uuid::Uuid) -> Controlled {
+pub(super) fn canceled_discarding(job_id: uuid::Uuid) -> Controlled {
     done(
         JobStatus::Canceled,
         Then::DiscardObject,

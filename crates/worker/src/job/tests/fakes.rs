@@ -8,10 +8,11 @@ use std::time::Duration;
 use async_trait::async_trait;
 use contract::event::TerminalStatus;
 use contract::message::{Filters, MappedFields};
-use engine::{EngineError, Extraction, TimeLimit};
+use contract::lifecycle::ExecutionStatus;
+use engine::{DatasourceEnd, EngineError, Extraction, TimeLimit, Watch};
 use outbox::{
-    Claim, ClaimRequest, Controlled, EndCancel, ExpiredJob, Lease, OutboxError, PendingEvent,
-    Recorded, RecordedEvent, TerminalOutcome, TerminalRecord,
+    Claim, ClaimRequest, Controlled, EndCancel, ExecutionEvents, ExecutionReport, ExpiredJob,
+    Lease, OutboxError, PendingEvent, Recorded, RecordedEvent, TerminalOutcome, TerminalRecord,
 };
 use storage::{Cause, StorageError};
 use uuid::Uuid;
@@ -43,6 +44,10 @@ pub struct Written {
     pub error: Option<String>,
     pub ce_id: String,
     pub publisher: String,
+    /// The run's last reports of its executions, and how those left open end.
+    pub executions: Vec<ExecutionReport>,
+    pub close_running: ExecutionStatus,
+    pub close_error: Option<String>,
 }
 
 #[derive(Default)]
@@ -77,6 +82,9 @@ pub struct JobsState {
     pub deleted_results: Vec<bool>,
     /// What `deletions_in_progress` hands out.
     pub deleting: Vec<(Uuid, Option<String>)>,
+    /// Each `record_executions` call's reports, and the `end_cancel` calls' reports.
+    pub execution_writes: Vec<Vec<ExecutionReport>>,
+    pub cancel_executions: Vec<Vec<ExecutionReport>>,
 }
 
 impl Default for JobsState {
@@ -103,6 +111,8 @@ impl Default for JobsState {
             deletions: VecDeque::new(),
             deleted_results: Vec::new(),
             deleting: Vec::new(),
+            execution_writes: Vec::new(),
+            cancel_executions: Vec::new(),
         }
     }
 }
@@ -137,6 +147,7 @@ impl JobStore for Jobs {
         let mut state = self.state();
         let answer = state.records.pop_front().unwrap_or(Ok(Recorded::Inserted {
             outbox_id: state.written.len() as i64 + 1,
+            executions: Vec::new(),
         }));
         if let Ok(Recorded::Inserted { .. }) = answer {
             state.written.push(Written {
@@ -149,6 +160,9 @@ impl JobStore for Jobs {
                 },
                 ce_id: record.event.ce_id().to_owned(),
                 publisher: record.publisher.to_owned(),
+                executions: record.executions.to_vec(),
+                close_running: record.close.running,
+                close_error: record.close.error.map(str::to_owned),
             });
         }
         answer
@@ -182,8 +196,21 @@ impl JobStore for Jobs {
         Ok(std::mem::take(&mut state.unpublished))
     }
 
-    async fn end_cancel(&self, _: &EndCancel<'_>) -> Result<Controlled, OutboxError> {
-        self.state()
+    async fn record_executions(
+        &self,
+        _: Uuid,
+        _: &str,
+        reports: &[ExecutionReport],
+        _: &ExecutionEvents<'_>,
+    ) -> Result<Vec<PendingEvent>, OutboxError> {
+        self.state().execution_writes.push(reports.to_vec());
+        Ok(Vec::new())
+    }
+
+    async fn end_cancel(&self, request: &EndCancel<'_>) -> Result<Controlled, OutboxError> {
+        let mut state = self.state();
+        state.cancel_executions.push(request.executions.to_vec());
+        state
             .cancels
             .pop_front()
             .expect("the test scripts end_cancel")
@@ -304,6 +331,8 @@ pub struct ExtractState {
     pub timeout: Duration,
     /// The time limit of each extraction.
     pub limits: Vec<TimeLimit>,
+    /// An extraction stops early when its graceful stop comes (`EngineError::Canceled`).
+    pub honors_graceful: bool,
 }
 
 impl Default for Extract {
@@ -316,6 +345,7 @@ impl Default for Extract {
             over_limits: false,
             timeout: Duration::from_secs(300),
             limits: Vec::new(),
+            honors_graceful: false,
         }))
     }
 }
@@ -342,13 +372,19 @@ impl Extractor for Extract {
         self.state().timeout
     }
 
+    /// Every datasource starts, the extraction takes its time (or its graceful stop comes),
+    /// then each ends as the answer says.
     async fn extract(
         &self,
-        _: &MappedFields,
+        mapped: &MappedFields,
         _: &Filters,
         limit: TimeLimit,
+        watch: Watch,
     ) -> Result<Extraction, EngineError> {
-        let (takes, answer) = {
+        for name in mapped.keys() {
+            watch.observer.started(name);
+        }
+        let (takes, answer, honors_graceful) = {
             let mut state = self.state();
             state.calls += 1;
             state.limits.push(limit);
@@ -357,9 +393,19 @@ impl Extractor for Extract {
                 plaintext: rows,
                 row_count: 1,
             }));
-            (state.takes, answer)
+            (state.takes, answer, state.honors_graceful)
         };
-        tokio::time::sleep(takes).await;
+        tokio::select! {
+            _ = tokio::time::sleep(takes) => {}
+            _ = watch.graceful.cancelled(), if honors_graceful => return Err(EngineError::Canceled),
+        }
+        for name in mapped.keys() {
+            let end = match &answer {
+                Ok(extraction) => DatasourceEnd::Succeeded { rows: extraction.row_count },
+                Err(error) => DatasourceEnd::Failed(error),
+            };
+            watch.observer.ended(name, &end);
+        }
         answer
     }
 }

@@ -6,6 +6,7 @@
 mod cancels;
 mod claims;
 mod deliveries;
+mod executions;
 mod fakes;
 mod runs;
 mod sweeps;

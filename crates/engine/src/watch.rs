@@ -1,0 +1,160 @@
+//! What an extraction tells about its datasources while it runs, and how it is asked to stop
+//! gracefully (lifecycle §1, §3): the caller's view of the job's executions.
+//!
+//! The engine reports; it stores nothing. Calls come from the datasources' tasks, so an
+//! [`Observer`] must be cheap and must not block (hand the news to a channel).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use contract::lifecycle::ExecutionStatus;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::error::EngineError;
+
+/// Told about each datasource of an extraction as it starts, reads rows and ends.
+pub trait Observer: Send + Sync {
+    /// The datasource's task began (its connection is being resolved).
+    fn started(&self, datasource: &str);
+
+    /// Rows read so far: at least every [`PROGRESS_ROWS`] rows or [`PROGRESS_EVERY`], whichever
+    /// comes first (checked as each row arrives).
+    fn progress(&self, datasource: &str, rows: u64);
+
+    /// The datasource ended. Datasources the extraction abandons (fail-fast, timeout, a forced
+    /// stop) get no call: they were cut short, and the caller knows why.
+    fn ended(&self, datasource: &str, end: &DatasourceEnd<'_>);
+}
+
+/// How a datasource ended, as far as the engine knows.
+#[derive(Debug)]
+pub enum DatasourceEnd<'a> {
+    /// Every table was read.
+    Succeeded { rows: u64 },
+    /// It failed with this error (its status is [`EngineError::execution_status`]).
+    Failed(&'a EngineError),
+    /// It never started: a graceful stop came while it waited its turn.
+    Canceled,
+}
+
+impl DatasourceEnd<'_> {
+    pub fn status(&self) -> ExecutionStatus {
+        match self {
+            DatasourceEnd::Succeeded { .. } => ExecutionStatus::Succeeded,
+            DatasourceEnd::Failed(error) => error.execution_status(),
+            DatasourceEnd::Canceled => ExecutionStatus::Canceled,
+        }
+    }
+}
+
+/// Rows between two progress reports, at most.
+pub const PROGRESS_ROWS: u64 = 10_000;
+/// Time between two progress reports while rows arrive, at most.
+pub const PROGRESS_EVERY: Duration = Duration::from_secs(2);
+
+/// An extraction's observer and its graceful stop.
+#[derive(Clone)]
+pub struct Watch {
+    pub observer: Arc<dyn Observer>,
+    /// Cancelled: start no more datasources (each waiting one ends
+    /// [`DatasourceEnd::Canceled`]), let the running ones finish, then end with
+    /// [`EngineError::Canceled`]. Dropping the extraction is the forced stop.
+    pub graceful: CancellationToken,
+}
+
+impl Watch {
+    /// Nobody watches, nobody stops it.
+    pub fn none() -> Watch {
+        Watch {
+            observer: Arc::new(Unwatched),
+            graceful: CancellationToken::new(),
+        }
+    }
+}
+
+struct Unwatched;
+
+impl Observer for Unwatched {
+    fn started(&self, _: &str) {}
+    fn progress(&self, _: &str, _: u64) {}
+    fn ended(&self, _: &str, _: &DatasourceEnd<'_>) {}
+}
+
+/// Counts one datasource's rows and reports them when due.
+pub(crate) struct Progress {
+    observer: Arc<dyn Observer>,
+    datasource: String,
+    reported_rows: u64,
+    reported_at: Instant,
+}
+
+impl Progress {
+    pub(crate) fn new(observer: Arc<dyn Observer>, datasource: &str) -> Progress {
+        Progress {
+            observer,
+            datasource: datasource.to_owned(),
+            reported_rows: 0,
+            reported_at: Instant::now(),
+        }
+    }
+
+    /// `rows` have been read.
+    #[inline]
+    pub(crate) fn row(&mut self, rows: u64) {
+        if rows - self.reported_rows >= PROGRESS_ROWS
+            || self.reported_at.elapsed() >= PROGRESS_EVERY
+        {
+            self.observer.progress(&self.datasource, rows);
+            self.reported_rows = rows;
+            self.reported_at = Instant::now();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use super::*;
+
+    #[derive(Default)]
+    struct Seen(Mutex<Vec<u64>>);
+
+    impl Observer for Seen {
+        fn started(&self, _: &str) {}
+        fn progress(&self, _: &str, rows: u64) {
+            self.0.lock().unwrap().push(rows);
+        }
+        fn ended(&self, _: &str, _: &DatasourceEnd<'_>) {}
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn progress_is_reported_every_ten_thousand_rows_or_two_seconds() {
+        let seen = Arc::new(Seen::default());
+        let mut progress = Progress::new(seen.clone(), "ledger");
+        for rows in 1..=25_000 {
+            progress.row(rows);
+        }
+        assert_eq!(*seen.0.lock().unwrap(), [10_000, 20_000]);
+        progress.row(25_001);
+        assert_eq!(seen.0.lock().unwrap().len(), 2, "too early");
+        tokio::time::advance(PROGRESS_EVERY).await;
+        progress.row(25_002);
+        assert_eq!(*seen.0.lock().unwrap(), [10_000, 20_000, 25_002]);
+    }
+
+    #[test]
+    fn ends_have_their_execution_status() {
+        let removed = EngineError::RemovedConnection("ledger".into());
+        assert_eq!(
+            DatasourceEnd::Failed(&removed).status(),
+            ExecutionStatus::Removed
+        );
+        assert_eq!(
+            DatasourceEnd::Succeeded { rows: 3 }.status(),
+            ExecutionStatus::Succeeded
+        );
+        assert_eq!(DatasourceEnd::Canceled.status(), ExecutionStatus::Canceled);
+    }
+}
