@@ -1,6 +1,7 @@
 mod claims;
 mod control;
 mod errors;
+mod executions;
 mod relay;
 mod retention;
 mod support;

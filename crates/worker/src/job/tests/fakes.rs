@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use contract::event::TerminalStatus;
-use contract::message::{Filters, MappedFields};
 use contract::lifecycle::ExecutionStatus;
+use contract::message::{Filters, MappedFields};
 use engine::{DatasourceEnd, EngineError, Extraction, TimeLimit, Watch};
 use outbox::{
     Claim, ClaimRequest, Controlled, EndCancel, ExecutionEvents, ExecutionReport, ExpiredJob,
@@ -401,7 +401,9 @@ impl Extractor for Extract {
         }
         for name in mapped.keys() {
             let end = match &answer {
-                Ok(extraction) => DatasourceEnd::Succeeded { rows: extraction.row_count },
+                Ok(extraction) => DatasourceEnd::Succeeded {
+                    rows: extraction.row_count,
+                },
                 Err(error) => DatasourceEnd::Failed(error),
             };
             watch.observer.ended(name, &end);

@@ -65,6 +65,11 @@ async fn a_force_cancel_stops_the_running_query_and_ends_the_job_canceled() {
     assert_eq!(document["status"], "canceled");
     assert_eq!(document["forceCanceled"], true);
     assert_eq!(document["comment"], "runaway");
+    assert_eq!(document["executions"][0]["datasource"], "src", "{document}");
+    assert_eq!(
+        document["executions"][0]["status"], "CANCELED",
+        "{document}"
+    );
     assert!(world.object_keys().await.is_empty(), "nothing stored");
     // One terminal event: no job.completed or job.failed follows.
     let later = events.drain(Duration::from_secs(3)).await;

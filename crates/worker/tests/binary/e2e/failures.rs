@@ -167,6 +167,10 @@ async fn a_job_over_its_own_timeout_fails_and_its_query_is_stopped_on_the_server
             .await
             .expect("job row");
     assert_eq!(stored, Some(2));
+    assert_eq!(
+        world.executions(job_id).await,
+        [("src".to_owned(), "TIMED_OUT".to_owned())]
+    );
     assert!(world.object_keys().await.is_empty(), "nothing stored");
     let metrics = worker.get("/metrics").expect("metrics").1;
     assert_eq!(

@@ -4,6 +4,7 @@
 mod consume;
 mod control;
 mod delivery;
+mod executions;
 mod failures;
 mod lifecycle;
 mod settings;

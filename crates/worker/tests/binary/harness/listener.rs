@@ -20,11 +20,17 @@ impl World {
         self.broker.consume(queue).await
     }
 
-    /// A queue bound to the events exchange (declared here too: the Worker declares it the same).
+    /// A queue bound to the events exchange with `job.*` (the job-level events; declared here
+    /// too: the Worker declares it the same).
     pub async fn listen(&self) -> Listener {
+        self.listen_to("job.*").await
+    }
+
+    /// A queue bound to the events exchange with `pattern` (`job.#`: executions' events too).
+    pub async fn listen_to(&self, pattern: &str) -> Listener {
         self.broker.declare_exchange(&self.exchange).await;
         let queue = format!("fetcher.test.listen.{}", Uuid::new_v4().simple());
-        let consumer = self.tap(&queue, &self.exchange, "job.*").await;
+        let consumer = self.tap(&queue, &self.exchange, pattern).await;
         Listener {
             consumer,
             skipped: Vec::new(),

@@ -28,7 +28,7 @@ mod world;
 pub use control::{ControlClient, Signing};
 pub use dead_letters::DeadLetters;
 pub use http::{http_get, metric_sum};
-pub use listener::Event;
+pub use listener::{Event, Listener};
 pub use process::{free_port, WorkerProcess};
 pub use publish::{publish, signed, work_route, Headers, RUN_HEADER};
 pub use s3::s3_client;

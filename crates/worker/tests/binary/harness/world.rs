@@ -199,6 +199,33 @@ impl World {
         .expect("pg_stat_activity")
     }
 
+    /// Variables defining datasources `names` as copies of `src` (the source database), each
+    /// with a pool of its own.
+    pub fn source_aliases(&self, names: &[&str]) -> Vec<(String, String)> {
+        let env = self.env(0);
+        let mut vars = Vec::new();
+        for name in names {
+            for (key, value) in &env {
+                if let Some(setting) = key.strip_prefix("DATASOURCE_SRC_") {
+                    let alias = format!("DATASOURCE_{}_{setting}", name.to_uppercase());
+                    vars.push((alias, value.clone()));
+                }
+            }
+        }
+        vars
+    }
+
+    /// The job's executions, `(datasource, status)` by name, as the state database has them.
+    pub async fn executions(&self, job_id: Uuid) -> Vec<(String, String)> {
+        sqlx::query_as(
+            "SELECT datasource, status FROM job_executions WHERE job_id = $1 ORDER BY datasource",
+        )
+        .bind(job_id)
+        .fetch_all(&self.state)
+        .await
+        .expect("job_executions")
+    }
+
     pub async fn job_status(&self, job_id: Uuid) -> Option<String> {
         sqlx::query_scalar("SELECT status FROM jobs WHERE job_id = $1")
             .bind(job_id)
