@@ -6,8 +6,9 @@
 //! duplicate. So the deduplication key is accepted only when it is the one the signed parts
 //! imply: `fetcher.job.<status>.<jobId>`, `<status>` from the routing key `job.<status>` and
 //! `<jobId>` from the body, with `ce-type`, and `ce-eventtype` and `ce-subject` when present,
-//! agreeing. Statuses are read from the routing key, so a future one (`job.canceled`) needs no
-//! change here.
+//! agreeing. An execution's event (lifecycle §4), routed `job.execution.<op>`, is
+//! `fetcher.job.execution.<op>.<jobId>.<datasource>`, the datasource from the body too.
+//! Statuses are read from the routing key, so a new one needs no change here.
 
 use std::fmt;
 
@@ -43,6 +44,8 @@ pub enum IdentityError {
     RoutingKey(String),
     /// The body has no top-level string `jobId`, so no ce-id can be derived from it.
     NoJobId,
+    /// An execution's body has no single top-level string `datasource`.
+    NoDatasource,
     Missing(&'static str),
     NotText(&'static str),
     Mismatch {
@@ -58,6 +61,7 @@ impl IdentityError {
         match self {
             IdentityError::RoutingKey(_) => "event_routing_key",
             IdentityError::NoJobId => "event_job_id_missing",
+            IdentityError::NoDatasource => "event_datasource_missing",
             IdentityError::Missing(_) => "event_attribute_missing",
             IdentityError::NotText(_) => "event_attribute_type",
             IdentityError::Mismatch { .. } => "event_attribute_mismatch",
@@ -69,9 +73,15 @@ impl fmt::Display for IdentityError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             IdentityError::RoutingKey(key) => {
-                write!(f, "routing key {key:?} is not job.<status>")
+                write!(
+                    f,
+                    "routing key {key:?} is not job.<status> or job.execution.<status>"
+                )
             }
             IdentityError::NoJobId => f.write_str("the signed body has no string jobId"),
+            IdentityError::NoDatasource => {
+                f.write_str("the signed execution body has no string datasource")
+            }
             IdentityError::Missing(header) => write!(f, "{header} is missing"),
             IdentityError::NotText(header) => write!(f, "{header} is not text"),
             IdentityError::Mismatch {
@@ -90,25 +100,47 @@ pub fn dedupe_key(
     body: &[u8],
     attributes: &Attributes<'_>,
 ) -> Result<String, IdentityError> {
-    let status = routing_key
-        .strip_prefix("job.")
+    let (status, execution) = match routing_key.strip_prefix("job.execution.") {
+        Some(status) => (Some(status), true),
+        None => (routing_key.strip_prefix("job."), false),
+    };
+    let status = status
         .filter(|status| !status.is_empty() && !status.contains('.'))
         .ok_or_else(|| IdentityError::RoutingKey(routing_key.to_owned()))?;
     let job_id = signed_job_id(body);
     if job_id.is_empty() {
         return Err(IdentityError::NoJobId);
     }
-    let ce_id = format!("fetcher.job.{status}.{job_id}");
+    let (ce_id, kind) = if execution {
+        let datasource = signed_datasource(body).ok_or(IdentityError::NoDatasource)?;
+        (
+            format!("fetcher.job.execution.{status}.{job_id}.{datasource}"),
+            format!("studio.lerian.job.execution.{status}"),
+        )
+    } else {
+        (
+            format!("fetcher.job.{status}.{job_id}"),
+            format!("studio.lerian.job.{status}"),
+        )
+    };
     expect("ce-id", attributes.id, &ce_id, true)?;
-    expect(
-        "ce-type",
-        attributes.kind,
-        &format!("studio.lerian.job.{status}"),
-        true,
-    )?;
+    expect("ce-type", attributes.kind, &kind, true)?;
     expect("ce-eventtype", attributes.event_type, status, false)?;
     expect("ce-subject", attributes.subject, &job_id, false)?;
     Ok(ce_id)
+}
+
+/// The body's top-level `datasource` string, when it has exactly one (a body naming two is
+/// refused: which one a consumer reads is its decoder's choice).
+fn signed_datasource(body: &[u8]) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct Execution {
+        datasource: String,
+    }
+    serde_json::from_slice::<Execution>(body)
+        .ok()
+        .map(|e| e.datasource)
+        .filter(|name| !name.is_empty())
 }
 
 /// `attribute` must be exactly `expected`; an absent one passes unless `required`.
@@ -169,6 +201,56 @@ mod tests {
             let key = dedupe_key(&format!("job.{status}"), &body(X), &given);
             assert_eq!(key, Ok(id.clone()), "{status}");
         }
+    }
+
+    #[test]
+    fn an_execution_event_is_keyed_by_its_job_and_datasource() {
+        let signed = format!(r#"{{"jobId":"{X}","datasource":"ledger","status":"SUCCEEDED"}}"#);
+        let id = format!("fetcher.job.execution.succeeded.{X}.ledger");
+        let kind = "studio.lerian.job.execution.succeeded";
+        let key = dedupe_key(
+            "job.execution.succeeded",
+            signed.as_bytes(),
+            &attributes(&id, kind),
+        );
+        assert_eq!(key, Ok(id.clone()));
+        // Another datasource's ce-id, a job-level ce-id, or no datasource: refused.
+        let other = format!("fetcher.job.execution.succeeded.{X}.crm");
+        assert!(matches!(
+            dedupe_key(
+                "job.execution.succeeded",
+                signed.as_bytes(),
+                &attributes(&other, kind)
+            ),
+            Err(IdentityError::Mismatch {
+                header: "ce-id",
+                ..
+            })
+        ));
+        let job_level = format!("fetcher.job.succeeded.{X}");
+        assert!(dedupe_key(
+            "job.execution.succeeded",
+            signed.as_bytes(),
+            &attributes(&job_level, kind)
+        )
+        .is_err());
+        let twice = format!(r#"{{"jobId":"{X}","datasource":"a","datasource":"b"}}"#);
+        assert_eq!(
+            dedupe_key(
+                "job.execution.succeeded",
+                twice.as_bytes(),
+                &attributes(&id, kind)
+            ),
+            Err(IdentityError::NoDatasource)
+        );
+        assert_eq!(
+            dedupe_key(
+                "job.execution.succeeded",
+                body(X).as_slice(),
+                &attributes(&id, kind)
+            ),
+            Err(IdentityError::NoDatasource)
+        );
     }
 
     #[test]

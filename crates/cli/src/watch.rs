@@ -46,7 +46,8 @@ pub struct Args {
     exchange: String,
 
     /// Binding pattern (job-level routing keys: job.completed, job.failed, and the lifecycle's
-    /// job.cancellation_in_progress, job.canceled, job.deletion_in_progress, job.deleted).
+    /// job.cancellation_in_progress, job.canceled, job.deletion_in_progress, job.deleted;
+    /// `job.#` adds the executions' job.execution.<status>).
     #[arg(long, value_name = "PATTERN", default_value = "job.*")]
     pattern: String,
 

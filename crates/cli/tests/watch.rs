@@ -1,5 +1,6 @@
 //! `fetcherctl watch` against the real RabbitMQ: events signed by the Worker's own publisher are
-//! printed once each, forgeries are rejected, and `--count`/`--timeout` decide the exit.
+//! printed once each (an execution's keyed by its datasource), forgeries are rejected, and
+//! `--count`/`--timeout` decide the exit.
 
 mod support;
 
@@ -119,6 +120,92 @@ async fn events_are_verified_printed_once_and_forgeries_rejected() {
     publisher.close().await;
     delete_exchange(&broker, &exchange).await;
     broker.close().await;
+}
+
+/// The Worker's event of `job_id`'s execution on `datasource`, succeeded.
+fn execution_succeeded(job_id: Uuid, datasource: &str) -> OutboundEvent {
+    use contract::event::{CloudEventAttributes, ExecutionBody, Operation};
+    let details = serde_json::Map::new();
+    let body = ExecutionBody {
+        job_id,
+        datasource,
+        status: contract::lifecycle::ExecutionStatus::Succeeded,
+        row_count: 3,
+        status_details: &details,
+        started_at: Some(Utc::now()),
+        ended_at: Some(Utc::now()),
+    }
+    .to_bytes()
+    .expect("body");
+    OutboundEvent {
+        attributes: CloudEventAttributes::execution(
+            Operation::Succeeded,
+            job_id,
+            datasource,
+            "//test",
+            None,
+            Utc::now(),
+        ),
+        request_id: None,
+        body,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn executions_events_are_shown_with_job_hash_and_keyed_by_datasource() {
+    let broker = Broker::connect().await;
+    let exchange = support::unique("exchange");
+    let publisher = publisher(&exchange).await;
+    let mut watcher = Watcher::start(
+        &[
+            "--exchange",
+            &exchange,
+            "--pattern",
+            "job.#",
+            "--count",
+            "3",
+            "--timeout",
+            "30",
+        ],
+        &[("APP_ENC_KEY", support::MASTER)],
+    );
+    tokio::task::block_in_place(|| watcher.wait_until_bound());
+    let job_id = Uuid::new_v4();
+    let ledger = execution_succeeded(job_id, "ledger");
+    let crm = execution_succeeded(job_id, "crm");
+    // The same job and operation on two datasources are two events; a republish is one.
+    publisher.publish(&ledger).await.expect("ledger");
+    publisher.publish(&crm).await.expect("crm");
+    publisher
+        .publish(&ledger)
+        .await
+        .expect("ledger, republished");
+    publisher
+        .publish(&completed(job_id, None))
+        .await
+        .expect("job");
+    let finished = tokio::task::block_in_place(|| watcher.finish());
+    assert!(finished.success, "{}\n{}", finished.stdout, finished.stderr);
+    let heads: Vec<&str> = finished
+        .stdout
+        .lines()
+        .filter(|line| line.starts_with("studio.lerian."))
+        .collect();
+    assert_eq!(
+        heads,
+        [
+            format!("studio.lerian.job.execution.succeeded fetcher.job.execution.succeeded.{job_id}.ledger tenant=single-tenant signature=ok"),
+            format!("studio.lerian.job.execution.succeeded fetcher.job.execution.succeeded.{job_id}.crm tenant=single-tenant signature=ok"),
+            format!("studio.lerian.job.completed fetcher.job.completed.{job_id} tenant=single-tenant signature=ok"),
+        ]
+    );
+    assert!(
+        finished.stderr.contains("1 duplicate(s) dropped"),
+        "{}",
+        finished.stderr
+    );
+    publisher.close().await;
+    delete_exchange(&broker, &exchange).await;
 }
 
 /// A real signed event of another job, replayed with `ce_id`: `ce-id` is not covered by the
