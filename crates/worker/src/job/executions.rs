@@ -136,6 +136,9 @@ impl Observer for Ledger {
 
 /// How long a failed write waits before it is tried again.
 const RETRY: Duration = Duration::from_secs(1);
+/// How long changes gather before they are written together: a short job's executions are
+/// written once, by its end, instead of once per change.
+const GATHER: Duration = Duration::from_millis(250);
 
 /// Who writes a run's executions, and for which job.
 pub(super) struct Recorder<'a> {
@@ -160,6 +163,7 @@ impl Recorder<'_> {
         };
         loop {
             ledger.changed.notified().await;
+            tokio::time::sleep(GATHER).await;
             let reports = ledger.take_unwritten();
             if reports.is_empty() {
                 continue;

@@ -5,13 +5,15 @@
 //! - [`hostile`]: hostile input (malformed, forged, replayed, injection-laden messages) and a
 //!   search of everything the Worker wrote for every secret it was given;
 //! - [`security`]: one test per finding of the attacker's review, and the hostile sizes;
-//! - [`chaos`]: cuts at chosen points through fault proxies, and the `#[ignore]`d soak.
+//! - [`chaos`]: cuts at chosen points through fault proxies, and the `#[ignore]`d soak;
+//! - [`bench`]: `#[ignore]`d benchmarks of the binary (`make bench`).
 //!
 //! [`harness`] is what they run on, built on `testkit`. A suite alone:
 //! `cargo test -p worker --test binary -- e2e::` (or `hostile::`, `security::`, `chaos::`).
 
 mod harness;
 
+mod bench;
 mod chaos;
 mod e2e;
 mod hostile;

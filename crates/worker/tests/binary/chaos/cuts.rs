@@ -1,8 +1,9 @@
 //! A transaction or a publish cut at a chosen point, one job at a time: the Worker reaches the
 //! state database and RabbitMQ through fault proxies armed with a one-shot [`Trap`]. Whatever
-//! the cut, the job ends `completed` once, with exactly one outbox row, an event that verifies
+//! the cut, the job ends `completed` once, with exactly one job-level outbox row, an event that verifies
 //! (the same ce-id and bytes each time it arrives) and the object its HMAC names; nothing else is
-//! stored. These run in `make test`; the soak (`soak_under_faults`) cuts at random instead.
+//! stored. A cancel sent while the run commits ends the job once, one way or the other. These
+//! run in `make test`; the soak (`soak_under_faults`) cuts at random instead.
 
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
@@ -20,8 +21,9 @@ enum Dependency {
     Broker,
 }
 
-/// The terminal transaction's own statement (sent as text on a connection's first use of it).
-const OUTBOX_INSERT: &[u8] = b"INSERT INTO outbox";
+/// The terminal transaction's own statement, before its events' outbox rows (sent as text on a
+/// connection's first use of it; the outbox insert is shared with the executions' events).
+const TERMINAL_STATE: &[u8] = b"result_path = $3";
 
 /// A World with one Worker whose state database and broker connections go through proxies.
 struct Setup {
@@ -30,6 +32,8 @@ struct Setup {
     amqp: FaultProxy,
     s3: FaultProxy,
     worker: WorkerProcess,
+    /// The Worker's control API (its state database is reached through `pg` too).
+    api: harness::ControlClient,
 }
 
 impl Setup {
@@ -75,6 +79,10 @@ impl Setup {
             env.insert((*name).into(), (*value).into());
         }
         faults([&pg, &amqp, &s3]);
+        let api = harness::ControlClient {
+            port: env["API_PORT"].parse().expect("API_PORT"),
+            keys: world.keys.clone(),
+        };
         let worker = WorkerProcess::spawn(env, port);
         Setup {
             world,
@@ -82,6 +90,7 @@ impl Setup {
             amqp,
             s3,
             worker,
+            api,
         }
     }
 
@@ -136,11 +145,23 @@ async fn one_job_through(dependency: Dependency, trap: impl FnOnce(&World) -> Tr
         if published == Some(true) {
             break;
         }
-        assert!(
-            Instant::now() < deadline,
-            "the event was never marked published; worker output:\n{}",
-            setup.worker.output()
-        );
+        if Instant::now() >= deadline {
+            let rows: Vec<(
+                String,
+                Option<chrono::DateTime<chrono::Utc>>,
+                Option<String>,
+            )> = sqlx::query_as(
+                "SELECT ce_id, published_at, leased_by FROM outbox WHERE job_id = $1 ORDER BY id",
+            )
+            .bind(job_id)
+            .fetch_all(&world.state)
+            .await
+            .expect("outbox rows");
+            panic!(
+                "an event was never marked published ({rows:?}); worker output:\n{}",
+                setup.worker.output()
+            );
+        }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     let mut events = vec![first];
@@ -159,18 +180,20 @@ async fn one_job_through(dependency: Dependency, trap: impl FnOnce(&World) -> Tr
     arrivals
 }
 
-/// One terminal outcome: `completed`, one outbox row, every arrival the same signed event, and
+/// One terminal outcome: `completed`, one job-level outbox row, every arrival the same signed event, and
 /// the bucket holds exactly the object the event's HMAC names.
 async fn check_outcome(world: &World, job_id: Uuid, events: &[Event], worker: &WorkerProcess) {
     let output = || worker.output();
     let status = world.job_status(job_id).await;
     assert_eq!(status.as_deref(), Some("completed"), "{}", output());
-    let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM outbox WHERE job_id = $1")
-        .bind(job_id)
-        .fetch_one(&world.state)
-        .await
-        .expect("count outbox rows");
-    assert_eq!(rows, 1, "one outbox row per terminal job");
+    let rows: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM outbox WHERE job_id = $1 AND ce_id NOT LIKE 'fetcher.job.execution.%'",
+    )
+    .bind(job_id)
+    .fetch_one(&world.state)
+    .await
+    .expect("count outbox rows");
+    assert_eq!(rows, 1, "one job-level outbox row per terminal job");
 
     let ce_ids: BTreeSet<String> = events.iter().map(|e| e.text("ce-id")).collect();
     assert_eq!(
@@ -201,7 +224,7 @@ async fn check_outcome(world: &World, job_id: Uuid, events: &[Event], worker: &W
 async fn a_terminal_transaction_cut_before_its_outbox_insert_is_redone() {
     // The connection dies inside the transaction: PostgreSQL rolls it back, the Worker retries.
     let arrivals =
-        one_job_through(Dependency::StateDatabase, |_| Trap::before(OUTBOX_INSERT)).await;
+        one_job_through(Dependency::StateDatabase, |_| Trap::before(TERMINAL_STATE)).await;
     assert_eq!(arrivals, 1);
 }
 
@@ -209,7 +232,7 @@ async fn a_terminal_transaction_cut_before_its_outbox_insert_is_redone() {
 async fn a_commit_whose_answer_is_lost_keeps_the_object_and_publishes_once() {
     // PostgreSQL commits; the Worker cannot know. The job is completed and must keep its object.
     let arrivals = one_job_through(Dependency::StateDatabase, |_| {
-        Trap::reply_lost(b"COMMIT").after(OUTBOX_INSERT)
+        Trap::reply_lost(b"COMMIT").after(TERMINAL_STATE)
     })
     .await;
     assert_eq!(arrivals, 1);
@@ -238,6 +261,72 @@ async fn a_publish_whose_confirm_is_lost_arrives_again_unchanged() {
 }
 
 #[tokio::test]
+async fn a_cancel_sent_while_the_run_commits_ends_it_once_and_leaves_no_orphan() {
+    // The run's terminal transaction is cut after its object was stored; the force-cancel is
+    // sent right then, while the run finds out whether it committed and tries again. Exactly
+    // one of `completed` and `canceled` wins; the loser leaves no event and no object.
+    let setup = Setup::start().await;
+    let world = &setup.world;
+    let mut listener = world.listen().await;
+    setup.pg.set_trap(Trap::before(TERMINAL_STATE));
+    let job_id = Uuid::now_v7();
+    world
+        .submit(
+            &world.job_body(job_id, "src", "payments", &["id", "amount"]),
+            None,
+            &[],
+        )
+        .await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while setup.pg.trap_fired() == 0 {
+        assert!(Instant::now() < deadline, "{}", setup.worker.output());
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let (status, answer) = setup.api.send(
+        "POST",
+        job_id,
+        "/cancel",
+        None,
+        br#"{"force":true}"#,
+        harness::Signing::Valid,
+    );
+    assert!([202, 409].contains(&status), "{status} {answer}");
+    // The job's one terminal event, then nothing else of it for a while.
+    let mut terminal = Vec::new();
+    let mut events = vec![listener.event_for(job_id, Duration::from_secs(60)).await];
+    events.extend(
+        listener
+            .drain(Duration::from_secs(6))
+            .await
+            .into_iter()
+            .filter(|e| e.text("ce-subject") == job_id.to_string()),
+    );
+    for event in &events {
+        event.verify(&world.keys).expect("signature");
+        let key = event.delivery.routing_key.to_string();
+        if ["job.completed", "job.canceled", "job.failed"].contains(&key.as_str())
+            && !terminal.contains(&key)
+        {
+            terminal.push(key);
+        }
+    }
+    let final_status = world.job_status(job_id).await.unwrap_or_default();
+    let keys = world.object_keys().await;
+    if status == 202 {
+        assert_eq!(terminal, ["job.canceled"], "{}", setup.worker.output());
+        assert_eq!(final_status, "canceled");
+        assert!(keys.is_empty(), "the losing run's object is gone: {keys:?}");
+    } else {
+        assert_eq!(answer["code"], "invalid_state_transition");
+        assert_eq!(terminal, ["job.completed"], "{}", setup.worker.output());
+        assert_eq!(final_status, "completed");
+        assert_eq!(keys, vec![format!("external-data/{job_id}.json")]);
+    }
+    drop(setup.worker);
+    setup.world.cleanup().await;
+}
+
+#[tokio::test]
 async fn a_job_that_fails_after_an_unanswered_commit_leaves_no_object() {
     // The first run stores its object, then the state database goes away inside the terminal
     // transaction: the run cannot tell whether it committed, so it keeps the object and the
@@ -246,7 +335,9 @@ async fn a_job_that_fails_after_an_unanswered_commit_leaves_no_object() {
     let setup = Setup::start().await;
     let world = &setup.world;
     let mut listener = world.listen().await;
-    setup.pg.set_trap(Trap::before(OUTBOX_INSERT).and_go_down());
+    setup
+        .pg
+        .set_trap(Trap::before(TERMINAL_STATE).and_go_down());
 
     let job_id = Uuid::now_v7();
     world

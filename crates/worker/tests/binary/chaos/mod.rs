@@ -9,6 +9,7 @@
 //! `cargo test -p worker --test binary -- --ignored --nocapture chaos::`). Knobs: `CHAOS_SEED` (42),
 //! `CHAOS_JOBS` (2000), `CHAOS_RATE` (jobs per second submitted, 25).
 
+mod controls;
 mod cuts;
 mod proxy;
 
@@ -58,6 +59,8 @@ fn env_num(name: &str, default: u64) -> u64 {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 enum Kind {
     Success,
+    /// Reads the 6 s `slow` view: canceled or force-deleted while it runs.
+    Slow,
     UnknownTable,
     UnknownConnection,
     InvalidBody,
@@ -76,10 +79,11 @@ fn make_jobs(world: &World, rng: &mut Rng, count: usize) -> Vec<Job> {
             let id = Uuid::now_v7();
             let roll = rng.below(100);
             let (kind, body) = match roll {
-                0..=59 => (
+                0..=57 => (
                     Kind::Success,
                     world.job_body(id, "src", "payments", &["id", "amount", "memo"]),
                 ),
+                58..=59 => (Kind::Slow, world.job_body(id, "src", "slow", &["id"])),
                 60..=71 => (
                     Kind::UnknownTable,
                     world.job_body(id, "src", "missing_table", &["id"]),
@@ -112,6 +116,8 @@ struct Replica {
     s3: FaultProxy,
     process: Option<WorkerProcess>,
     generation: usize,
+    /// Its control API's port, the same across restarts.
+    api_port: u16,
 }
 
 impl Replica {
@@ -135,6 +141,7 @@ impl Replica {
             ),
             ("DATASOURCE_SRC_PORT", self.pg.port().to_string()),
             ("JOB_LEASE_SEC", "5".into()),
+            ("API_PORT", self.api_port.to_string()),
             ("OUTBOX_REPAIR_INTERVAL_SEC", "2".into()),
             ("OUTBOX_REPAIR_GRACE_SEC", "1".into()),
             ("ENGINE_EXTRACTION_TIMEOUT_SEC", "30".into()),
@@ -612,6 +619,108 @@ async fn run_fault(
 
 // ---------------------------------------------------------------------------------------------
 
+/// `job_id, status, result_path, result_hmac, status_before_deletion`.
+type EndRow = (Uuid, String, Option<String>, Option<String>, Option<String>);
+
+/// A job as the state database ended it.
+struct JobEnd {
+    status: String,
+    path: Option<String>,
+    hmac: Option<String>,
+    /// `status_before_deletion` of a deleted job.
+    before: Option<String>,
+}
+
+impl JobEnd {
+    fn is_end(&self) -> bool {
+        matches!(
+            self.status.as_str(),
+            "completed" | "failed" | "canceled" | "deleted"
+        )
+    }
+
+    /// The ce-ids of the job-level events its history implies.
+    fn events(&self, id: Uuid) -> Vec<String> {
+        let ended = match self.status.as_str() {
+            "deleted" => self.before.as_deref().unwrap_or(""),
+            status => status,
+        };
+        let mut events = Vec::new();
+        match ended {
+            "completed" | "failed" => events.push(format!("fetcher.job.{ended}.{id}")),
+            "canceled" => {
+                events.push(format!("fetcher.job.cancellation_in_progress.{id}"));
+                events.push(format!("fetcher.job.canceled.{id}"));
+            }
+            _ => {}
+        }
+        if self.status == "deleted" {
+            events.push(format!("fetcher.job.deletion_in_progress.{id}"));
+            events.push(format!("fetcher.job.deleted.{id}"));
+        }
+        events
+    }
+}
+
+/// The rows of the cancels and deletes: how many were sent and answered, and whether every
+/// accepted one reached its end.
+fn control_rows(
+    s: &mut Summary,
+    planned: &[controls::Planned],
+    answers: &controls::Answers,
+    states: &HashMap<Uuid, JobEnd>,
+) {
+    use controls::Action;
+    let mut by_action: BTreeMap<Action, usize> = BTreeMap::new();
+    for p in planned {
+        *by_action.entry(p.action).or_default() += 1;
+    }
+    s.row(
+        "cancels and deletes planned",
+        by_action
+            .iter()
+            .map(|(a, n)| format!("{a:?} {n}"))
+            .collect::<Vec<_>>()
+            .join(", "),
+    );
+    let cancels = answers
+        .accepted
+        .values()
+        .filter(|a| matches!(a, Action::Cancel { .. }))
+        .count();
+    s.row("cancels accepted (202)", cancels);
+    s.row("deletes accepted (202)", answers.accepted.len() - cancels);
+    s.row(
+        "requests refused (409: the job had moved on)",
+        answers.refused.len(),
+    );
+    s.row("requests sent again (replica down, 5xx)", answers.resent);
+    s.must(
+        "requests no replica answered",
+        answers.unanswered.len() + answers.not_sent,
+        0,
+    );
+    let status = |id: &Uuid| states.get(id).map(|j| j.status.as_str()).unwrap_or("");
+    s.must(
+        "accepted cancels that did not end canceled",
+        answers
+            .accepted
+            .iter()
+            .filter(|(id, a)| matches!(a, Action::Cancel { .. }) && status(id) != "canceled")
+            .count(),
+        0,
+    );
+    s.must(
+        "accepted deletes that did not end deleted",
+        answers
+            .accepted
+            .iter()
+            .filter(|(id, a)| matches!(a, Action::Delete { .. }) && status(id) != "deleted")
+            .count(),
+        0,
+    );
+}
+
 struct Summary {
     rows: Vec<(String, String)>,
     failures: Vec<String>,
@@ -676,6 +785,7 @@ async fn scenario(world: &World) -> Summary {
             s3: FaultProxy::start(target(9000)).await,
             process: None,
             generation: 0,
+            api_port: harness::free_port(),
         };
         r.spawn(world);
         replicas.push(r);
@@ -704,7 +814,20 @@ async fn scenario(world: &World) -> Summary {
         .await
         .expect("declare listener");
 
+    // Cancels and deletes: the early ones now, before any message; the others as their jobs
+    // get there (their own seed, so the faults' order stays the seed's).
+    let planned = controls::plan(&jobs, &mut Rng::new(seed ^ 0xC0));
+    let ports: Vec<u16> = replicas.lock().await.iter().map(|r| r.api_port).collect();
+    let early = controls::send_early(&planned, &ports, &world.keys).await;
     let t0 = Instant::now();
+    let controller = tokio::spawn(controls::send_when_due(
+        planned.clone(),
+        world.state.clone(),
+        ports,
+        world.keys.clone(),
+        t0 + Duration::from_secs(600),
+        early,
+    ));
     let submitter = tokio::spawn(submit_all(
         world.queue.clone(),
         world.keys.clone(),
@@ -770,13 +893,23 @@ async fn scenario(world: &World) -> Summary {
     let submitted_at = t0.elapsed();
     eprintln!("[chaos] all {count} jobs submitted after {submitted_at:?}");
 
-    // Wait for the outcome: every job terminal and its event seen, or give up after 4 minutes.
+    let answers = controller.await.expect("controller");
+    eprintln!(
+        "[chaos] control requests: {} accepted, {} refused, {} unanswered",
+        answers.accepted.len(),
+        answers.refused.len(),
+        answers.unanswered.len()
+    );
+
+    // Wait for the outcome: every job at its end and its events seen, or give up after 4
+    // minutes.
     let ids: Vec<Uuid> = jobs.iter().map(|j| j.id).collect();
     let settle_deadline = Instant::now() + Duration::from_secs(240);
-    let mut states: HashMap<Uuid, (String, Option<String>, Option<String>)>;
+    let mut states: HashMap<Uuid, JobEnd>;
     loop {
-        let rows: Vec<(Uuid, String, Option<String>, Option<String>)> = sqlx::query_as(
-            "SELECT job_id, status, result_path, result_hmac FROM jobs WHERE job_id = ANY($1)",
+        let rows: Vec<EndRow> = sqlx::query_as(
+            "SELECT job_id, status, result_path, result_hmac, status_before_deletion
+                 FROM jobs WHERE job_id = ANY($1)",
         )
         .bind(&ids)
         .fetch_all(&world.state)
@@ -784,12 +917,20 @@ async fn scenario(world: &World) -> Summary {
         .expect("jobs");
         states = rows
             .into_iter()
-            .map(|(id, s, p, h)| (id, (s, p, h)))
+            .map(|(id, status, path, hmac, before)| {
+                (
+                    id,
+                    JobEnd {
+                        status,
+                        path,
+                        hmac,
+                        before,
+                    },
+                )
+            })
             .collect();
-        let terminal = states
-            .values()
-            .filter(|(s, _, _)| s == "completed" || s == "failed")
-            .count();
+        let ended = states.values().filter(|j| j.is_end()).count();
+        let expected: usize = states.iter().map(|(id, j)| j.events(*id).len()).sum();
         let distinct = {
             let seen = seen.lock().unwrap_or_else(|e| e.into_inner());
             seen.events
@@ -798,7 +939,7 @@ async fn scenario(world: &World) -> Summary {
                 .collect::<HashSet<_>>()
                 .len()
         };
-        if (terminal == count && distinct >= count) || Instant::now() > settle_deadline {
+        if (ended == count && distinct >= expected) || Instant::now() > settle_deadline {
             break;
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
@@ -829,18 +970,25 @@ async fn scenario(world: &World) -> Summary {
             .join(", "),
     );
     let mut by_state: BTreeMap<String, usize> = BTreeMap::new();
-    for (st, _, _) in states.values() {
-        *by_state.entry(st.clone()).or_default() += 1;
+    for end in states.values() {
+        *by_state.entry(end.status.clone()).or_default() += 1;
     }
-    let completed = *by_state.get("completed").unwrap_or(&0);
-    let failed = *by_state.get("failed").unwrap_or(&0);
-    s.row("jobs completed", completed);
-    s.row("jobs failed", failed);
-    let terminal = completed + failed;
+    let of = |status: &str| *by_state.get(status).unwrap_or(&0);
+    s.row("jobs completed", of("completed"));
+    s.row("jobs failed", of("failed"));
+    s.row("jobs canceled", of("canceled"));
+    s.row("jobs deleted", of("deleted"));
+    let terminal = states.values().filter(|j| j.is_end()).count();
     s.must("jobs not terminal", count - terminal, 0);
+    s.must(
+        "jobs stuck in cancellation_in_progress or deletion_in_progress",
+        of("cancellation_in_progress") + of("deletion_in_progress"),
+        0,
+    );
+    control_rows(&mut s, &planned, &answers, &states);
     let success_failed: Vec<Uuid> = states
         .iter()
-        .filter(|(id, (st, _, _))| kinds[id] == Kind::Success && st == "failed")
+        .filter(|(id, end)| kinds[id] == Kind::Success && end.status == "failed")
         .map(|(id, _)| *id)
         .collect();
     s.row(
@@ -861,7 +1009,9 @@ async fn scenario(world: &World) -> Summary {
         "failure-kind jobs completed",
         states
             .iter()
-            .filter(|(id, (st, _, _))| kinds[id] != Kind::Success && st == "completed")
+            .filter(|(id, end)| {
+                !matches!(kinds[id], Kind::Success | Kind::Slow) && end.status == "completed"
+            })
             .count(),
         0,
     );
@@ -897,45 +1047,36 @@ async fn scenario(world: &World) -> Summary {
         "submission → event latency p50 / p99 / max",
         format!("{:.2} s / {:.1} s / {:.1} s", pct(0.5), pct(0.99), pct(1.0)),
     );
-    s.must(
-        "distinct ce-ids minus terminal jobs",
-        distinct.len().abs_diff(terminal),
-        0,
-    );
+    // Each job's events are exactly those of the way it went (its terminal event, a cancel's
+    // two, a deletion's two after its terminal ones).
+    let expected: HashSet<String> = states.iter().flat_map(|(id, j)| j.events(*id)).collect();
+    s.row("distinct ce-ids", distinct.len());
     s.row(
         "duplicate events (same ce-id again; the redeliveries above included)",
         seen.events.len() - distinct.len(),
     );
     s.must("events with a bad signature", seen.bad_signatures, 0);
-    // Every terminal job has the event of its own status, and no event contradicts a state.
-    let missing_events = states
-        .iter()
-        .filter(|(_, (st, _, _))| st == "completed" || st == "failed")
-        .filter(|(id, (st, _, _))| !distinct.contains(&format!("fetcher.job.{st}.{id}")))
-        .count();
-    s.must("terminal jobs without their event", missing_events, 0);
-    let contradicting = distinct
-        .iter()
-        .filter(|ce| {
-            let parts: Vec<&str> = ce.splitn(4, '.').collect();
-            let (Some(st), Some(id)) = (parts.get(2), parts.get(3)) else {
-                return true;
-            };
-            let Ok(id) = id.parse::<Uuid>() else {
-                return true;
-            };
-            states.get(&id).map(|(s, _, _)| s.as_str()) != Some(*st)
-        })
-        .count();
-    s.must("events contradicting the job's state", contradicting, 0);
+    s.must(
+        "expected events not received (terminal, cancel, deletion)",
+        expected.iter().filter(|ce| !distinct.contains(ce)).count(),
+        0,
+    );
+    s.must(
+        "events contradicting the job's state",
+        distinct
+            .iter()
+            .filter(|ce| !expected.contains(ce.as_str()))
+            .count(),
+        0,
+    );
 
     // Stored objects.
     let mut bad_objects = 0;
-    for (id, (st, path, hmac)) in &states {
-        if st != "completed" {
+    for (id, end) in &states {
+        if end.status != "completed" {
             continue;
         }
-        let ok = match (path, hmac) {
+        let ok = match (&end.path, &end.hmac) {
             (Some(path), Some(hmac)) => match world.open_object(path).await {
                 Ok(plain) => &world.keys.external_hmac().sign_hex(&plain) == hmac,
                 Err(_) => false,
@@ -961,12 +1102,31 @@ async fn scenario(world: &World) -> Summary {
                 .trim_end_matches(".json")
                 .parse::<Uuid>();
             match id {
-                Ok(id) => states.get(&id).map(|(s, _, _)| s.as_str()) != Some("completed"),
+                Ok(id) => states.get(&id).map(|j| j.status.as_str()) != Some("completed"),
                 Err(_) => true,
             }
         })
         .count();
     s.must("stored objects of jobs not completed", orphan, 0);
+    let of_canceled_or_deleted = keys
+        .iter()
+        .filter(|k| {
+            let id = k
+                .trim_start_matches("external-data/")
+                .trim_end_matches(".json")
+                .parse::<Uuid>();
+            id.is_ok_and(|id| {
+                states
+                    .get(&id)
+                    .is_some_and(|j| j.status == "canceled" || j.status == "deleted")
+            })
+        })
+        .count();
+    s.must(
+        "objects of canceled or deleted jobs left",
+        of_canceled_or_deleted,
+        0,
+    );
     s.row("stored objects", keys.len());
     s.row(
         "time from the last fault to the last event",

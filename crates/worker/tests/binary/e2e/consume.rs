@@ -88,12 +88,13 @@ async fn a_signed_job_completes_with_a_verifiable_event_and_object() {
     assert_eq!(row.1.as_deref(), Some(path));
     assert_eq!(row.2.as_deref(), result["hmac"].as_str());
     assert_eq!(row.3.as_deref(), Some("acme"));
-    let published: bool =
-        sqlx::query_scalar("SELECT published_at IS NOT NULL FROM outbox WHERE job_id = $1")
-            .bind(job_id)
-            .fetch_one(&world.state)
-            .await
-            .expect("outbox row");
+    let published: bool = sqlx::query_scalar(
+        "SELECT published_at IS NOT NULL FROM outbox WHERE ce_id = 'fetcher.job.completed.' || $1",
+    )
+    .bind(job_id.to_string())
+    .fetch_one(&world.state)
+    .await
+    .expect("outbox row");
     assert!(published);
 
     // Liveness, and readiness with one check per dependency.

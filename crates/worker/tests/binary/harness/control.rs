@@ -38,6 +38,20 @@ impl ControlClient {
         body: &[u8],
         signing: Signing,
     ) -> (u16, serde_json::Value) {
+        self.try_send(method, job_id, suffix, tenant, body, signing)
+            .unwrap_or_else(|e| panic!("control API: {e}"))
+    }
+
+    /// [`send`](Self::send), with a connection that failed (a Worker not up) as an error.
+    pub fn try_send(
+        &self,
+        method: &str,
+        job_id: Uuid,
+        suffix: &str,
+        tenant: Option<&str>,
+        body: &[u8],
+        signing: Signing,
+    ) -> Result<(u16, serde_json::Value), std::io::Error> {
         let id = job_id.to_string();
         let path = format!("/v1/fetcher/{id}{suffix}");
         let now = chrono::Utc::now().timestamp();
@@ -67,21 +81,19 @@ impl ControlClient {
             request.push_str(&format!("X-Tenant-ID: {tenant}\r\n"));
         }
         request.push_str("\r\n");
-        let mut stream = TcpStream::connect(("127.0.0.1", self.port)).expect("control API");
-        stream
-            .set_read_timeout(Some(Duration::from_secs(15)))
-            .expect("timeout");
-        stream.write_all(request.as_bytes()).expect("write");
-        stream.write_all(body).expect("write body");
+        let mut stream = TcpStream::connect(("127.0.0.1", self.port))?;
+        stream.set_read_timeout(Some(Duration::from_secs(15)))?;
+        stream.write_all(request.as_bytes())?;
+        stream.write_all(body)?;
         let mut response = String::new();
-        stream.read_to_string(&mut response).expect("read");
+        stream.read_to_string(&mut response)?;
         let status = response
             .split_whitespace()
             .nth(1)
             .and_then(|s| s.parse().ok())
-            .expect("status line");
+            .ok_or_else(|| std::io::Error::other(format!("no status line in {response:?}")))?;
         let body = response.split("\r\n\r\n").nth(1).unwrap_or("");
         let json = serde_json::from_str(body).unwrap_or(serde_json::Value::String(body.into()));
-        (status, json)
+        Ok((status, json))
     }
 }
