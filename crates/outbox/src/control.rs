@@ -251,7 +251,8 @@ impl Store {
         commit(tx, request.job_id, &job, transition, texts).await
     }
 
-    /// Ends a deletion once the job's object is gone (`result_deleted`: it existed): `deleted`
+    /// Ends a deletion once the job's object is gone (`result_deleted`: its key was deleted;
+    /// the event's `resultDeleted` is true when the job also had a stored result): `deleted`
     /// with its event; the executions go with the result, each with its `job.execution.deleted`.
     pub async fn object_deleted(
         &self,
@@ -271,13 +272,16 @@ impl Store {
             Err(refusal) => return refuse(tx, refusal).await,
         };
         // The result goes, and the executions with it; the row stays as the tombstone.
-        sqlx::query(
-            "UPDATE jobs SET result_deleted = $2, result_path = NULL, result_hmac = NULL
-             WHERE job_id = $1",
+        // `resultDeleted` says an object existed: the job had stored a result (a canceled or
+        // failed job's key is deleted too, in case, but held none).
+        let result_deleted: bool = sqlx::query_scalar(
+            "UPDATE jobs SET result_deleted = $2 AND result_path IS NOT NULL,
+                             result_path = NULL, result_hmac = NULL
+             WHERE job_id = $1 RETURNING result_deleted",
         )
         .bind(job_id)
         .bind(result_deleted)
-        .execute(&mut *tx)
+        .fetch_one(&mut *tx)
         .await
         .map_err(db)?;
         let texts = Commit {

@@ -10,7 +10,8 @@
 //! - [`adapters`]: those traits on PostgreSQL, S3, RabbitMQ and the engine.
 //! - [`api`]: the control API (cancel, delete, the job document); [`cancels`]: its
 //!   announcements, heard by the replica that runs the job.
-//! - [`health`], [`checks`]: `/health`, `/readyz`, `/metrics`.
+//! - [`health`], [`checks`]: `/health`, `/readyz`, `/metrics`; [`http_server`]: the bounded
+//!   listener both servers run on.
 //! - [`metrics`]: metric names and helpers. [`telemetry`]: logs. [`shutdown`]: the signal.
 //!
 //! This crate wires the libraries together; it is the only one that knows every dependency.
@@ -23,6 +24,7 @@ pub mod checks;
 pub mod config;
 pub mod dependencies;
 pub mod health;
+pub mod http_server;
 pub mod job;
 pub mod metrics;
 pub mod shutdown;

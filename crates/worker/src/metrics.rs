@@ -27,7 +27,8 @@ pub const LEGACY_VERIFIED: &str = "messages_legacy_signature_total";
 pub const STALE_REDELIVERIES: &str = "messages_stale_redelivery_accepted_total";
 /// Counter: result writes that failed transiently and were tried again in the same run.
 pub const STORAGE_RETRIES: &str = "storage_write_retries_total";
-/// Counter: health-server connections closed on accept because the limit was reached.
+/// Counter: connections closed on accept because the limit was reached, by `server` (`health`,
+/// `api`; the name is the health server's, which had it first).
 pub const HEALTH_REFUSED: &str = "health_connections_refused_total";
 /// Counter: cancel requests and their ends, by outcome (`requested`, `refused`, `canceled`).
 pub const CANCELS: &str = "job_cancels_total";
@@ -177,8 +178,8 @@ pub(crate) fn selfprobe(dep: &'static str, up: bool) {
     metrics::gauge!(SELFPROBE, "dep" => dep).set(if up { 1.0 } else { 0.0 });
 }
 
-pub(crate) fn health_connection_refused() {
-    metrics::counter!(HEALTH_REFUSED).increment(1);
+pub(crate) fn connection_refused(server: &'static str) {
+    metrics::counter!(HEALTH_REFUSED, "server" => server).increment(1);
 }
 
 pub(crate) fn api_request(route: &'static str, status: u16) {

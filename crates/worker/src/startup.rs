@@ -18,7 +18,8 @@ use tokio_util::task::TaskTracker;
 use crate::amqp::consumer::{self, ConsumerConfig};
 use crate::amqp::topology;
 use crate::config::Settings;
-use crate::health::{self, Check as _, HealthServer, Readiness};
+use crate::health::{self, Check as _, Readiness};
+use crate::http_server::HttpServer;
 use crate::job::{JobCore, JobSettings, MessageLimits, Sweeper};
 use crate::{adapters, api};
 use crate::{checks, dependencies, metrics};
@@ -38,9 +39,9 @@ pub struct Application {
     consumer: ConsumerConfig,
     consumer_connected: Arc<AtomicBool>,
     readiness: Arc<Readiness>,
-    health: HealthServer,
+    health: HttpServer,
     /// The control API's listener (`API_ENABLED`).
-    control_api: Option<HealthServer>,
+    control_api: Option<HttpServer>,
     pool: sqlx::PgPool,
     objects: ObjectStore,
 }
@@ -140,7 +141,8 @@ impl Application {
             Box::new(checks::RabbitMq(consumer_connected.clone())),
             Box::new(checks::ObjectStorage(objects.clone())),
         ]);
-        let health = HealthServer::bind(
+        let health = HttpServer::bind(
+            "health",
             settings.http.bind,
             settings.http.port,
             health::router(readiness.clone(), prometheus),
@@ -155,7 +157,7 @@ impl Application {
         let control_api = match settings.http.api_port {
             None => None,
             Some(port) => Some(
-                HealthServer::bind(settings.http.bind, port, api::router(control))
+                HttpServer::bind("api", settings.http.bind, port, api::router(control))
                     .await
                     .with_context(|| {
                         format!(

@@ -2,13 +2,12 @@
 //! per dependency, 503 from the moment the drain starts) and `/metrics` (Prometheus text).
 //!
 //! - `readiness.rs`: the checks behind `/readyz`, cached for a moment.
-//! - `server.rs`: the bounded listener (connection limit, header and request timeouts).
+//!
+//! It is served by [`crate::http_server::HttpServer`], as the control API is.
 
 mod readiness;
-mod server;
 
 pub use readiness::{Check, CheckResult, Readiness};
-pub use server::HealthServer;
 
 use std::sync::Arc;
 

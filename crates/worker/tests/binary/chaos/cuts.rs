@@ -327,6 +327,63 @@ async fn a_cancel_sent_while_the_run_commits_ends_it_once_and_leaves_no_orphan()
 }
 
 #[tokio::test]
+async fn a_delete_during_an_s3_outage_stays_in_progress_until_s3_returns() {
+    let setup = Setup::start().await;
+    let world = &setup.world;
+    let mut listener = world.listen().await;
+    let job_id = Uuid::now_v7();
+    world
+        .submit(
+            &world.job_body(job_id, "src", "payments", &["id"]),
+            None,
+            &[],
+        )
+        .await;
+    let completed = listener.event_for(job_id, Duration::from_secs(60)).await;
+    assert_eq!(completed.delivery.routing_key.as_str(), "job.completed");
+    let key = format!("external-data/{job_id}.json");
+    // S3 goes away (the Worker's kept-alive connections too).
+    setup.s3.set_refuse(true);
+    setup.s3.reset_all();
+    let (status, document) =
+        setup
+            .api
+            .send("DELETE", job_id, "", None, b"", harness::Signing::Valid);
+    assert_eq!(status, 202, "{document}");
+    assert_eq!(document["status"], "deletion_in_progress", "{document}");
+    let deleting = listener.event_for(job_id, Duration::from_secs(30)).await;
+    assert_eq!(
+        deleting.delivery.routing_key.as_str(),
+        "job.deletion_in_progress"
+    );
+    // The repair pass tries again and fails again while S3 is away: the job stays deleting,
+    // its object stays, and `deleted` is not recorded.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let metrics = setup.worker.get("/metrics").expect("metrics").1;
+        if harness::metric_sum(&metrics, "job_deletes_total", "\"retried\"") >= 2.0 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "never retried: {metrics}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(
+        world.job_status(job_id).await.as_deref(),
+        Some("deletion_in_progress")
+    );
+    assert_eq!(world.object_keys().await, vec![key]);
+    setup.s3.heal();
+    let deleted = listener.event_for(job_id, Duration::from_secs(60)).await;
+    assert_eq!(deleted.delivery.routing_key.as_str(), "job.deleted");
+    deleted.verify(&world.keys).expect("signature");
+    assert_eq!(deleted.body()["resultDeleted"], true);
+    assert_eq!(world.job_status(job_id).await.as_deref(), Some("deleted"));
+    assert!(world.object_keys().await.is_empty(), "the object is gone");
+    drop(setup.worker);
+    setup.world.cleanup().await;
+}
+
+#[tokio::test]
 async fn a_job_that_fails_after_an_unanswered_commit_leaves_no_object() {
     // The first run stores its object, then the state database goes away inside the terminal
     // transaction: the run cannot tell whether it committed, so it keeps the object and the

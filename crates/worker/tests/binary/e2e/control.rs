@@ -372,3 +372,70 @@ async fn a_force_cancel_stops_a_running_query_on_mariadb_too() {
     drop(source);
     world.cleanup().await;
 }
+
+#[tokio::test]
+async fn a_cancel_of_a_queued_job_ends_it_unrun_when_a_worker_takes_its_message() {
+    let world = World::new().await;
+    // This Worker serves the API but consumes another queue: the job's message stays queued,
+    // as when every Worker of its queue is stopped.
+    let elsewhere = format!("{}.elsewhere", world.queue);
+    world.broker.track_queue(&elsewhere);
+    let (api_worker, api) = world
+        .start_worker_with_api(vec![(
+            "RABBITMQ_FETCHER_WORK_QUEUE".into(),
+            elsewhere.clone(),
+        )])
+        .await;
+    // The job's queue exists (a Worker of it declared it), and none of its Workers runs.
+    drop(world.start_worker().await);
+    let mut events = world.listen().await;
+    let job_id = Uuid::now_v7();
+    world
+        .submit(&world.job_body(job_id, "src", "slow", &["id"]), None, &[])
+        .await;
+    let (status, document) = api.send(
+        "POST",
+        job_id,
+        "/cancel",
+        None,
+        br#"{"comment":"not needed"}"#,
+        Signing::Valid,
+    );
+    assert_eq!(status, 202, "{document}");
+    assert_eq!(document["status"], "pending", "{document}");
+    assert_eq!(document["cancelRequested"], true, "{document}");
+
+    // A Worker of the job's queue starts: it takes the message and ends the job unrun.
+    let worker = world.start_worker().await;
+    let first = events.event_for(job_id, Duration::from_secs(30)).await;
+    first.verify(&world.keys).expect("signature");
+    assert_eq!(
+        first.delivery.routing_key.as_str(),
+        "job.cancellation_in_progress"
+    );
+    let second = events.event_for(job_id, Duration::from_secs(30)).await;
+    second.verify(&world.keys).expect("signature");
+    assert_eq!(second.delivery.routing_key.as_str(), "job.canceled");
+    for event in [&first, &second] {
+        let body = event.body();
+        assert_eq!(body["metadata"]["source"], "e2e", "the message's metadata");
+        assert_eq!(body["metadata"]["correlationId"], world.id.as_str());
+        assert_eq!(body["comment"], "not needed");
+    }
+    let (attempts, started): (i32, Option<chrono::DateTime<chrono::Utc>>) =
+        sqlx::query_as("SELECT attempts, started_at FROM jobs WHERE job_id = $1")
+            .bind(job_id)
+            .fetch_one(&world.state)
+            .await
+            .expect("job row");
+    assert_eq!((attempts, started), (0, None), "the job never ran");
+    assert_eq!(world.slow_queries().await, 0);
+    assert_eq!(
+        world.executions(job_id).await,
+        [("src".to_owned(), "CANCELED".to_owned())]
+    );
+    assert!(world.object_keys().await.is_empty());
+    drop(worker);
+    drop(api_worker);
+    world.cleanup().await;
+}

@@ -1,5 +1,5 @@
-//! The health server's listener: bounded so that open sockets cannot starve the Worker of file
-//! descriptors. At most [`MAX_CONNECTIONS`] at once (more are closed on accept), request headers
+//! The Worker's HTTP listener, for the health server and the control API alike: bounded so that
+//! open sockets cannot starve the Worker of file descriptors. At most [`MAX_CONNECTIONS`] at once (more are closed on accept), request headers
 //! within [`HEADER_READ_TIMEOUT`], every request answered within [`REQUEST_TIMEOUT`], and no
 //! connection older than [`CONNECTION_LIFETIME`].
 
@@ -26,16 +26,27 @@ pub const CONNECTION_LIFETIME: Duration = Duration::from_secs(60);
 /// How long open connections get to finish when the server stops.
 const CLOSE_GRACE: Duration = Duration::from_secs(2);
 
-/// A bound health server; `addr` is known before it serves (port 0 picks a free one).
-pub struct HealthServer {
+/// A bound server of `router`; `addr` is known before it serves (port 0 picks a free one).
+pub struct HttpServer {
     listener: TcpListener,
     router: Router,
+    /// `health` or `api`, the `server` label of its refused connections.
+    name: &'static str,
 }
 
-impl HealthServer {
-    pub async fn bind(ip: IpAddr, port: u16, router: Router) -> std::io::Result<HealthServer> {
+impl HttpServer {
+    pub async fn bind(
+        name: &'static str,
+        ip: IpAddr,
+        port: u16,
+        router: Router,
+    ) -> std::io::Result<HttpServer> {
         let listener = TcpListener::bind(SocketAddr::new(ip, port)).await?;
-        Ok(HealthServer { listener, router })
+        Ok(HttpServer {
+            listener,
+            router,
+            name,
+        })
     }
 
     pub fn addr(&self) -> std::io::Result<SocketAddr> {
@@ -57,14 +68,14 @@ impl HealthServer {
                 Ok((stream, _)) => stream,
                 Err(error) => {
                     // Out of descriptors or a connection reset before accept: not fatal.
-                    tracing::debug!(%error, "Health server could not accept a connection.");
+                    tracing::debug!(%error, server = self.name, "Could not accept a connection.");
                     tokio::time::sleep(Duration::from_millis(50)).await;
                     continue;
                 }
             };
             // Over the limit, the connection is closed at once rather than left to wait.
             let Ok(slot) = slots.clone().try_acquire_owned() else {
-                crate::metrics::health_connection_refused();
+                crate::metrics::connection_refused(self.name);
                 drop(stream);
                 continue;
             };
