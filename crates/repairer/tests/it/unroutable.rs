@@ -163,3 +163,90 @@ async fn events_for_a_deleted_exchange_are_backed_off_and_published_once_it_is_b
 
     support::finish(publisher, broker, db).await;
 }
+
+#[tokio::test]
+async fn an_execution_event_nobody_binds_is_not_retried_but_a_job_event_is() {
+    use contract::lifecycle::ExecutionStatus;
+    use outbox::{ClaimRequest, ExecutionEvents, ExecutionReport, JobSpec};
+
+    let (db, broker, _exchange, publisher) = support::start().await;
+    // A job-level event, and an execution's (lifecycle §4) recorded as a run records it.
+    support::record_many(&db.store, 1, 1, support::mixed, Duration::ZERO).await;
+    let job_id = uuid::Uuid::new_v4();
+    let mapped: contract::message::MappedFields = [(
+        "ledger".to_owned(),
+        [("t".to_owned(), vec!["id".to_owned()])].into(),
+    )]
+    .into();
+    let filters = Default::default();
+    let metadata = serde_json::Map::new();
+    let claim = ClaimRequest {
+        job_id,
+        tenant: None,
+        request_id: None,
+        metadata: &metadata,
+        spec: Some(JobSpec {
+            mapped_fields: &mapped,
+            filters: &filters,
+        }),
+        message_sha256: None,
+        timeout_seconds: None,
+        owner: "run-1",
+        lease: Duration::from_secs(60),
+    };
+    db.store.claim(&claim).await.expect("claim");
+    let ended = ExecutionReport {
+        datasource: "ledger".into(),
+        status: ExecutionStatus::Succeeded,
+        row_count: 3,
+        started_at: Some(Utc::now()),
+        ended_at: Some(Utc::now()),
+        error: None,
+    };
+    let events = ExecutionEvents {
+        tenant: None,
+        request_id: None,
+        source: "//test",
+        publisher: "run-1",
+        lease: Duration::ZERO,
+    };
+    let recorded = db
+        .store
+        .record_executions(job_id, "run-1", &[ended], &events)
+        .await
+        .expect("executions");
+    assert_eq!(recorded.len(), 1);
+
+    // Nothing is bound: the broker returns both. The execution's event has no subscriber to
+    // lose it and is not retried; the job's is kept, backed off, until a queue takes it.
+    let repairer = Repairer::new(
+        db.store.clone(),
+        publisher.clone(),
+        support::config("repairer-executions", 5),
+    );
+    let pass = repairer
+        .repair_once(&CancellationToken::new())
+        .await
+        .expect("pass");
+    assert_eq!(pass.leased, 2, "{pass:?}");
+    let rows = support::outbox_rows(db.pool()).await;
+    let execution = rows
+        .iter()
+        .find(|r| r.ce_id.starts_with("fetcher.job.execution."))
+        .expect("the execution's row");
+    assert!(execution.published_at.is_some(), "{execution:?}");
+    let job = rows
+        .iter()
+        .find(|r| !r.ce_id.starts_with("fetcher.job.execution."))
+        .expect("the job's row");
+    assert!(
+        job.published_at.is_none(),
+        "kept for a queue to take it: {job:?}"
+    );
+    assert!(job
+        .last_error
+        .as_deref()
+        .unwrap_or_default()
+        .contains("unroutable"));
+    support::finish(publisher, broker, db).await;
+}
