@@ -1,13 +1,16 @@
 //! Chaos soak: 3 Worker replicas, each reaching PostgreSQL (state and datasource), RabbitMQ and
 //! S3 through its own fault proxies, process a seeded mix of jobs while RabbitMQ restarts twice,
 //! PostgreSQL (state database and datasource) restarts once, the S3 server is down for 20 s, a
-//! replica is SIGKILLed three times and proxies cut, reset, stall and slow connections. At the end every job
-//! must be terminal, every terminal job must have exactly its event (by ce-id), every completed
-//! job's object must open and match its HMAC, and no failed job may have an object.
+//! replica is SIGKILLed three times and proxies cut, reset, stall and slow connections, and
+//! cancels and deletes are sent to the replicas' control APIs (`controls.rs`). At the end every
+//! job must be at its end, with exactly the events of its history (by ce-id), every accepted
+//! cancel and delete must have reached its end, every completed job's object must open and
+//! match its HMAC, and no other job may have an object.
 //!
 //! Long: `#[ignore]`d; run with `make chaos` (or
 //! `cargo test -p worker --test binary -- --ignored --nocapture chaos::`). Knobs: `CHAOS_SEED` (42),
-//! `CHAOS_JOBS` (2000), `CHAOS_RATE` (jobs per second submitted, 25).
+//! `CHAOS_JOBS` (2000), `CHAOS_RATE` (jobs per second submitted, 25), `CHAOS_CONTROLS` (1; 0
+//! leaves out the slow jobs and the cancels and deletes of `controls.rs`).
 
 mod controls;
 mod cuts;
@@ -73,7 +76,8 @@ struct Job {
     body: Vec<u8>,
 }
 
-fn make_jobs(world: &World, rng: &mut Rng, count: usize) -> Vec<Job> {
+/// `controls`: whether slow jobs (to be canceled or deleted while they run) are in the mix.
+fn make_jobs(world: &World, rng: &mut Rng, count: usize, controls: bool) -> Vec<Job> {
     (0..count)
         .map(|_| {
             let id = Uuid::now_v7();
@@ -83,7 +87,11 @@ fn make_jobs(world: &World, rng: &mut Rng, count: usize) -> Vec<Job> {
                     Kind::Success,
                     world.job_body(id, "src", "payments", &["id", "amount", "memo"]),
                 ),
-                58..=59 => (Kind::Slow, world.job_body(id, "src", "slow", &["id"])),
+                58..=59 if controls => (Kind::Slow, world.job_body(id, "src", "slow", &["id"])),
+                58..=59 => (
+                    Kind::Success,
+                    world.job_body(id, "src", "payments", &["id", "amount", "memo"]),
+                ),
                 60..=71 => (
                     Kind::UnknownTable,
                     world.job_body(id, "src", "missing_table", &["id"]),
@@ -770,8 +778,9 @@ async fn scenario(world: &World) -> Summary {
     let seed = env_num("CHAOS_SEED", 42);
     let count = env_num("CHAOS_JOBS", 2000) as usize;
     let rate = env_num("CHAOS_RATE", 25);
+    let controls = env_num("CHAOS_CONTROLS", 1) != 0;
     let mut rng = Rng::new(seed);
-    let jobs = make_jobs(world, &mut rng, count);
+    let jobs = make_jobs(world, &mut rng, count, controls);
     let kinds: HashMap<Uuid, Kind> = jobs.iter().map(|j| (j.id, j.kind)).collect();
 
     // Replicas, each behind its own proxies.
@@ -816,7 +825,11 @@ async fn scenario(world: &World) -> Summary {
 
     // Cancels and deletes: the early ones now, before any message; the others as their jobs
     // get there (their own seed, so the faults' order stays the seed's).
-    let planned = controls::plan(&jobs, &mut Rng::new(seed ^ 0xC0));
+    let planned = if controls {
+        controls::plan(&jobs, &mut Rng::new(seed ^ 0xC0))
+    } else {
+        Vec::new()
+    };
     let ports: Vec<u16> = replicas.lock().await.iter().map(|r| r.api_port).collect();
     let early = controls::send_early(&planned, &ports, &world.keys).await;
     let t0 = Instant::now();
