@@ -95,31 +95,24 @@ impl Store {
     }
 }
 
-/// Queues an execution per datasource of `mapped` that has none (a claim); `restart` (a run
-/// taken over, or retried) puts every execution back to `QUEUED`: the run starts again.
+/// The datasources of `mapped` and how many tables each is asked for, as the claim queues them.
+pub(crate) fn datasources(mapped: &MappedFields) -> (Vec<&str>, Vec<i32>) {
+    let names = mapped.keys().map(String::as_str).collect();
+    let tables = mapped
+        .values()
+        .map(|tables| i32::try_from(tables.len()).unwrap_or(i32::MAX))
+        .collect();
+    (names, tables)
+}
+
+/// Queues an execution per datasource of `mapped` that has none (a job whose cancel came
+/// first: its executions end `CANCELED` with it). A claim queues them in its own statement.
 pub(crate) async fn queue(
     tx: &mut Transaction<'static, Postgres>,
     job_id: Uuid,
     mapped: &MappedFields,
-    restart: bool,
 ) -> Result<()> {
-    let db = |e| OutboxError::sqlx(STEP, e);
-    if restart {
-        sqlx::query(
-            "UPDATE job_executions SET status = 'QUEUED', row_count = 0, started_at = NULL,
-                    ended_at = NULL, error = NULL, updated_at = now()
-             WHERE job_id = $1",
-        )
-        .bind(job_id)
-        .execute(&mut **tx)
-        .await
-        .map_err(db)?;
-    }
-    let names: Vec<&str> = mapped.keys().map(String::as_str).collect();
-    let tables: Vec<i32> = mapped
-        .values()
-        .map(|tables| i32::try_from(tables.len()).unwrap_or(i32::MAX))
-        .collect();
+    let (names, tables) = datasources(mapped);
     sqlx::query(
         "INSERT INTO job_executions (job_id, datasource, tables)
          SELECT $1, name, tables FROM unnest($2::text[], $3::int4[]) AS t(name, tables)
@@ -130,47 +123,76 @@ pub(crate) async fn queue(
     .bind(&tables)
     .execute(&mut **tx)
     .await
-    .map_err(db)?;
+    .map_err(|e| OutboxError::sqlx(STEP, e))?;
     Ok(())
 }
 
-/// Writes the reports of executions still open (an unknown datasource gets its row), and
-/// records the event of each that ended.
+/// Puts every execution back to `QUEUED`: the run starts again (a takeover, a retry).
+pub(crate) async fn restart(tx: &mut Transaction<'static, Postgres>, job_id: Uuid) -> Result<()> {
+    sqlx::query(
+        "UPDATE job_executions SET status = 'QUEUED', row_count = 0, started_at = NULL,
+                ended_at = NULL, error = NULL, updated_at = now()
+         WHERE job_id = $1",
+    )
+    .bind(job_id)
+    .execute(&mut **tx)
+    .await
+    .map_err(|e| OutboxError::sqlx(STEP, e))?;
+    Ok(())
+}
+
+/// Writes the reports of executions still open (an unknown datasource gets its row), in one
+/// statement, and records the event of each that ended.
 pub(crate) async fn apply(
     tx: &mut Transaction<'static, Postgres>,
     job_id: Uuid,
     reports: &[ExecutionReport],
     events: &ExecutionEvents<'_>,
 ) -> Result<Vec<PendingEvent>> {
-    let db = |e| OutboxError::sqlx(STEP, e);
+    if reports.is_empty() {
+        return Ok(Vec::new());
+    }
+    let names: Vec<&str> = reports.iter().map(|r| r.datasource.as_str()).collect();
+    let statuses: Vec<&str> = reports.iter().map(|r| r.status.as_str()).collect();
+    let rows: Vec<i64> = reports
+        .iter()
+        .map(|r| i64::try_from(r.row_count).unwrap_or(i64::MAX))
+        .collect();
+    let started: Vec<Option<DateTime<Utc>>> = reports.iter().map(|r| r.started_at).collect();
+    let ended: Vec<Option<DateTime<Utc>>> = reports.iter().map(|r| r.ended_at).collect();
+    let errors: Vec<Option<&str>> = reports.iter().map(|r| r.error.as_deref()).collect();
+    let written = sqlx::query(
+        "INSERT INTO job_executions AS e
+             (job_id, datasource, status, row_count, started_at, ended_at, error)
+         SELECT $1, * FROM unnest($2::text[], $3::text[], $4::int8[], $5::timestamptz[],
+                                  $6::timestamptz[], $7::text[])
+         ON CONFLICT (job_id, datasource) DO UPDATE SET
+             status = EXCLUDED.status, row_count = EXCLUDED.row_count,
+             started_at = COALESCE(EXCLUDED.started_at, e.started_at),
+             ended_at = EXCLUDED.ended_at, error = EXCLUDED.error, updated_at = now()
+         WHERE e.status IN ('QUEUED', 'IN_PROGRESS')
+         RETURNING datasource, status, row_count, started_at, ended_at, error",
+    )
+    .bind(job_id)
+    .bind(&names)
+    .bind(&statuses)
+    .bind(&rows)
+    .bind(&started)
+    .bind(&ended)
+    .bind(&errors)
+    .fetch_all(&mut **tx)
+    .await
+    .map_err(|e| OutboxError::sqlx(STEP, e))?;
     let mut recorded = Vec::new();
-    for report in reports {
-        let row = sqlx::query(
-            "INSERT INTO job_executions AS e
-                 (job_id, datasource, status, row_count, started_at, ended_at, error)
-             VALUES ($1, $2, $3, $4, $5, $6, $7)
-             ON CONFLICT (job_id, datasource) DO UPDATE SET
-                 status = EXCLUDED.status, row_count = EXCLUDED.row_count,
-                 started_at = COALESCE(EXCLUDED.started_at, e.started_at),
-                 ended_at = EXCLUDED.ended_at, error = EXCLUDED.error, updated_at = now()
-             WHERE e.status IN ('QUEUED', 'IN_PROGRESS')
-             RETURNING datasource, status, row_count, started_at, ended_at, error",
-        )
-        .bind(job_id)
-        .bind(&report.datasource)
-        .bind(report.status.as_str())
-        .bind(i64::try_from(report.row_count).unwrap_or(i64::MAX))
-        .bind(report.started_at)
-        .bind(report.ended_at)
-        .bind(report.error.as_deref())
-        .fetch_optional(&mut **tx)
-        .await
-        .map_err(db)?;
-        if let Some(row) = row {
-            recorded.extend(ended(tx, job_id, &row, None, events).await?);
-        }
+    for row in sorted(written)? {
+        recorded.extend(ended_event(tx, job_id, &row, None, events).await?);
     }
     Ok(recorded)
+}
+
+/// Whether `reports` leave nothing to close: every datasource reported, each ended.
+pub(crate) fn all_ended(reports: &[ExecutionReport]) -> bool {
+    !reports.is_empty() && reports.iter().all(|r| r.status.is_terminal())
 }
 
 /// Ends every execution still open as `close` says, with their events.
@@ -196,7 +218,7 @@ pub(crate) async fn close(
     .map_err(|e| OutboxError::sqlx(STEP, e))?;
     let mut recorded = Vec::new();
     for row in sorted(rows)? {
-        recorded.extend(ended(tx, job_id, &row, None, events).await?);
+        recorded.extend(ended_event(tx, job_id, &row, None, events).await?);
     }
     Ok(recorded)
 }
@@ -217,7 +239,7 @@ pub(crate) async fn remove(
     .map_err(|e| OutboxError::sqlx(STEP, e))?;
     let mut recorded = Vec::new();
     for row in sorted(rows)? {
-        recorded.extend(ended(tx, job_id, &row, Some(Operation::Deleted), events).await?);
+        recorded.extend(ended_event(tx, job_id, &row, Some(Operation::Deleted), events).await?);
     }
     Ok(recorded)
 }
@@ -236,7 +258,7 @@ fn sorted(mut rows: Vec<PgRow>) -> Result<Vec<PgRow>> {
 }
 
 /// Records the event of the execution `row` when it ended (or `operation`, for its deletion).
-async fn ended(
+async fn ended_event(
     tx: &mut Transaction<'static, Postgres>,
     job_id: Uuid,
     row: &PgRow,

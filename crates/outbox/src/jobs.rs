@@ -166,8 +166,14 @@ impl Store {
         const STEP: &str = "claiming a job";
         let db = |e| OutboxError::sqlx(STEP, e);
         let mut tx = self.pool().begin().await.map_err(db)?;
+        // The executions are queued by the same statement, when it takes the job.
+        let (names, tables) = match &request.spec {
+            Some(spec) => executions::datasources(spec.mapped_fields),
+            None => (Vec::new(), Vec::new()),
+        };
         let acquired = sqlx::query(
-            "INSERT INTO jobs AS j (job_id, tenant_id, status, request_id, metadata, spec, \
+            "WITH claimed AS (
+             INSERT INTO jobs AS j (job_id, tenant_id, status, request_id, metadata, spec, \
                                     attempts, owner, lease_expires_at, started_at, message_sha256, \
                                     first_started_at, timeout_seconds)
              VALUES ($1, $2, 'processing', $3, $4, $5, 1, $6, now() + $7, now(), $8, now(), $9)
@@ -191,7 +197,13 @@ impl Store {
                -- One tenant per job: a delivery of another tenant never takes it.
                AND j.tenant_id IS NOT DISTINCT FROM EXCLUDED.tenant_id
              RETURNING attempts,
-                       EXTRACT(EPOCH FROM now() - first_started_at)::float8 AS running_for",
+                       EXTRACT(EPOCH FROM now() - first_started_at)::float8 AS running_for),
+             queued AS (
+                 INSERT INTO job_executions (job_id, datasource, tables)
+                 SELECT $1, t.name, t.tables
+                 FROM claimed, unnest($10::text[], $11::int4[]) AS t(name, tables)
+                 ON CONFLICT (job_id, datasource) DO NOTHING)
+             SELECT attempts, running_for FROM claimed",
         )
         .bind(request.job_id)
         .bind(request.tenant)
@@ -206,6 +218,8 @@ impl Store {
                 .timeout_seconds
                 .map(|s| i32::try_from(s).unwrap_or(i32::MAX)),
         )
+        .bind(&names)
+        .bind(&tables)
         .fetch_optional(&mut *tx)
         .await
         .map_err(db)?;
@@ -213,9 +227,8 @@ impl Store {
         let claim = match acquired {
             Some(row) => {
                 let attempts: i32 = row.try_get("attempts").map_err(db)?;
-                if let Some(spec) = &request.spec {
-                    executions::queue(&mut tx, request.job_id, spec.mapped_fields, attempts > 1)
-                        .await?;
+                if attempts > 1 {
+                    executions::restart(&mut tx, request.job_id).await?;
                 }
                 let running_for: f64 = row.try_get("running_for").map_err(db)?;
                 // Never negative: the schema checks `attempts >= 0`; a clock that went back
@@ -263,8 +276,7 @@ impl Store {
                     JobStatus::Pending if cancel_requested => {
                         // The job never runs; its executions end `CANCELED` with the cancel.
                         if let Some(spec) = &request.spec {
-                            executions::queue(&mut tx, request.job_id, spec.mapped_fields, false)
-                                .await?;
+                            executions::queue(&mut tx, request.job_id, spec.mapped_fields).await?;
                         }
                         Claim::CancelRequested
                     }

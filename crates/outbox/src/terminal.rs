@@ -56,9 +56,10 @@ pub struct TerminalRecord<'a> {
     pub publisher: &'a str,
     pub lease: Duration,
     /// The run's last reports of its executions, written first (an execution that ended is not
-    /// changed again); those still open then end as `close` says.
+    /// changed again); those still open then end as `close` says. `None`: the job never ran
+    /// (failed unrun), so it has none.
     pub executions: &'a [ExecutionReport],
-    pub close: Close<'a>,
+    pub close: Option<Close<'a>>,
 }
 
 /// What [`Store::record_terminal`] did.
@@ -127,7 +128,13 @@ impl Store {
         };
         let mut executions =
             executions::apply(&mut tx, record.job_id, record.executions, &events).await?;
-        executions.extend(executions::close(&mut tx, record.job_id, record.close, &events).await?);
+        // A run that reported every datasource ended leaves nothing open.
+        if let Some(close) = record
+            .close
+            .filter(|_| !executions::all_ended(record.executions))
+        {
+            executions.extend(executions::close(&mut tx, record.job_id, close, &events).await?);
+        }
         write_state(&mut tx, record).await?;
 
         let inserted = insert_leased(

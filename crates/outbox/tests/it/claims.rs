@@ -484,7 +484,7 @@ async fn a_job_is_never_failed_without_a_claim_for_another_tenant() {
             publisher: "worker-b",
             lease: LONG,
             executions: &[],
-            close: outbox::Close::CANCELED,
+            close: Some(outbox::Close::CANCELED),
         })
         .await
         .expect("record");

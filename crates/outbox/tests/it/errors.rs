@@ -66,7 +66,7 @@ async fn an_error_in_the_outbox_insert_rolls_the_job_state_back() {
             publisher: "worker-a",
             lease: LONG,
             executions: &[],
-            close: outbox::Close::CANCELED,
+            close: Some(outbox::Close::CANCELED),
         })
         .await
         .expect_err("refused");
@@ -109,7 +109,7 @@ async fn a_constraint_violation_is_not_retriable() {
             publisher: "worker-a",
             lease: LONG,
             executions: &[],
-            close: outbox::Close::CANCELED,
+            close: Some(outbox::Close::CANCELED),
         })
         .await
         .expect_err("refused");

@@ -194,10 +194,10 @@ async fn a_failed_end_closes_what_is_open_before_the_job_event_in_one_transactio
             publisher: "worker-a",
             lease: LONG,
             executions: &reports,
-            close: Close {
+            close: Some(Close {
                 running: ExecutionStatus::TimedOut,
                 error: Some("extraction timed out after 2s"),
-            },
+            }),
         })
         .await
         .expect("record");

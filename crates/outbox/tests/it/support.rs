@@ -155,7 +155,7 @@ pub async fn record(
             publisher,
             lease,
             executions: &[],
-            close: outbox::Close::CANCELED,
+            close: Some(outbox::Close::CANCELED),
         })
         .await
         .expect("record terminal")

@@ -238,7 +238,7 @@ async fn a_failure_before_any_claim_creates_the_failed_job() {
             publisher: "worker-a",
             lease: LONG,
             executions: &[],
-            close: outbox::Close::CANCELED,
+            close: Some(outbox::Close::CANCELED),
         })
         .await
         .expect("record");
@@ -315,7 +315,7 @@ async fn an_event_of_another_job_or_status_is_refused() {
                 publisher: "worker-a",
                 lease: LONG,
                 executions: &[],
-                close: outbox::Close::CANCELED,
+                close: Some(outbox::Close::CANCELED),
             })
             .await
             .expect_err("refused");

@@ -102,7 +102,7 @@ async fn an_event_that_cannot_be_sent_fails_alone() {
             publisher: support::RECORDER,
             lease: Duration::ZERO,
             executions: &[],
-            close: outbox::Close::CANCELED,
+            close: Some(outbox::Close::CANCELED),
         })
         .await
         .expect("record");

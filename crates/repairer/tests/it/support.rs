@@ -256,7 +256,7 @@ pub async fn record(store: &Store, i: usize, spec: Spec<'_>, lease: Duration) ->
             publisher: RECORDER,
             lease,
             executions: &[],
-            close: outbox::Close::CANCELED,
+            close: Some(outbox::Close::CANCELED),
         })
         .await
         .expect("record terminal");

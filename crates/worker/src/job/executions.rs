@@ -67,6 +67,27 @@ impl Ledger {
         self.lock().executions.values().cloned().collect()
     }
 
+    /// How long to gather changes before writing them: not long when an execution ended while
+    /// others are still open, else as long as a row count may wait.
+    fn gather(&self) -> Duration {
+        let state = self.lock();
+        let open = state
+            .executions
+            .values()
+            .any(|report| !report.status.is_terminal());
+        let ended = state.unwritten.iter().any(|name| {
+            state
+                .executions
+                .get(name)
+                .is_some_and(|report| report.status.is_terminal())
+        });
+        if open && ended {
+            GATHER
+        } else {
+            PROGRESS
+        }
+    }
+
     /// The reports changed since the last call.
     fn take_unwritten(&self) -> Vec<ExecutionReport> {
         let mut state = self.lock();
@@ -136,9 +157,13 @@ impl Observer for Ledger {
 
 /// How long a failed write waits before it is tried again.
 const RETRY: Duration = Duration::from_secs(1);
-/// How long changes gather before they are written together: a short job's executions are
-/// written once, by its end, instead of once per change.
+/// How long changes gather before they are written together when an execution ended while
+/// others go on (its end is news: a graceful cancel's queued datasources, a finished one).
 const GATHER: Duration = Duration::from_millis(250);
+/// How long starts and row counts gather (lifecycle §3: a running execution's `rowCount` is
+/// updated at least every 2 s). A job shorter than that has its executions written once, by
+/// its end, instead of once per change.
+const PROGRESS: Duration = engine::watch::PROGRESS_EVERY;
 
 /// Who writes a run's executions, and for which job.
 pub(super) struct Recorder<'a> {
@@ -163,7 +188,12 @@ impl Recorder<'_> {
         };
         loop {
             ledger.changed.notified().await;
-            tokio::time::sleep(GATHER).await;
+            let mut waited = Duration::ZERO;
+            // An end that comes while starts and row counts gather is written sooner.
+            while waited < ledger.gather() {
+                tokio::time::sleep(GATHER).await;
+                waited += GATHER;
+            }
             let reports = ledger.take_unwritten();
             if reports.is_empty() {
                 continue;
@@ -247,6 +277,23 @@ mod tests {
             Some("datasource b failed schema validation: table t not found")
         );
         assert!(reports[2].started_at.is_none(), "c never started");
+    }
+
+    #[test]
+    fn an_end_while_others_run_is_written_soon_starts_and_rows_can_wait() {
+        let ledger = Ledger::new(&mapped(&["a", "b"]));
+        ledger.started("a");
+        ledger.progress("a", 10);
+        assert_eq!(ledger.gather(), PROGRESS);
+        ledger.ended("b", &DatasourceEnd::Canceled);
+        assert_eq!(ledger.gather(), GATHER, "b ended, a still runs");
+        ledger.take_unwritten();
+        ledger.ended("a", &DatasourceEnd::Succeeded { rows: 10 });
+        assert_eq!(
+            ledger.gather(),
+            PROGRESS,
+            "the last end is the job's end to write"
+        );
     }
 
     #[test]

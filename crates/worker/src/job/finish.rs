@@ -42,12 +42,12 @@ pub(super) struct Ending<'a> {
     pub started: Option<Instant>,
     /// The run's last reports of its executions (none for a job ended unrun).
     pub executions: &'a [ExecutionReport],
-    /// How the executions the run left open end.
-    pub close: Close<'a>,
+    /// How the executions the run left open end; `None` for a job that never ran (it has none).
+    pub close: Option<Close<'a>>,
 }
 
 impl<'a> Ending<'a> {
-    /// A job ended `failed` without a claim, unrun.
+    /// A job ended `failed` without a claim, unrun (the sweeper sets `close` for a lost run).
     pub(super) fn failed(
         events: EventContext<'a>,
         publisher: &'a str,
@@ -62,7 +62,7 @@ impl<'a> Ending<'a> {
             earlier_object: false,
             started: None,
             executions: &[],
-            close: Close::CANCELED,
+            close: None,
         }
     }
 

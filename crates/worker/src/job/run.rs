@@ -152,7 +152,7 @@ impl ClaimedRun<'_> {
             earlier_object: self.attempt > 1,
             started: Some(started),
             executions: &executions,
-            close,
+            close: Some(close),
         };
         finish(core, ending).await
     }

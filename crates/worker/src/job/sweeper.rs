@@ -78,10 +78,10 @@ impl Sweeper {
             // The lost run may have stored its object before it died; its datasources still
             // running failed with it.
             ending.earlier_object = true;
-            ending.close = Close {
+            ending.close = Some(Close {
                 running: ExecutionStatus::Failed,
                 error: Some(WORKER_LOST),
-            };
+            });
             match finish(core, ending).await {
                 Finished::Recorded => {
                     failed += 1;

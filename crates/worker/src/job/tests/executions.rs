@@ -47,7 +47,7 @@ async fn a_timeout_ends_the_running_executions_timed_out() {
     }
     assert_eq!(bench.deliver(&message).await, Disposition::Ack);
     let written = bench.jobs.state().written[0].clone();
-    assert_eq!(written.close_running, ExecutionStatus::TimedOut);
+    assert_eq!(written.close_running, Some(ExecutionStatus::TimedOut));
     assert_eq!(
         written.close_error.as_deref(),
         Some("extraction timed out after 2s")
@@ -72,7 +72,7 @@ async fn another_failure_cancels_the_executions_left_running() {
         }));
     assert_eq!(bench.deliver(&message).await, Disposition::Ack);
     let written = bench.jobs.state().written[0].clone();
-    assert_eq!(written.close_running, ExecutionStatus::Canceled);
+    assert_eq!(written.close_running, Some(ExecutionStatus::Canceled));
     assert_eq!(
         statuses(&written),
         [("db".to_owned(), ExecutionStatus::Failed)]

@@ -46,7 +46,7 @@ pub struct Written {
     pub publisher: String,
     /// The run's last reports of its executions, and how those left open end.
     pub executions: Vec<ExecutionReport>,
-    pub close_running: ExecutionStatus,
+    pub close_running: Option<ExecutionStatus>,
     pub close_error: Option<String>,
 }
 
@@ -161,8 +161,8 @@ impl JobStore for Jobs {
                 ce_id: record.event.ce_id().to_owned(),
                 publisher: record.publisher.to_owned(),
                 executions: record.executions.to_vec(),
-                close_running: record.close.running,
-                close_error: record.close.error.map(str::to_owned),
+                close_running: record.close.map(|c| c.running),
+                close_error: record.close.and_then(|c| c.error).map(str::to_owned),
             });
         }
         answer
