@@ -368,6 +368,12 @@ async fn a_force_cancel_stops_a_running_query_on_mariadb_too() {
     }
     assert_eq!(keys, ["job.cancellation_in_progress", "job.canceled"]);
     assert!(world.object_keys().await.is_empty());
+    let (_, document) = api.send("GET", job_id, "", None, b"", Signing::Valid);
+    assert_eq!(document["status"], "canceled", "{document}");
+    assert_eq!(
+        document["executions"][0]["status"], "CANCELED",
+        "{document}"
+    );
     drop(worker);
     drop(source);
     world.cleanup().await;
