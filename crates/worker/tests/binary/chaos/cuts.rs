@@ -291,6 +291,14 @@ async fn a_cancel_sent_while_the_run_commits_ends_it_once_and_leaves_no_orphan()
         harness::Signing::Valid,
     );
     assert!([202, 409].contains(&status), "{status} {answer}");
+    eprintln!(
+        "the cancel was answered {status}: {} won",
+        if status == 202 {
+            "the cancel"
+        } else {
+            "the run"
+        }
+    );
     // The job's one terminal event, then nothing else of it for a while.
     let mut terminal = Vec::new();
     let mut events = vec![listener.event_for(job_id, Duration::from_secs(60)).await];
