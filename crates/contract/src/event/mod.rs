@@ -1,9 +1,10 @@
 //! Job events: terminal ones (contract §8) and the lifecycle's (lifecycle §4): operation, body
-//! and CloudEvents attributes.
+//! and CloudEvents attributes; [`mirror`]: their MQTT mirror's topics and payloads (lifecycle §5).
 
 mod body;
 mod cloudevents;
 mod lifecycle_body;
+pub mod mirror;
 mod operation;
 mod outbound;
 mod status;
