@@ -1,7 +1,8 @@
 //! A job's executions on the real binary (lifecycle §1, §3, §4): one per datasource, each
 //! ending with its `job.execution.*` event; a graceful cancel ends the waiting ones at once and
 //! lets the running statements finish (a forced one sent meanwhile stops them); a missing table
-//! rejects its datasource; a deleted connection's execution is `REMOVED`.
+//! rejects its datasource; a deleted connection's execution is `REMOVED`; a running one shows
+//! its rows so far.
 
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
@@ -266,6 +267,62 @@ async fn a_deleted_connection_ends_its_execution_removed() {
         world.executions(job_id).await,
         [("retired".to_owned(), "REMOVED".to_owned())]
     );
+    drop(worker);
+    world.cleanup().await;
+}
+
+#[tokio::test]
+async fn a_running_execution_shows_its_rows_so_far() {
+    let world = World::new().await;
+    // 4,000 rows that the server produces one by one, 2 ms apart at least (the sleep names the
+    // row, so it runs for each).
+    let source = sqlx::PgPool::connect(world.source_url())
+        .await
+        .expect("source database");
+    sqlx::query(
+        "CREATE VIEW trickle AS
+         SELECT g AS id FROM generate_series(1, 4000) g,
+                             LATERAL (SELECT pg_sleep(0.002 + g * 0.0)) s",
+    )
+    .execute(&source)
+    .await
+    .expect("trickle view");
+    source.close().await;
+    let (worker, api) = world.start_worker_with_api(Vec::new()).await;
+    let mut events = world.listen().await;
+    let job_id = Uuid::now_v7();
+    world
+        .submit(
+            &world.job_body(job_id, "src", "trickle", &["id"]),
+            None,
+            &[],
+        )
+        .await;
+    // While it runs, the job document shows the rows read so far, growing.
+    let mut seen: Vec<u64> = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while seen.len() < 2 {
+        let (_, document) = api.send("GET", job_id, "", None, b"", Signing::Valid);
+        let execution = &document["executions"][0];
+        if execution["status"] == "IN_PROGRESS" {
+            let rows = execution["rowCount"].as_u64().unwrap_or(0);
+            if rows > 0 && seen.last().is_none_or(|last| rows > *last) {
+                seen.push(rows);
+            }
+        }
+        assert!(
+            document["status"] != "completed" && Instant::now() < deadline,
+            "the job ended (or 60 s passed) before two growing row counts were seen: {seen:?} {document}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let completed = events.event_for(job_id, Duration::from_secs(90)).await;
+    assert_eq!(completed.delivery.routing_key.as_str(), "job.completed");
+    assert_eq!(completed.body()["result"]["rowCount"], 4000);
+    let (_, document) = api.send("GET", job_id, "", None, b"", Signing::Valid);
+    assert_eq!(document["executions"][0]["status"], "SUCCEEDED");
+    assert_eq!(document["executions"][0]["rowCount"], 4000);
+    assert!(seen[0] < 4000, "{seen:?}");
     drop(worker);
     world.cleanup().await;
 }
