@@ -165,12 +165,12 @@ impl Store {
 /// that would publish a wrong event forever.
 fn check_event(record: &TerminalRecord<'_>, status: TerminalStatus) -> Result<()> {
     let attributes = &record.event.attributes;
-    if attributes.status != status.into() || attributes.datasource.is_some() {
+    if attributes.status != status.into() || attributes.is_execution() {
         return Err(OutboxError::invalid(
             STEP,
             format!(
                 "a {status} outcome with a {}{} event",
-                if attributes.datasource.is_some() {
+                if attributes.is_execution() {
                     "execution "
                 } else {
                     ""

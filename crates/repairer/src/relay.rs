@@ -85,7 +85,7 @@ pub(crate) async fn record(
             // An execution's event is for whoever binds `job.execution.*` or `job.#` (lifecycle
             // §4); returned unroutable, it has no subscriber to lose it, and is not retried
             // forever (the publisher counts it in `events_returned_total`).
-            Err(PublishError::Returned { .. }) if pending.event.attributes.datasource.is_some() => {
+            Err(PublishError::Returned { .. }) if pending.event.attributes.is_execution() => {
                 confirmed.push(pending.id)
             }
             Err(error) => failures.push((pending, error)),

@@ -97,12 +97,17 @@ impl CloudEventAttributes {
 
     /// `job.<operation>`, or `job.execution.<operation>`.
     pub fn routing_key(&self) -> &'static str {
-        self.status.routing_key(self.datasource.is_some())
+        self.status.routing_key(self.is_execution())
+    }
+
+    /// Whether this is an execution's event (`job.execution.*`), not a job's.
+    pub fn is_execution(&self) -> bool {
+        self.datasource.is_some()
     }
 
     /// `job`, or `job_execution`.
     pub fn resource_type(&self) -> &'static str {
-        if self.datasource.is_some() {
+        if self.is_execution() {
             "job_execution"
         } else {
             "job"
@@ -116,7 +121,7 @@ impl CloudEventAttributes {
             ("ce-specversion", "1.0"),
             ("ce-id", &self.id),
             ("ce-source", &self.source),
-            ("ce-type", self.status.ce_type(self.datasource.is_some())),
+            ("ce-type", self.status.ce_type(self.is_execution())),
             ("ce-time", &self.time),
             ("ce-subject", &self.subject),
             ("ce-resourcetype", self.resource_type()),

@@ -125,15 +125,7 @@ pub(super) async fn finish(core: &JobCore, ending: Ending<'_>) -> Finished {
             if status == TerminalStatus::Failed && ending.earlier_object {
                 delete_result_of(core, tenant, job_id).await;
             }
-            publish(
-                core,
-                &executions,
-                outbox_id,
-                job_id,
-                event,
-                ending.publisher,
-            )
-            .await;
+            publish(core, executions, outbox_id, job_id, event, ending.publisher).await;
             Finished::Recorded
         }
         Ok(Recorded::AlreadyTerminal { status }) => {
@@ -173,7 +165,7 @@ pub(super) async fn finish(core: &JobCore, ending: Ending<'_>) -> Finished {
                 tracing::info!(%job_id, tenant = tenant.unwrap_or(""), status = %status, "Job finished (the commit's answer was lost; the commit is confirmed).");
                 if leased_by.as_deref() == Some(ending.publisher) {
                     metrics::job_finished(status.as_str(), ending.took());
-                    publish(core, &[], outbox_id, job_id, event, ending.publisher).await;
+                    publish(core, Vec::new(), outbox_id, job_id, event, ending.publisher).await;
                 }
                 Finished::Recorded
             }
@@ -260,14 +252,14 @@ async fn commit_check(core: &JobCore, ce_id: &str) -> CommitCheck {
 /// ended (their outbox rows leased to `publisher`); the repairer retries what does not land.
 async fn publish(
     core: &JobCore,
-    executions: &[PendingEvent],
+    executions: Vec<PendingEvent>,
     outbox_id: i64,
     job_id: Uuid,
     event: OutboundEvent,
     publisher: &str,
 ) {
     let publishing = Instant::now();
-    let mut pending = executions.to_vec();
+    let mut pending = executions;
     pending.push(PendingEvent {
         id: outbox_id,
         job_id,
