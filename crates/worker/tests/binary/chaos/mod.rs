@@ -1107,33 +1107,22 @@ async fn scenario(world: &World) -> Summary {
         0,
     );
     let keys = list_all_keys(&world.bucket).await;
+    // The status of the job an object key names, if it names one.
+    let owner = |key: &String| {
+        key.trim_start_matches("external-data/")
+            .trim_end_matches(".json")
+            .parse::<Uuid>()
+            .ok()
+            .map(|id| states.get(&id).map(|j| j.status.as_str()))
+    };
     let orphan = keys
         .iter()
-        .filter(|k| {
-            let id = k
-                .trim_start_matches("external-data/")
-                .trim_end_matches(".json")
-                .parse::<Uuid>();
-            match id {
-                Ok(id) => states.get(&id).map(|j| j.status.as_str()) != Some("completed"),
-                Err(_) => true,
-            }
-        })
+        .filter(|k| owner(k) != Some(Some("completed")))
         .count();
     s.must("stored objects of jobs not completed", orphan, 0);
     let of_canceled_or_deleted = keys
         .iter()
-        .filter(|k| {
-            let id = k
-                .trim_start_matches("external-data/")
-                .trim_end_matches(".json")
-                .parse::<Uuid>();
-            id.is_ok_and(|id| {
-                states
-                    .get(&id)
-                    .is_some_and(|j| j.status == "canceled" || j.status == "deleted")
-            })
-        })
+        .filter(|k| matches!(owner(k), Some(Some("canceled" | "deleted"))))
         .count();
     s.must(
         "objects of canceled or deleted jobs left",

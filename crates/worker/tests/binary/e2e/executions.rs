@@ -66,13 +66,22 @@ fn set(items: &[&str]) -> BTreeSet<String> {
     items.iter().map(|s| (*s).to_owned()).collect()
 }
 
-#[tokio::test]
-async fn a_graceful_cancel_ends_the_queued_datasource_at_once_and_lets_the_running_ones_finish() {
+/// A Worker running a five-datasource slow job, gracefully canceled once four statements run:
+/// the fifth, still queued, is `CANCELED` within 2 s.
+struct Canceling {
+    world: World,
+    worker: crate::harness::WorkerProcess,
+    api: crate::harness::ControlClient,
+    events: Listener,
+    job_id: Uuid,
+}
+
+async fn gracefully_canceled_five() -> Canceling {
     let world = World::new().await;
     let (worker, api) = world
         .start_worker_with_api(world.source_aliases(&FIVE))
         .await;
-    let mut events = world.listen_to("job.#").await;
+    let events = world.listen_to("job.#").await;
     let job_id = Uuid::now_v7();
     world
         .submit(&slow_job(&world, job_id, &FIVE), None, &[])
@@ -92,6 +101,24 @@ async fn a_graceful_cancel_ends_the_queued_datasource_at_once_and_lets_the_runni
         async || world.executions(job_id).await.last().map(|e| e.1.as_str()) == Some("CANCELED"),
     )
     .await;
+    Canceling {
+        world,
+        worker,
+        api,
+        events,
+        job_id,
+    }
+}
+
+#[tokio::test]
+async fn a_graceful_cancel_ends_the_queued_datasource_at_once_and_lets_the_running_ones_finish() {
+    let Canceling {
+        world,
+        worker,
+        api,
+        mut events,
+        job_id,
+    } = gracefully_canceled_five().await;
     assert_eq!(
         world.slow_queries().await,
         4,
@@ -123,29 +150,13 @@ async fn a_graceful_cancel_ends_the_queued_datasource_at_once_and_lets_the_runni
 
 #[tokio::test]
 async fn a_forced_cancel_after_a_graceful_one_stops_the_running_statements() {
-    let world = World::new().await;
-    let (worker, api) = world
-        .start_worker_with_api(world.source_aliases(&FIVE))
-        .await;
-    let mut events = world.listen_to("job.#").await;
-    let job_id = Uuid::now_v7();
-    world
-        .submit(&slow_job(&world, job_id, &FIVE), None, &[])
-        .await;
-    wait_for(
-        "four running statements",
-        Duration::from_secs(20),
-        async || world.slow_queries().await == 4,
-    )
-    .await;
-    let (status, _) = api.send("POST", job_id, "/cancel", None, b"{}", Signing::Valid);
-    assert_eq!(status, 202);
-    wait_for(
-        "the queued execution's cancel",
-        Duration::from_secs(2),
-        async || world.executions(job_id).await.last().map(|e| e.1.as_str()) == Some("CANCELED"),
-    )
-    .await;
+    let Canceling {
+        world,
+        worker,
+        api,
+        mut events,
+        job_id,
+    } = gracefully_canceled_five().await;
     let (status, document) = api.send(
         "POST",
         job_id,
