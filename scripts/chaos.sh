@@ -8,7 +8,8 @@
 # itself: other tests sharing these servers would see the restarts. Exit code: non-zero if any
 # part failed.
 # Knobs: CHAOS_SEED (42), CHAOS_JOBS (2000), CHAOS_RATE (jobs/s submitted, 25),
-# CHAOS_FUZZ_SEC (seconds per fuzz target, 60; 0 skips fuzzing).
+# CHAOS_FUZZ_SEC (seconds per fuzz target, 60; 0 skips fuzzing), CHAOS_CONTROLS (1; 0 leaves
+# out the soak's slow jobs, cancels and deletes).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
