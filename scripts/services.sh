@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Makes sure the servers the tests and the demo talk to are installed and running; idempotent.
-# Usage: scripts/services.sh [postgres] [mariadb] [rabbitmq] [s3]   (no argument: all of them)
+# Usage: scripts/services.sh [postgres] [mariadb] [rabbitmq] [s3] [mosquitto]
+#        (no argument: all of them)
 #
 # Each server is checked by connecting to its port; one that is down is started, one that is
 # missing is installed from Debian's packages (s3s-fs from crates.io). A server that cannot be
@@ -75,8 +76,20 @@ ensure_s3() {
   wait_port s3s-fs "$S3_PORT"
 }
 
+# The MQTT mirror's broker (lifecycle §5), and the clients (`mosquitto_sub`) its tests read with:
+# a client no one here wrote.
+ensure_mosquitto() {
+  command -v mosquitto_sub >/dev/null || apt_install mosquitto-clients
+  listening 1883 && return 0
+  [ -x /usr/sbin/mosquitto ] || apt_install mosquitto
+  log "starting Mosquitto"
+  # Without a configuration file, Mosquitto 2 listens on the loopback only, anonymous allowed.
+  /usr/sbin/mosquitto -d
+  wait_port Mosquitto 1883
+}
+
 services=("$@")
-[ ${#services[@]} -gt 0 ] || services=(postgres mariadb rabbitmq s3)
+[ ${#services[@]} -gt 0 ] || services=(postgres mariadb rabbitmq s3 mosquitto)
 for service in "${services[@]}"; do
   "ensure_$service"
 done

@@ -18,6 +18,7 @@ use uuid::Uuid;
 
 use crate::error::{OutboxError, Result};
 use crate::executions::{self, Close, ExecutionEvents, ExecutionReport};
+use crate::mirror;
 use crate::outbox::{insert_leased, PendingEvent};
 use crate::store::{interval, Store};
 
@@ -158,6 +159,7 @@ impl Store {
         .map_err(db)?;
         let request_id = job.request_id.as_deref().or(request.request_id);
         let texts = Commit {
+            mirror: self.mirror(),
             request_id,
             source: request.source,
             comment: job.comment.as_deref(),
@@ -239,6 +241,7 @@ impl Store {
             Err(refusal) => return refuse(tx, refusal).await,
         };
         let texts = Commit {
+            mirror: self.mirror(),
             request_id: request.request_id.or(job.request_id.as_deref()),
             source: request.source,
             comment: request.comment.or(job.comment.as_deref()),
@@ -285,6 +288,7 @@ impl Store {
         .await
         .map_err(db)?;
         let texts = Commit {
+            mirror: self.mirror(),
             request_id: job.request_id.as_deref(),
             source,
             comment: job.comment.as_deref(),
@@ -319,6 +323,8 @@ struct Commit<'a> {
     lease: Duration,
     /// A run's last reports of its executions, for a transition that ends the job.
     executions: &'a [ExecutionReport],
+    /// The MQTT mirror's topic prefix, when it is on.
+    mirror: Option<&'a str>,
 }
 
 /// Writes the transition's state, announces a cancel a running job must learn, records the
@@ -389,6 +395,7 @@ async fn commit(
         .await?,
     );
     let canceled_after = canceled_after(&mut tx, job_id, &transition).await?;
+    mirror::record(&mut tx, texts.mirror, job_id, &events).await?;
     tx.commit().await.map_err(db)?;
     Ok(Controlled::Done {
         transition,

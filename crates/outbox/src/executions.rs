@@ -15,6 +15,7 @@ use sqlx::{Postgres, Row, Transaction};
 use uuid::Uuid;
 
 use crate::error::{OutboxError, Result};
+use crate::mirror;
 use crate::outbox::{insert_leased, PendingEvent};
 use crate::store::Store;
 
@@ -90,6 +91,7 @@ impl Store {
             return Ok(Vec::new());
         }
         let recorded = apply(&mut tx, job_id, reports, events).await?;
+        mirror::record(&mut tx, self.mirror(), job_id, &recorded).await?;
         tx.commit().await.map_err(db)?;
         Ok(recorded)
     }

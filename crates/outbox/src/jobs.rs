@@ -244,7 +244,8 @@ impl Store {
                             lease_expires_at <= now() AS lapsed,
                             tenant_id IS DISTINCT FROM $2 AS other_tenant,
                             NOT EXISTS (SELECT 1 FROM outbox o
-                                        WHERE o.job_id = j.job_id AND o.published_at IS NULL)
+                                        WHERE o.job_id = j.job_id AND o.sink = 'amqp'
+                                          AND o.published_at IS NULL)
                                 AS event_published
                      FROM jobs j WHERE job_id = $1",
                 )

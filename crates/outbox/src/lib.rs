@@ -16,6 +16,9 @@
 //!   lifecycle's state machine applied with its events' outbox rows in one transaction.
 //! - `executions.rs`: [`Store::record_executions`]: a run's executions (lifecycle §1) with the
 //!   events of their ends; queued by the claim, closed by the job's end, removed by its deletion.
+//! - `mirror.rs`: the MQTT mirror's rows, recorded with the AMQP rows of a transaction when
+//!   the mirror is on ([`Store::mirrored`]).
+//! - [`Sink`] (`sink.rs`): where a row goes, AMQP or MQTT; each sink's rows are relayed apart.
 //! - `outbox.rs`: leasing, marking and purging events ([`Store::claim_unpublished`],
 //!   [`Store::claim_for_job`], [`Store::mark_published`], [`Store::mark_failed`],
 //!   [`Store::purge_published`]).
@@ -31,7 +34,9 @@ mod control;
 pub mod error;
 mod executions;
 mod jobs;
+mod mirror;
 mod outbox;
+mod sink;
 mod stats;
 mod store;
 mod terminal;
@@ -44,6 +49,7 @@ pub use jobs::{
     Claim, ClaimRequest, ExecutionRow, ExpiredJob, JobRow, JobSpec, Lease, WORKER_LOST,
 };
 pub use outbox::{PendingEvent, RecordedEvent};
+pub use sink::Sink;
 pub use stats::{OutboxStats, FAILING_EVENTS, OLDEST_UNPUBLISHED_AGE_SECONDS, PENDING_EVENTS};
 pub use store::Store;
 pub use terminal::{Recorded, TerminalOutcome, TerminalRecord};

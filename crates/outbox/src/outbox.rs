@@ -10,6 +10,7 @@ use sqlx::Row;
 use uuid::Uuid;
 
 use crate::error::{OutboxError, Result};
+use crate::sink::Sink;
 use crate::store::{interval, Store};
 
 /// An unpublished event, leased to the caller until its lease ends.
@@ -18,7 +19,12 @@ pub struct PendingEvent {
     /// The outbox row, for [`Store::mark_published`] and [`Store::mark_failed`].
     pub id: i64,
     pub job_id: Uuid,
-    /// Body bytes exactly as recorded, attributes as recorded.
+    /// Where the row goes.
+    pub sink: Sink,
+    /// The MQTT row's topic, as recorded (`None` for an AMQP row).
+    pub topic: Option<String>,
+    /// Body bytes exactly as recorded (an MQTT row's payload), attributes as recorded (an MQTT
+    /// row's are the AMQP event's it mirrors).
     pub event: OutboundEvent,
     /// Leases taken on the row so far, this one included (1: the publish right after the
     /// terminal state was recorded); what [`crate::backoff()`] takes after a failure.
@@ -36,10 +42,10 @@ pub struct RecordedEvent {
 
 /// The columns [`pending_event`] reads.
 const RETURNED: &str =
-    "o.id, o.job_id, o.body, o.attributes, o.request_id, o.attempts, o.created_at";
+    "o.id, o.job_id, o.sink, o.topic, o.body, o.attributes, o.request_id, o.attempts, o.created_at";
 
 impl Store {
-    /// Leases up to `limit` unpublished events to `owner` for `lease`: rows recorded at least
+    /// Leases up to `limit` unpublished `sink` rows to `owner` for `lease`: rows recorded at least
     /// `grace` ago (younger ones are being published by the Worker that recorded them), due
     /// (`next_attempt_at` passed), and not leased or leased under an expired lease. Each leased
     /// row's `attempts` goes up by one. Oldest due first.
@@ -53,6 +59,7 @@ impl Store {
     /// others are still published.
     pub async fn claim_unpublished(
         &self,
+        sink: Sink,
         owner: &str,
         grace: Duration,
         lease: Duration,
@@ -63,7 +70,7 @@ impl Store {
             "UPDATE outbox o
              SET leased_by = $1, lease_until = now() + $2, attempts = o.attempts + 1
              FROM (SELECT id FROM outbox
-                   WHERE published_at IS NULL
+                   WHERE published_at IS NULL AND sink = $5
                      AND created_at <= now() - $3
                      AND next_attempt_at <= now()
                      AND (lease_until IS NULL OR lease_until <= now())
@@ -77,16 +84,18 @@ impl Store {
         .bind(interval(lease))
         .bind(interval(grace))
         .bind(limit)
+        .bind(sink.as_str())
         .fetch_all(self.pool())
         .await
         .map_err(|e| OutboxError::sqlx(STEP, e))?;
         Ok(decode_all(STEP, &rows))
     }
 
-    /// Leases `job_id`'s unpublished events to `owner` for `lease`, whatever their age or
+    /// Leases `job_id`'s unpublished AMQP events to `owner` for `lease`, whatever their age or
     /// backoff: a redelivered message of a terminal job whose event was never published asks
     /// for it now (contract §4). Rows another publisher holds under a live lease are left to
     /// it. Publish them, then [`Store::mark_published`] as for [`Store::claim_unpublished`].
+    /// The job's MQTT rows are the mirror relay's, which takes them without being asked.
     pub async fn claim_for_job(
         &self,
         job_id: Uuid,
@@ -98,7 +107,7 @@ impl Store {
             "UPDATE outbox o
              SET leased_by = $2, lease_until = now() + $3, attempts = o.attempts + 1
              FROM (SELECT id FROM outbox
-                   WHERE job_id = $1
+                   WHERE job_id = $1 AND sink = 'amqp'
                      AND published_at IS NULL
                      AND (lease_until IS NULL OR lease_until <= now())
                    FOR UPDATE SKIP LOCKED) due
@@ -114,13 +123,13 @@ impl Store {
         Ok(decode_all(STEP, &rows))
     }
 
-    /// The outbox row of the event `ce_id` and who holds its lease, if the event was recorded.
+    /// The AMQP row of the event `ce_id` and who holds its lease, if the event was recorded.
     /// How a caller whose commit went unanswered (the connection broke after the `COMMIT` left)
     /// learns whether the terminal state and its event were committed: they are, together,
     /// exactly when the row exists.
     pub async fn recorded_event(&self, ce_id: &str) -> Result<Option<RecordedEvent>> {
         let row: Option<(i64, Option<String>)> =
-            sqlx::query_as("SELECT id, leased_by FROM outbox WHERE ce_id = $1")
+            sqlx::query_as("SELECT id, leased_by FROM outbox WHERE ce_id = $1 AND sink = 'amqp'")
                 .bind(ce_id)
                 .fetch_optional(self.pool())
                 .await
@@ -246,9 +255,14 @@ fn decode_all(step: &'static str, rows: &[PgRow]) -> Vec<PendingEvent> {
 
 fn pending_event(row: &PgRow) -> Result<PendingEvent, sqlx::Error> {
     let Json(attributes): Json<CloudEventAttributes> = row.try_get("attributes")?;
+    let sink: String = row.try_get("sink")?;
+    let sink =
+        Sink::parse(&sink).ok_or_else(|| sqlx::Error::Decode(format!("sink `{sink}`").into()))?;
     Ok(PendingEvent {
         id: row.try_get("id")?,
         job_id: row.try_get("job_id")?,
+        sink,
+        topic: row.try_get("topic")?,
         event: OutboundEvent {
             attributes,
             request_id: row.try_get("request_id")?,
@@ -260,7 +274,7 @@ fn pending_event(row: &PgRow) -> Result<PendingEvent, sqlx::Error> {
     })
 }
 
-/// Records `event` as `job_id`'s, in the caller's transaction, leased to `publisher` for
+/// Records `event`'s AMQP row as `job_id`'s, in the caller's transaction, leased to `publisher` for
 /// `lease` (it publishes right after the commit). `None` when an event with its ce-id is
 /// recorded already: an event is recorded once, its bytes frozen.
 pub(crate) async fn insert_leased(
@@ -274,7 +288,7 @@ pub(crate) async fn insert_leased(
         "INSERT INTO outbox (ce_id, job_id, body, attributes, request_id, attempts,
                              leased_by, lease_until)
          VALUES ($1, $2, $3, $4, $5, 1, $6, now() + $7)
-         ON CONFLICT (ce_id) DO NOTHING
+         ON CONFLICT (ce_id, sink) DO NOTHING
          RETURNING id, created_at",
     )
     .bind(event.ce_id())
@@ -291,6 +305,8 @@ pub(crate) async fn insert_leased(
             Ok(PendingEvent {
                 id: row.try_get("id")?,
                 job_id,
+                sink: Sink::Amqp,
+                topic: None,
                 event,
                 attempts: 1,
                 created_at: row.try_get("created_at")?,

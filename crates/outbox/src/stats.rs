@@ -5,6 +5,7 @@ use std::time::Duration;
 use sqlx::Row;
 
 use crate::error::{OutboxError, Result};
+use crate::sink::Sink;
 use crate::store::Store;
 
 /// Gauge: unpublished events.
@@ -27,27 +28,30 @@ pub struct OutboxStats {
 }
 
 impl OutboxStats {
-    /// Sets the outbox gauges to this snapshot. No labels: one outbox per state database.
-    pub fn record(&self) {
-        metrics::gauge!(PENDING_EVENTS).set(self.pending as f64);
-        metrics::gauge!(OLDEST_UNPUBLISHED_AGE_SECONDS).set(
+    /// Sets `sink`'s outbox gauges to this snapshot (label `sink`; one outbox per state
+    /// database).
+    pub fn record(&self, sink: Sink) {
+        let sink = sink.as_str();
+        metrics::gauge!(PENDING_EVENTS, "sink" => sink).set(self.pending as f64);
+        metrics::gauge!(OLDEST_UNPUBLISHED_AGE_SECONDS, "sink" => sink).set(
             self.oldest_unpublished_age
                 .map_or(0.0, |age| age.as_secs_f64()),
         );
-        metrics::gauge!(FAILING_EVENTS).set(self.failing as f64);
+        metrics::gauge!(FAILING_EVENTS, "sink" => sink).set(self.failing as f64);
     }
 }
 
 impl Store {
-    /// The outbox's backlog, read through the unpublished rows' index.
-    pub async fn stats(&self) -> Result<OutboxStats> {
+    /// `sink`'s backlog, read through the unpublished rows' index.
+    pub async fn stats(&self, sink: Sink) -> Result<OutboxStats> {
         let db = |e| OutboxError::sqlx("reading outbox statistics", e);
         let row = sqlx::query(
             "SELECT count(*) AS pending,
                     count(*) FILTER (WHERE attempts > 1) AS failing,
                     EXTRACT(EPOCH FROM now() - min(created_at))::float8 AS oldest_seconds
-             FROM outbox WHERE published_at IS NULL",
+             FROM outbox WHERE published_at IS NULL AND sink = $1",
         )
+        .bind(sink.as_str())
         .fetch_one(self.pool())
         .await
         .map_err(db)?;
@@ -75,7 +79,7 @@ mod tests {
             oldest_unpublished_age: Some(Duration::from_millis(2_500)),
             failing: 2,
         };
-        metrics::with_local_recorder(&recorder, || stats.record());
+        metrics::with_local_recorder(&recorder, || stats.record(Sink::Amqp));
         let mut gauges: Vec<(String, f64)> = snapshotter
             .snapshot()
             .into_vec()
@@ -100,7 +104,7 @@ mod tests {
     fn an_empty_outbox_reports_age_zero() {
         let recorder = DebuggingRecorder::new();
         let snapshotter = recorder.snapshotter();
-        metrics::with_local_recorder(&recorder, || OutboxStats::default().record());
+        metrics::with_local_recorder(&recorder, || OutboxStats::default().record(Sink::Mqtt));
         let age = snapshotter
             .snapshot()
             .into_vec()

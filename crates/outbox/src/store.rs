@@ -1,5 +1,6 @@
 //! The state store: a handle on the state database's pool.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use sqlx::postgres::types::PgInterval;
@@ -13,11 +14,27 @@ use sqlx::PgPool;
 #[derive(Debug, Clone)]
 pub struct Store {
     pool: PgPool,
+    /// The MQTT mirror's topic prefix, when the mirror is on.
+    mirror: Option<Arc<str>>,
 }
 
 impl Store {
     pub fn new(pool: PgPool) -> Store {
-        Store { pool }
+        Store { pool, mirror: None }
+    }
+
+    /// This store with the MQTT mirror on: every event it records gets an MQTT row too, its
+    /// topic under `prefix` (lifecycle §5; check it with `contract::event::mirror::valid_prefix`).
+    pub fn mirrored(self, prefix: &str) -> Store {
+        Store {
+            mirror: Some(prefix.into()),
+            ..self
+        }
+    }
+
+    /// The mirror's topic prefix, when it is on.
+    pub fn mirror(&self) -> Option<&str> {
+        self.mirror.as_deref()
     }
 
     /// The pool, for readiness checks and shutdown.

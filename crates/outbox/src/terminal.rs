@@ -10,6 +10,7 @@ use uuid::Uuid;
 
 use crate::error::{OutboxError, Result};
 use crate::executions::{self, Close, ExecutionEvents, ExecutionReport};
+use crate::mirror;
 use crate::outbox::{insert_leased, PendingEvent};
 use crate::store::Store;
 
@@ -153,6 +154,9 @@ impl Store {
             });
         };
         let outbox_id = event.id;
+        executions.push(event);
+        mirror::record(&mut tx, self.mirror(), record.job_id, &executions).await?;
+        executions.pop();
         tx.commit().await.map_err(db)?;
         Ok(Recorded::Inserted {
             outbox_id,

@@ -21,6 +21,8 @@
 //! - `link`: the connection and its channels (lanes), reopened after failures.
 //! - `metrics`: `events_published_total`, `events_publish_failed_total`, `events_returned_total`.
 //! - `error`: [`PublishError`], named after the failing step, with `is_retriable`.
+//! - [`mqtt`]: the MQTT mirror's publisher ([`mqtt::MqttPublisher`]), QoS 1, confirmed by
+//!   PUBACK (lifecycle §5).
 //!
 //! # Dependencies
 //!
@@ -34,6 +36,7 @@ mod error;
 mod link;
 mod message;
 pub mod metrics;
+pub mod mqtt;
 mod publish;
 
 pub use config::{AmqpUri, PublisherConfig};

@@ -14,16 +14,19 @@
 //! - [`amqp`]: [`amqp::Broker`], a test-side RabbitMQ connection (`TEST_AMQP_URI`) that
 //!   declares, binds, consumes and cleans up; received-header accessors; `rabbitmqctl` for the
 //!   tests that stop the local broker.
+//! - [`mqtt`]: the local Mosquitto (`TEST_MQTT_URL`), a `mosquitto_sub` subscriber, and a
+//!   private Mosquitto a test may stop and start.
 //! - [`metrics`]: what the code under test recorded, read back from a thread-local recorder.
 //! - [`cleanup`]: the cleanup a test resource runs from `Drop` after a panic.
 //!
 //! # Dependencies
 //!
 //! `sqlx`, `lapin`, `tokio`, `metrics`/`metrics-util` and `schema` (the embedded migrations)
-//! only. Never `worker`, and nothing of the domain: the fixtures (jobs, events, stores) stay in
+//! only; MQTT through the distribution's `mosquitto` programs. Never `worker`, and nothing of the domain: the fixtures (jobs, events, stores) stay in
 //! each crate's `tests/` support module, on top of this crate.
 
 pub mod amqp;
 pub mod cleanup;
 pub mod metrics;
+pub mod mqtt;
 pub mod pg;

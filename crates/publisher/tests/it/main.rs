@@ -1,5 +1,6 @@
 mod batch;
 mod headers;
 mod metrics;
+mod mqtt;
 mod routing;
 mod support;
