@@ -7,6 +7,9 @@
 //!   off the others. Used by the Worker right after a commit, and by the repairer.
 //! - [`repair`]: [`Repairer`], its config, its loop ([`Repairer::run`]) and its testable step
 //!   ([`Repairer::repair_once`]).
+//! - [`sink`]: [`SinkPublisher`], the AMQP or MQTT publisher of one outbox sink's rows; each
+//!   sink is relayed and repaired on its own (its own [`Repairer`]), so one broker's outage
+//!   never holds back the other's events.
 //! - [`metrics`]: the counters both record.
 //!
 //! Depends on `outbox` and `publisher` only (plus `contract` for types); knows nothing of jobs'
@@ -15,6 +18,8 @@
 pub mod metrics;
 pub mod relay;
 pub mod repair;
+pub mod sink;
 
 pub use relay::{relay, RelayReport};
 pub use repair::{PassReport, Repairer, RepairerConfig};
+pub use sink::{Failure, SinkPublisher};

@@ -5,11 +5,12 @@ pub const REPUBLISHED: &str = "events_republished_total";
 /// Counter: repair passes, by outcome (`ok`, `error`).
 pub const REPAIR_PASSES: &str = "outbox_repair_passes_total";
 
-pub(crate) fn republished(routing_key: &'static str) {
-    metrics::counter!(REPUBLISHED, "routing_key" => routing_key).increment(1);
+pub(crate) fn republished(sink: outbox::Sink, routing_key: &'static str) {
+    metrics::counter!(REPUBLISHED, "sink" => sink.as_str(), "routing_key" => routing_key)
+        .increment(1);
 }
 
-pub(crate) fn repair_pass(ok: bool) {
+pub(crate) fn repair_pass(sink: outbox::Sink, ok: bool) {
     let outcome = if ok { "ok" } else { "error" };
-    metrics::counter!(REPAIR_PASSES, "outcome" => outcome).increment(1);
+    metrics::counter!(REPAIR_PASSES, "sink" => sink.as_str(), "outcome" => outcome).increment(1);
 }

@@ -3,7 +3,8 @@
 use std::time::Duration;
 
 use outbox::{backoff, OutboxError, PendingEvent, Store};
-use publisher::{PublishError, Publisher};
+
+use crate::sink::{Outcomes, SinkPublisher};
 
 /// The shortest wait before a failed event is due again. [`backoff()`] draws "full jitter" from
 /// zero, so without a floor a failed row could be due at once and be leased again by the same
@@ -29,24 +30,12 @@ pub struct RelayReport {
 /// again.
 pub async fn relay(
     store: &Store,
-    publisher: &Publisher,
+    publisher: &SinkPublisher,
     owner: &str,
     events: &[PendingEvent],
 ) -> Result<RelayReport, OutboxError> {
-    let outcomes = send(publisher, events).await;
+    let outcomes = publisher.send(events).await;
     record(store, owner, events, outcomes).await
-}
-
-/// One result per event of a batch, in order.
-pub(crate) type Outcomes = Vec<Result<(), PublishError>>;
-
-/// The first half of [`relay`]: publishes the batch and waits for its confirms.
-pub(crate) async fn send(publisher: &Publisher, events: &[PendingEvent]) -> Outcomes {
-    if events.is_empty() {
-        return Vec::new();
-    }
-    let outbound: Vec<_> = events.iter().map(|p| p.event.clone()).collect();
-    publisher.publish_batch(&outbound).await
 }
 
 /// Whether a batch's outcomes say the broker is away: nothing confirmed, and not only because
@@ -56,7 +45,7 @@ pub(crate) fn broker_away(outcomes: &Outcomes) -> bool {
     for outcome in outcomes {
         match outcome {
             Ok(()) => return false,
-            Err(error) => away |= !is_rejection(error),
+            Err(failure) => away |= !failure.is_rejection(),
         }
     }
     away
@@ -79,13 +68,13 @@ pub(crate) async fn record(
             Ok(()) => {
                 confirmed.push(pending.id);
                 if pending.attempts > 1 {
-                    crate::metrics::republished(pending.event.routing_key());
+                    crate::metrics::republished(pending.sink, pending.event.routing_key());
                 }
             }
             // An execution's event is for whoever binds `job.execution.*` or `job.#` (lifecycle
             // §4); returned unroutable, it has no subscriber to lose it, and is not retried
             // forever (the publisher counts it in `events_returned_total`).
-            Err(PublishError::Returned { .. }) if pending.event.attributes.is_execution() => {
+            Err(failure) if failure.is_unroutable() && pending.event.attributes.is_execution() => {
                 confirmed.push(pending.id)
             }
             Err(error) => failures.push((pending, error)),
@@ -103,12 +92,13 @@ pub(crate) async fn record(
     };
     for (pending, error) in failures {
         report.failed += 1;
-        if is_rejection(&error) {
+        if error.is_rejection() {
             report.rejected += 1;
         }
         let retry_after = backoff(pending.attempts).max(MIN_RETRY_DELAY);
         tracing::warn!(
             ce_id = %pending.event.ce_id(),
+            sink = %pending.sink,
             job_id = %pending.job_id,
             attempts = pending.attempts,
             error = %error,
@@ -120,13 +110,4 @@ pub(crate) async fn record(
             .await?;
     }
     Ok(report)
-}
-
-/// A failure of this one event while the broker itself answered: publishing other events now
-/// can still succeed.
-fn is_rejection(error: &PublishError) -> bool {
-    matches!(
-        error,
-        PublishError::Returned { .. } | PublishError::Nack | PublishError::Message(_)
-    )
 }

@@ -1,14 +1,13 @@
 //! The repairer: every interval, lease the events that were never published and relay them.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::future::join_all;
 use outbox::{OutboxError, PendingEvent, Store};
-use publisher::Publisher;
 use tokio_util::sync::CancellationToken;
 
-use crate::relay::{broker_away, record, send, RelayReport};
+use crate::relay::{broker_away, record, RelayReport};
+use crate::sink::SinkPublisher;
 
 /// How the repairer works (the Worker maps `OUTBOX_*` onto this).
 #[derive(Debug, Clone)]
@@ -32,6 +31,10 @@ pub struct RepairerConfig {
     pub lease: Duration,
     /// Published rows older than this are deleted.
     pub retention: Duration,
+    /// Between two passes, also relay what is due this often (no purge, no gauges): the MQTT
+    /// mirror's relay, whose rows nobody publishes right after their commit. `None`: passes
+    /// only.
+    pub poll: Option<Duration>,
     /// Rows deleted per statement.
     pub purge_batch: i64,
 }
@@ -61,14 +64,16 @@ impl RepairerConfig {
             lease: Duration::from_secs(60),
             retention: Duration::from_secs(7 * 24 * 3600),
             purge_batch: 1000,
+            poll: None,
         }
     }
 }
 
-/// Republishes unpublished outbox rows, at least once each, with the same ce-id and body.
+/// Republishes one sink's unpublished outbox rows, at least once each, with the same ce-id and
+/// body.
 pub struct Repairer {
     store: Store,
-    publisher: Arc<Publisher>,
+    publisher: SinkPublisher,
     config: RepairerConfig,
 }
 
@@ -81,10 +86,16 @@ pub struct PassReport {
 }
 
 impl Repairer {
-    pub fn new(store: Store, publisher: Arc<Publisher>, config: RepairerConfig) -> Repairer {
+    /// The repairer of `publisher`'s sink (an `Arc<Publisher>` for AMQP, an
+    /// `Arc<MqttPublisher>` for the mirror).
+    pub fn new(
+        store: Store,
+        publisher: impl Into<SinkPublisher>,
+        config: RepairerConfig,
+    ) -> Repairer {
         Repairer {
             store,
-            publisher,
+            publisher: publisher.into(),
             config,
         }
     }
@@ -95,27 +106,39 @@ impl Repairer {
     pub async fn run(&self, stop: CancellationToken) {
         let mut ticks = tokio::time::interval(self.config.tick_period());
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let poll_period = self.config.poll.filter(|p| !p.is_zero());
+        let mut polls = tokio::time::interval(poll_period.unwrap_or(Duration::from_secs(3600)));
+        polls.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let sink = self.publisher.sink();
         loop {
             tokio::select! {
                 _ = stop.cancelled() => return,
                 _ = ticks.tick() => {}
+                _ = polls.tick(), if poll_period.is_some() => {
+                    let mut report = PassReport::default();
+                    if let Err(error) = self.drain(&stop, &mut report).await {
+                        tracing::warn!(sink = %sink, error = %error, "Outbox relay failed; the next poll will retry.");
+                    }
+                    continue;
+                }
             }
             match self.repair_once(&stop).await {
                 Ok(report) => {
-                    crate::metrics::repair_pass(true);
+                    crate::metrics::repair_pass(sink, true);
                     if report.leased > 0 || report.purged > 0 {
                         tracing::info!(
                             leased = report.leased,
                             published = report.relayed.published,
                             failed = report.relayed.failed,
                             purged = report.purged,
+                            sink = %sink,
                             "Outbox repair pass done."
                         );
                     }
                 }
                 Err(error) => {
-                    crate::metrics::repair_pass(false);
-                    tracing::warn!(error = %error, "Outbox repair pass failed; the next one will retry.");
+                    crate::metrics::repair_pass(sink, false);
+                    tracing::warn!(sink = %sink, error = %error, "Outbox repair pass failed; the next one will retry.");
                 }
             }
         }
@@ -135,13 +158,15 @@ impl Repairer {
             .store
             .purge_published(self.config.retention, self.config.purge_batch)
             .await?;
-        self.store.stats().await?.record();
+        let sink = self.publisher.sink();
+        self.store.stats(sink).await?.record(sink);
         Ok(report)
     }
 
     async fn claim(&self) -> Result<Vec<PendingEvent>, OutboxError> {
         self.store
             .claim_unpublished(
+                self.publisher.sink(),
                 &self.config.owner,
                 self.config.grace,
                 self.config.lease,
@@ -175,13 +200,14 @@ impl Repairer {
     async fn drain_loop(&self, stop: &CancellationToken) -> (PassReport, Result<(), OutboxError>) {
         let mut report = PassReport::default();
         let owner = self.config.owner.as_str();
-        while !stop.is_cancelled() {
+        // A publisher that knows it is away would only fail the rows and count their attempts.
+        while !stop.is_cancelled() && self.publisher.is_connected() {
             let leased = match self.claim().await {
                 Ok(leased) => leased,
                 Err(error) => return (report, Err(error)),
             };
             report.leased += leased.len() as u64;
-            let outcomes = send(&self.publisher, &leased).await;
+            let outcomes = self.publisher.send(&leased).await;
             let away = broker_away(&outcomes);
             match record(&self.store, owner, &leased, outcomes).await {
                 Ok(recorded) => add(&mut report.relayed, recorded),

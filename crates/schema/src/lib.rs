@@ -55,6 +55,7 @@ const EMBEDDED: &[Embedded] = &[
     embed!(4, "connections schemas", "0004_connections_schemas.sql"),
     embed!(5, "jobs message digest", "0005_jobs_message_digest.sql"),
     embed!(6, "job lifecycle", "0006_job_lifecycle.sql"),
+    embed!(7, "outbox sinks", "0007_outbox_sinks.sql"),
 ];
 
 /// The embedded migrations as sqlx runs them.

@@ -27,7 +27,10 @@ pub fn ports(
     Ports {
         jobs: Arc::new(store.clone()),
         objects: Arc::new(objects),
-        events: Arc::new(Relay { store, publisher }),
+        events: Arc::new(Relay {
+            store,
+            publisher: publisher.into(),
+        }),
         extractor: Arc::new(engine),
     }
 }
@@ -136,7 +139,7 @@ impl ResultStore for ObjectStore {
 /// Events go out through the repairer's relay: the same publish-and-mark step as its passes.
 struct Relay {
     store: outbox::Store,
-    publisher: Arc<publisher::Publisher>,
+    publisher: repairer::SinkPublisher,
 }
 
 #[async_trait]

@@ -47,6 +47,26 @@ impl Check for RabbitMq {
     }
 }
 
+/// The MQTT mirror's publisher is connected (only when the mirror is on).
+pub struct Mqtt(pub Arc<publisher::mqtt::MqttPublisher>);
+
+impl Check for Mqtt {
+    fn name(&self) -> &'static str {
+        "mqtt"
+    }
+
+    fn check(&self) -> Pin<Box<dyn Future<Output = CheckResult> + Send + '_>> {
+        let connected = self.0.is_connected();
+        Box::pin(async move {
+            if connected {
+                Ok(())
+            } else {
+                Err("not connected to the MQTT broker".to_owned())
+            }
+        })
+    }
+}
+
 /// The results bucket answers `HeadBucket`.
 pub struct ObjectStorage(pub ObjectStore);
 

@@ -30,7 +30,13 @@ struct Jobs {
     core: Arc<JobCore>,
     store: outbox::Store,
     publisher: Arc<publisher::Publisher>,
+    /// The MQTT mirror's publisher, when the mirror is on.
+    mirror: Option<Arc<publisher::mqtt::MqttPublisher>>,
 }
+
+/// How often the mirror's relay looks for MQTT rows: they are recorded unleased, and nobody
+/// publishes them right after their commit.
+const MIRROR_POLL: Duration = Duration::from_millis(200);
 
 /// A Worker ready to run: every dependency checked, the health server bound.
 pub struct Application {
@@ -72,7 +78,10 @@ impl Application {
             .max_connections(settings.database.max_connections)
             .acquire_timeout(Duration::from_secs(10))
             .connect_lazy_with(options);
-        let store = outbox::Store::new(pool.clone());
+        let mut store = outbox::Store::new(pool.clone());
+        if let Some(mqtt) = &settings.mqtt {
+            store = store.mirrored(&mqtt.topic_prefix);
+        }
 
         let connections = ConnectionStore::new(
             pool.clone(),
@@ -94,6 +103,25 @@ impl Application {
             publisher::Publisher::new(publisher_config, settings.keys.external_hmac().clone())
                 .context("Failed to set up the event publisher")?,
         );
+        let mirror = match &settings.mqtt {
+            None => None,
+            Some(mqtt) => {
+                contract::redaction::remember_host(&mqtt.url.host);
+                if let Some(username) = &mqtt.username {
+                    contract::redaction::remember_user(username);
+                }
+                let mut config =
+                    publisher::mqtt::MqttConfig::new(mqtt.url.clone(), mqtt.client_id.clone());
+                config.username = mqtt.username.clone();
+                config.password = mqtt.password.clone();
+                config.keep_alive = mqtt.keep_alive;
+                config.ca_file = mqtt.ca_file.clone();
+                Some(Arc::new(
+                    publisher::mqtt::MqttPublisher::start(&config)
+                        .context("Failed to set up the MQTT mirror")?,
+                ))
+            }
+        };
         let consumer = ConsumerConfig {
             uri: settings.amqp.uri.clone(),
             work_queue: settings.amqp.work_queue.clone(),
@@ -126,6 +154,7 @@ impl Application {
             core: control.core.clone(),
             store,
             publisher,
+            mirror,
         };
         let control = Arc::new(control);
         if settings.amqp.allow_legacy_body_signature {
@@ -136,11 +165,15 @@ impl Application {
             );
         }
         let consumer_connected = Arc::new(AtomicBool::new(false));
-        let readiness = Readiness::new(vec![
+        let mut checks: Vec<Box<dyn health::Check>> = vec![
             Box::new(checks::Postgres(pool.clone())),
             Box::new(checks::RabbitMq(consumer_connected.clone())),
             Box::new(checks::ObjectStorage(objects.clone())),
-        ]);
+        ];
+        if let Some(mirror) = &jobs.mirror {
+            checks.push(Box::new(checks::Mqtt(mirror.clone())));
+        }
+        let readiness = Readiness::new(checks);
         let health = HttpServer::bind(
             "health",
             settings.http.bind,
@@ -228,6 +261,9 @@ impl Application {
             Err(error) => Err(error),
         };
         jobs.publisher.close().await;
+        if let Some(mirror) = &jobs.mirror {
+            mirror.close().await;
+        }
         pool.close().await;
         stop_http.cancel();
         let _ = http.await;
@@ -281,6 +317,24 @@ async fn consume_until_stopped(
         let stop = stop_background.clone();
         async move { repairer.run(stop).await }
     });
+    // The mirror's rows: relayed at once (no grace: nobody else publishes them), repaired and
+    // purged on the same interval, apart from the AMQP rows.
+    let mut mirroring = jobs.mirror.clone().map(|mirror| {
+        let mut config =
+            repairer::RepairerConfig::new(format!("{}/mirror", settings.jobs.worker_id));
+        config.interval = settings.outbox.repair_interval;
+        config.batch = settings.outbox.repair_batch.max(100);
+        config.grace = Duration::ZERO;
+        config.retention = settings.outbox.retention;
+        config.poll = Some(MIRROR_POLL);
+        let relay = Arc::new(repairer::Repairer::new(jobs.store.clone(), mirror, config));
+        let stop = stop_background.clone();
+        let running = tokio::spawn({
+            let relay = relay.clone();
+            async move { relay.run(stop).await }
+        });
+        (relay, running)
+    });
     let sweeper = Sweeper {
         core: jobs.core.clone(),
         interval: settings.jobs.lease,
@@ -317,10 +371,16 @@ async fn consume_until_stopped(
     }
     stop_background.cancel();
     let _ = repairing.await;
+    if let Some((_, running)) = &mut mirroring {
+        let _ = running.await;
+    }
     let _ = sweeping.await;
     let _ = listening.await;
     // Whatever the last jobs recorded but could not publish goes out now, if it can.
     let _ = repairer.repair_once(&CancellationToken::new()).await;
+    if let Some((relay, _)) = &mirroring {
+        let _ = relay.repair_once(&CancellationToken::new()).await;
+    }
 }
 
 /// Waits until PostgreSQL, RabbitMQ and S3 answer (see [`crate::dependencies`]), then

@@ -1,5 +1,6 @@
 //! Retention of published events and the backlog statistics.
 
+use outbox::Sink;
 use std::time::Duration;
 
 use outbox::OutboxError;
@@ -74,7 +75,7 @@ async fn purge_refuses_an_empty_batch() {
 #[tokio::test]
 async fn stats_report_the_backlog() {
     let db = TestDb::migrated().await;
-    let empty = db.store.stats().await.expect("stats");
+    let empty = db.store.stats(Sink::Amqp).await.expect("stats");
     assert_eq!(
         (empty.pending, empty.oldest_unpublished_age, empty.failing),
         (0, None, 0)
@@ -90,12 +91,12 @@ async fn stats_report_the_backlog() {
     // The repairer takes two of them: their first publish failed.
     let retried = db
         .store
-        .claim_unpublished("relay", Duration::from_secs(10), LONG, 2)
+        .claim_unpublished(Sink::Amqp, "relay", Duration::from_secs(10), LONG, 2)
         .await
         .expect("claim");
     assert_eq!(retried.len(), 2);
 
-    let stats = db.store.stats().await.expect("stats");
+    let stats = db.store.stats(Sink::Amqp).await.expect("stats");
     assert_eq!(stats.pending, 4);
     assert_eq!(stats.failing, 2);
     let age = stats.oldest_unpublished_age.expect("an unpublished row");

@@ -41,6 +41,8 @@ fn published_failed_returned_republished_and_the_outbox_gauges() {
             let recorded =
                 support::record(&db.store, i, completed(i), Duration::from_secs(60)).await;
             first.push(PendingEvent {
+                sink: outbox::Sink::Amqp,
+                topic: None,
                 id: recorded.outbox_id,
                 job_id: recorded.job_id,
                 event: recorded.event,
@@ -48,9 +50,14 @@ fn published_failed_returned_republished_and_the_outbox_gauges() {
                 created_at: chrono::Utc::now(),
             });
         }
-        let relayed = repairer::relay(&db.store, &publisher, support::RECORDER, &first)
-            .await
-            .expect("relay");
+        let relayed = repairer::relay(
+            &db.store,
+            &publisher.clone().into(),
+            support::RECORDER,
+            &first,
+        )
+        .await
+        .expect("relay");
         assert_eq!(relayed.published, 2, "{relayed:?}");
         let s = take(&snapshotter);
         assert_eq!(counter(&s, PUBLISHED, &[COMPLETED]), 2);

@@ -38,6 +38,8 @@ pub struct Settings {
     pub http: HttpSettings,
     pub shutdown: ShutdownSettings,
     pub outbox: OutboxSettings,
+    /// The MQTT mirror (lifecycle §5), when `MQTT_URL` is set.
+    pub mqtt: Option<MqttSettings>,
     pub jobs: JobSettings,
     pub log: LogSettings,
     /// `DATASOURCE_<NAME>_*`, by connection name: the groups without problems.
@@ -114,6 +116,25 @@ pub struct OutboxSettings {
     pub repair_grace: Duration,
     /// `OUTBOX_RETENTION_HOURS` (default 168): published rows are deleted after this long.
     pub retention: Duration,
+}
+
+/// The MQTT mirror's settings.
+#[derive(Debug, Clone)]
+pub struct MqttSettings {
+    /// `MQTT_URL`: `mqtt://host[:port]` or `mqtts://host[:port]`.
+    pub url: publisher::mqtt::MqttUrl,
+    /// `MQTT_CLIENT_ID` (default: the Worker id).
+    pub client_id: String,
+    /// `MQTT_USERNAME`.
+    pub username: Option<String>,
+    /// `MQTT_PASSWORD` (never printed).
+    pub password: Option<SecretString>,
+    /// `MQTT_TOPIC_PREFIX` (default `fetcher`): no `$`, no wildcard, no empty level.
+    pub topic_prefix: String,
+    /// `MQTT_KEEP_ALIVE_SEC` (default 30).
+    pub keep_alive: Duration,
+    /// `MQTT_CA_FILE`: PEM CA certificates for `mqtts://` instead of the system's roots.
+    pub ca_file: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Clone)]

@@ -194,6 +194,9 @@ pub(super) const OUTBOX_REPAIR_GRACE_SEC: Number =
 /// `OUTBOX_RETENTION_HOURS`: at most ten years; 0 would delete rows as soon as published.
 pub(super) const OUTBOX_RETENTION_HOURS: Number =
     Number::new("OUTBOX_RETENTION_HOURS", Unit::Hours, 168, 87_600);
+/// `MQTT_KEEP_ALIVE_SEC`: MQTT's keep-alive is a 16-bit count of seconds.
+pub(super) const MQTT_KEEP_ALIVE_SEC: Number =
+    Number::new("MQTT_KEEP_ALIVE_SEC", Unit::Seconds, 30, 65_535);
 /// `HEALTH_PORT` (upstream: ≤0 or >65535 → 4007).
 pub(super) const HEALTH_PORT: Number = Number {
     too_large: Outside::UseDefault,

@@ -160,6 +160,7 @@ pub(super) fn read(r: &mut Reader<'_>, vars: &BTreeMap<String, String>) -> Optio
             .map_or_else(default_worker_id, str::to_owned),
         storage_retry: r.seconds(&number::OBJECT_STORAGE_RETRY_SEC),
     };
+    let mqtt = mqtt(r, &jobs.worker_id);
     let log = LogSettings {
         level: r.text("LOG_LEVEL", "info"),
         json: r.text("LOG_FORMAT", "text").eq_ignore_ascii_case("json"),
@@ -174,12 +175,46 @@ pub(super) fn read(r: &mut Reader<'_>, vars: &BTreeMap<String, String>) -> Optio
         http,
         shutdown,
         outbox,
+        mqtt,
         jobs,
         log,
         datasources,
         warnings: std::mem::take(&mut r.warnings),
     };
     Some(settings)
+}
+
+/// The MQTT mirror's settings, when `MQTT_URL` is set. The URL's error never repeats it, and the
+/// password is never printed; the prefix is checked here, so a `$` or a wildcard stops the
+/// start instead of every publish.
+fn mqtt(r: &mut Reader<'_>, worker_id: &str) -> Option<MqttSettings> {
+    let keep_alive = r.seconds(&number::MQTT_KEEP_ALIVE_SEC);
+    let url = r.get("MQTT_URL").filter(|url| !url.is_empty())?;
+    let url = publisher::mqtt::MqttUrl::parse(url)
+        .map_err(|e| match e {
+            publisher::mqtt::MqttError::Config(why) => r.problem(why),
+            other => r.problem(other.to_string()),
+        })
+        .ok();
+    let topic_prefix = r.text("MQTT_TOPIC_PREFIX", "fetcher");
+    if let Err(why) = contract::event::mirror::valid_prefix(&topic_prefix) {
+        r.problem(format!("MQTT_TOPIC_PREFIX {why}"));
+    }
+    let client_id = r.text("MQTT_CLIENT_ID", worker_id);
+    if client_id.is_empty() || client_id.len() > 65_535 {
+        r.problem("MQTT_CLIENT_ID must be 1 to 65535 bytes".into());
+    }
+    Some(MqttSettings {
+        url: url?,
+        client_id,
+        username: r.get("MQTT_USERNAME").map(str::to_owned),
+        password: r
+            .get("MQTT_PASSWORD")
+            .map(|p| SecretString::from(p.to_owned())),
+        topic_prefix,
+        keep_alive,
+        ca_file: r.get("MQTT_CA_FILE").map(std::path::PathBuf::from),
+    })
 }
 
 /// A value [`Reader::number`] bounded to a port's range.

@@ -7,7 +7,7 @@ use super::*;
 /// Every numeric variable the Worker reads, listed here from README's table rather than taken
 /// from the reader, so a new one the walk does not know fails
 /// [`the_walk_knows_every_numeric_variable`].
-const NUMERIC: [&str; 18] = [
+const NUMERIC: [&str; 19] = [
     "RABBITMQ_PORT_AMQP",
     "RABBITMQ_NUMBERS_OF_WORKERS",
     "RABBITMQ_MAX_MESSAGE_BYTES",
@@ -26,6 +26,7 @@ const NUMERIC: [&str; 18] = [
     "API_PORT",
     "READYZ_DRAIN_DELAY_SEC",
     "SHUTDOWN_GRACE_SEC",
+    "MQTT_KEEP_ALIVE_SEC",
 ];
 
 const VALUES: [&str; 4] = ["0", "-1", "99999999999999999999", "ten"];

@@ -263,6 +263,8 @@ async fn publish(
     pending.push(PendingEvent {
         id: outbox_id,
         job_id,
+        sink: outbox::Sink::Amqp,
+        topic: None,
         event,
         attempts: 1,
         created_at: Utc::now(),

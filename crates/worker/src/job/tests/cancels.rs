@@ -10,6 +10,8 @@ use super::{Bench, Disposition};
 
 fn pending_event(job_id: uuid::Uuid, event: Event, id: i64) -> PendingEvent {
     PendingEvent {
+        sink: outbox::Sink::Amqp,
+        topic: None,
         id,
         job_id,
         event: OutboundEvent {

@@ -109,6 +109,8 @@ async fn a_finished_job_whose_event_is_unpublished_is_republished_not_rerun() {
             event_published: false,
         }));
         state.unpublished.push(PendingEvent {
+            sink: outbox::Sink::Amqp,
+            topic: None,
             id: 9,
             job_id: message.job_id,
             event,

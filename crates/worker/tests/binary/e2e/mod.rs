@@ -7,6 +7,7 @@ mod delivery;
 mod executions;
 mod failures;
 mod lifecycle;
+mod mirror;
 mod settings;
 mod topology;
 mod world;

@@ -1,0 +1,336 @@
+//! The MQTT mirror of the real binary (lifecycle §5): a client no one here wrote
+//! (`mosquitto_sub`) receives, for a completed, a failed, a canceled and a deleted job, exactly
+//! the topics of §5, with payloads whose members, types and values match the job's state row.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+use sqlx::Row;
+use testkit::mqtt::{mqtt_url, unique_prefix, Received, Subscriber};
+use uuid::Uuid;
+
+use crate::harness::{Signing, World};
+
+/// The mirror's topic of `job_id`'s `operation`, job-level or an execution's.
+fn topic(prefix: &str, kind: &str, job_id: Uuid, operation: &str) -> String {
+    format!("{prefix}/events/{kind}/{job_id}/{operation}")
+}
+
+/// Whether the raw payload's members are `expected`, in that order (a parsed `Value` sorts them).
+fn assert_members(payload: &Value, expected: &[&str]) {
+    let raw = payload["raw"].as_str().expect("raw text");
+    let object = payload.as_object().expect("object");
+    assert_eq!(object.len() - 1, expected.len(), "members: {raw}");
+    let mut last = 0;
+    for name in expected {
+        let at = raw
+            .find(&format!("\"{name}\":"))
+            .unwrap_or_else(|| panic!("no {name} in {raw}"));
+        assert!(at >= last, "{name} out of the page's order in {raw}");
+        last = at;
+    }
+}
+
+/// What the mirror published, deduplicated by `eventId` (delivery is at least once), by topic;
+/// each payload with its text under `raw`.
+fn by_topic(received: &[Received]) -> BTreeMap<String, Value> {
+    let mut seen = BTreeSet::new();
+    let mut topics = BTreeMap::new();
+    for message in received {
+        let mut payload: Value = serde_json::from_str(&message.payload)
+            .unwrap_or_else(|_| panic!("not JSON on {}: {}", message.topic, message.payload));
+        payload["raw"] = Value::String(message.payload.clone());
+        let id = payload["eventId"].as_str().expect("eventId").to_owned();
+        if seen.insert(id) {
+            let earlier = topics.insert(message.topic.clone(), payload);
+            assert!(earlier.is_none(), "two events on {}", message.topic);
+        }
+    }
+    topics
+}
+
+fn millis(at: DateTime<Utc>) -> i64 {
+    at.timestamp_millis()
+}
+
+/// Checks a job-level payload against the job's state row.
+async fn check_job_payload(
+    world: &World,
+    payload: &Value,
+    job_id: Uuid,
+    datasource: &str,
+    ce_operation: &str,
+) {
+    let row = sqlx::query("SELECT created_at, updated_at, finished_at FROM jobs WHERE job_id = $1")
+        .bind(job_id)
+        .fetch_one(&world.state)
+        .await
+        .expect("job row");
+    let created: DateTime<Utc> = row.get("created_at");
+    let updated: DateTime<Utc> = row.get("updated_at");
+    let finished: Option<DateTime<Utc>> = row.get("finished_at");
+    let ce_id = format!("fetcher.job.{ce_operation}.{job_id}");
+    let completed = ce_operation == "completed" || ce_operation == "failed";
+    let mut expected = vec![
+        "eventType",
+        "eventId",
+        "timestamp",
+        "operation",
+        "jobId",
+        "status",
+        "targetSelection",
+        "targets",
+        "description",
+    ];
+    if completed {
+        expected.extend([
+            "completedAt",
+            "createdAt",
+            "lastUpdatedAt",
+            "jobProcessDetails",
+        ]);
+    } else {
+        expected.extend(["createdAt", "lastUpdatedAt"]);
+        if payload.get("comment").is_some() {
+            expected.push("comment");
+        }
+    }
+    assert_members(payload, &expected);
+    assert_eq!(payload["eventType"], "JOB");
+    assert_eq!(
+        payload["eventId"],
+        Uuid::new_v5(&Uuid::NAMESPACE_URL, ce_id.as_bytes()).to_string()
+    );
+    assert_eq!(payload["jobId"], job_id.to_string());
+    assert_eq!(payload["targetSelection"], "SNAPSHOT");
+    assert_eq!(
+        payload["targets"],
+        serde_json::json!([format!("fetcher:single-tenant:datasource/{datasource}")])
+    );
+    assert_eq!(payload["description"], "e2e");
+    let timestamp = payload["timestamp"]
+        .as_i64()
+        .expect("timestamp: whole seconds");
+    assert!(timestamp >= created.timestamp() && timestamp <= updated.timestamp() + 1);
+    assert_eq!(payload["createdAt"].as_i64(), Some(millis(created)));
+    let last = payload["lastUpdatedAt"]
+        .as_i64()
+        .expect("lastUpdatedAt: ms");
+    assert!(
+        last >= millis(created) && last <= millis(updated),
+        "{payload}"
+    );
+    if completed {
+        assert_eq!(payload["operation"], "completed");
+        assert_eq!(payload["status"], "COMPLETED");
+        assert_eq!(
+            payload["completedAt"].as_i64(),
+            finished.map(millis),
+            "the state row's finished_at"
+        );
+        let statuses = world.executions(job_id).await;
+        let count = |status: &str| statuses.iter().filter(|(_, s)| s == status).count();
+        let details = &payload["jobProcessDetails"];
+        assert_eq!(details["numberOfSucceededThings"], count("SUCCEEDED"));
+        assert_eq!(
+            details["numberOfFailedThings"],
+            count("FAILED") + count("TIMED_OUT")
+        );
+        assert_eq!(details["numberOfCanceledThings"], count("CANCELED"));
+        assert_eq!(details["numberOfRejectedThings"], count("REJECTED"));
+        assert_eq!(details["numberOfRemovedThings"], count("REMOVED"));
+    } else {
+        assert_eq!(payload["operation"], ce_operation);
+        assert_eq!(payload["status"], ce_operation.to_ascii_uppercase());
+    }
+}
+
+#[tokio::test]
+async fn mosquitto_sub_receives_every_lifecycle_event_with_payloads_matching_the_state_rows() {
+    let world = World::new().await;
+    let prefix = unique_prefix();
+    let subscriber = Subscriber::start(&mqtt_url(), &format!("{prefix}/events/#"));
+    let (worker, api) = world
+        .start_worker_with_api(vec![
+            ("MQTT_URL".into(), mqtt_url()),
+            ("MQTT_TOPIC_PREFIX".into(), prefix.clone()),
+        ])
+        .await;
+    // The AMQP events need a queue bound, or the broker returns them and the jobs' messages wait.
+    let _amqp = world.listen().await;
+    let (status, ready) = worker.get("/readyz").expect("readyz");
+    assert_eq!(status, 200, "{ready}");
+    assert!(ready.contains("mqtt"), "the mirror's check: {ready}");
+
+    let [completed, failed, canceled, deleted] = [(); 4].map(|_| Uuid::now_v7());
+    for job in [completed, deleted] {
+        world
+            .submit(&world.job_body(job, "src", "payments", &["id"]), None, &[])
+            .await;
+    }
+    // `down` refuses connections: its execution fails, and the job.
+    world
+        .submit(
+            &world.job_body(failed, "down", "payments", &["id"]),
+            None,
+            &[],
+        )
+        .await;
+    for job in [completed, deleted] {
+        world
+            .wait_status(job, "completed", Duration::from_secs(40))
+            .await;
+    }
+    world
+        .wait_status(failed, "failed", Duration::from_secs(40))
+        .await;
+    // Submitted last: its 6 s statement is still running when the cancel comes.
+    world
+        .submit(&world.job_body(canceled, "src", "slow", &["id"]), None, &[])
+        .await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while world.slow_queries().await == 0 {
+        assert!(
+            Instant::now() < deadline,
+            "the slow query never ran (the job is {:?})",
+            world.job_status(canceled).await
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let (status, answer) = api.send(
+        "POST",
+        canceled,
+        "/cancel",
+        None,
+        br#"{"force":true,"comment":"runaway"}"#,
+        Signing::Valid,
+    );
+    assert_eq!(status, 202, "{answer}");
+    world
+        .wait_status(canceled, "canceled", Duration::from_secs(30))
+        .await;
+    let (status, answer) = api.send(
+        "DELETE",
+        deleted,
+        "",
+        None,
+        br#"{"comment":"retention"}"#,
+        Signing::Valid,
+    );
+    assert_eq!(status, 202, "{answer}");
+    world
+        .wait_status(deleted, "deleted", Duration::from_secs(30))
+        .await;
+
+    let job = |id, op| topic(&prefix, "job", id, op);
+    let execution = |id, op| topic(&prefix, "jobExecution", id, op);
+    let expected: BTreeSet<String> = [
+        job(completed, "completed"),
+        execution(completed, "succeeded"),
+        job(failed, "completed"),
+        execution(failed, "failed"),
+        job(canceled, "cancellation_in_progress"),
+        execution(canceled, "canceled"),
+        job(canceled, "canceled"),
+        job(deleted, "completed"),
+        execution(deleted, "succeeded"),
+        job(deleted, "deletion_in_progress"),
+        execution(deleted, "deleted"),
+        job(deleted, "deleted"),
+    ]
+    .into_iter()
+    .collect();
+    let received = subscriber
+        .wait_for(Duration::from_secs(60), |r| {
+            by_topic(r).keys().cloned().collect::<BTreeSet<_>>() == expected
+        })
+        .await;
+    let topics = by_topic(&received);
+    assert_eq!(
+        topics.keys().cloned().collect::<BTreeSet<_>>(),
+        expected,
+        "exactly the topics of lifecycle §5"
+    );
+
+    check_job_payload(
+        &world,
+        &topics[&job(completed, "completed")],
+        completed,
+        "src",
+        "completed",
+    )
+    .await;
+    check_job_payload(
+        &world,
+        &topics[&job(failed, "completed")],
+        failed,
+        "down",
+        "failed",
+    )
+    .await;
+    for op in ["cancellation_in_progress", "canceled"] {
+        check_job_payload(&world, &topics[&job(canceled, op)], canceled, "src", op).await;
+    }
+    assert_eq!(topics[&job(canceled, "canceled")]["comment"], "runaway");
+    for op in ["deletion_in_progress", "deleted"] {
+        let payload = &topics[&job(deleted, op)];
+        assert_eq!(payload["status"], op.to_ascii_uppercase());
+        assert_eq!(payload["comment"], "retention");
+        assert!(payload.get("jobProcessDetails").is_none());
+    }
+
+    // Executions: thing, status and string-valued details as their rows say.
+    let succeeded = &topics[&execution(completed, "succeeded")];
+    assert_members(
+        succeeded,
+        &[
+            "eventType",
+            "eventId",
+            "timestamp",
+            "operation",
+            "jobId",
+            "thingArn",
+            "status",
+            "statusDetails",
+        ],
+    );
+    assert_eq!(succeeded["eventType"], "JOB_EXECUTION");
+    assert_eq!(
+        succeeded["thingArn"],
+        "fetcher:single-tenant:datasource/src"
+    );
+    assert_eq!(succeeded["status"], "SUCCEEDED");
+    assert_eq!(
+        succeeded["statusDetails"]["rowCount"], "3",
+        "a string, as IoT's"
+    );
+    assert_eq!(
+        succeeded["eventId"],
+        Uuid::new_v5(
+            &Uuid::NAMESPACE_URL,
+            format!("fetcher.job.execution.succeeded.{completed}.src").as_bytes()
+        )
+        .to_string()
+    );
+    let failure = &topics[&execution(failed, "failed")];
+    assert_eq!(failure["status"], "FAILED");
+    let error = failure["statusDetails"]["error"]
+        .as_str()
+        .expect("error text");
+    let row_error: Option<String> =
+        sqlx::query_scalar("SELECT error FROM job_executions WHERE job_id = $1")
+            .bind(failed)
+            .fetch_one(&world.state)
+            .await
+            .expect("execution row");
+    assert_eq!(Some(error.to_owned()), row_error);
+    assert_eq!(
+        topics[&execution(canceled, "canceled")]["status"],
+        "CANCELED"
+    );
+
+    drop(worker);
+    world.cleanup().await;
+}
