@@ -1,6 +1,9 @@
 //! A broker outage delays events and loses none (contract §8): while RabbitMQ is stopped, a
 //! running `Repairer` marks nothing published; once it is back, every recorded event is
-//! published within about one repair interval, and reaches the queue.
+//! published within about one repair interval, and reaches the queue. Meanwhile the MQTT
+//! mirror's rows of the same events, relayed on their own (lifecycle §5), all reach a
+//! `mosquitto_sub` on the local Mosquitto during the outage: a dead AMQP broker does not hold
+//! them back.
 //!
 //! **This test stops the shared local broker** (`rabbitmqctl stop_app`, then `start_app`) for a
 //! few seconds. It is its own test binary so that it never runs concurrently with this crate's
@@ -14,8 +17,13 @@ mod support;
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use publisher::mqtt::{MqttConfig, MqttPublisher, MqttUrl};
 use repairer::Repairer;
 use testkit::amqp::{rabbitmqctl, RestartGuard};
+use testkit::mqtt::{mqtt_url, unique_prefix, Subscriber};
 use tokio_util::sync::CancellationToken;
 
 use support::{Broker, TestDb};
@@ -45,14 +53,16 @@ async fn wait_for_port(open: bool, within: Duration) {
 }
 
 async fn published_count(pool: &sqlx::PgPool) -> i64 {
-    sqlx::query_scalar("SELECT count(*) FROM outbox WHERE published_at IS NOT NULL")
-        .fetch_one(pool)
-        .await
-        .expect("count published")
+    sqlx::query_scalar(
+        "SELECT count(*) FROM outbox WHERE published_at IS NOT NULL AND sink = 'amqp'",
+    )
+    .fetch_one(pool)
+    .await
+    .expect("count published")
 }
 
 async fn tried_count(pool: &sqlx::PgPool) -> i64 {
-    sqlx::query_scalar("SELECT count(*) FROM outbox WHERE last_error IS NOT NULL")
+    sqlx::query_scalar("SELECT count(*) FROM outbox WHERE last_error IS NOT NULL AND sink = 'amqp'")
         .fetch_one(pool)
         .await
         .expect("count tried")
@@ -81,7 +91,10 @@ async fn a_broker_outage_delays_events_and_loses_none() {
     wait_for_port(false, Duration::from_secs(30)).await;
     let stopped = Instant::now();
 
-    let recorded = support::record_many(&db.store, EVENTS, 8, support::mixed, Duration::ZERO).await;
+    let prefix = unique_prefix();
+    let subscriber = Subscriber::start(&mqtt_url(), &format!("{prefix}/events/#"));
+    let mirrored = db.store.clone().mirrored(&prefix);
+    let recorded = support::record_many(&mirrored, EVENTS, 8, support::mixed, Duration::ZERO).await;
     let expected = support::by_ce_id(&recorded);
     let mut config = support::config("repairer-outage", 25);
     config.interval = INTERVAL;
@@ -92,12 +105,51 @@ async fn a_broker_outage_delays_events_and_loses_none() {
         tokio::spawn(async move { repairer.run(stop).await })
     };
 
-    // Nothing is marked published while the broker is down, though the repairer keeps trying.
+    let mqtt = Arc::new(
+        MqttPublisher::start(&MqttConfig::new(
+            MqttUrl::parse(&mqtt_url()).expect("url"),
+            format!("repairer-outage-{}", uuid::Uuid::new_v4().simple()),
+        ))
+        .expect("mqtt publisher"),
+    );
+    let mut mirror_config = support::config("repairer-outage-mirror", 100);
+    mirror_config.interval = INTERVAL;
+    mirror_config.grace = Duration::ZERO;
+    mirror_config.poll = Some(Duration::from_millis(200));
+    let mirror = Repairer::new(db.store.clone(), mqtt.clone(), mirror_config);
+    let mirroring = {
+        let stop = stop.clone();
+        tokio::spawn(async move { mirror.run(stop).await })
+    };
+
+    // Nothing is marked published while the broker is down, though the repairer keeps trying;
+    // the mirror's messages all arrive meanwhile.
     let watch = Instant::now();
-    while watch.elapsed() < DOWN_FOR {
+    let mut mirrored_in = None;
+    while watch.elapsed() < DOWN_FOR || mirrored_in.is_none() {
         assert_eq!(published_count(db.pool()).await, 0, "published while down");
+        if mirrored_in.is_none() {
+            let ids: HashSet<String> = subscriber
+                .received()
+                .iter()
+                .filter_map(|m| serde_json::from_str::<serde_json::Value>(&m.payload).ok())
+                .filter_map(|p| p["eventId"].as_str().map(str::to_owned))
+                .collect();
+            if ids.len() == EVENTS {
+                mirrored_in = Some(stopped.elapsed());
+            }
+        }
+        assert!(
+            watch.elapsed() < Duration::from_secs(60),
+            "the mirror's messages did not all arrive while RabbitMQ was down"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    assert!(!port_open(), "RabbitMQ stayed down throughout");
+    println!(
+        "RabbitMQ down: all {EVENTS} MQTT messages arrived {:.1?} after it stopped",
+        mirrored_in.unwrap_or_default()
+    );
     let tried = tried_count(db.pool()).await;
     println!(
         "broker down {:.1?}: 0 of {EVENTS} published, {tried} rows tried and backed off",
@@ -120,7 +172,8 @@ async fn a_broker_outage_delays_events_and_loses_none() {
     let drained = support::wait_unpublished(db.pool(), 0, Duration::from_secs(60)).await;
     let all_published = starting.elapsed();
     let first_published: Option<f64> = sqlx::query_scalar(
-        "SELECT EXTRACT(EPOCH FROM max(published_at) - min(published_at))::float8 FROM outbox",
+        "SELECT EXTRACT(EPOCH FROM max(published_at) - min(published_at))::float8 FROM outbox \
+         WHERE sink = 'amqp'",
     )
     .fetch_one(db.pool())
     .await
@@ -145,6 +198,8 @@ async fn a_broker_outage_delays_events_and_loses_none() {
     );
     stop.cancel();
     running.await.expect("repairer task");
+    mirroring.await.expect("mirror task");
+    mqtt.close().await;
 
     // The queue holds every event, at least once.
     broker.reconnect().await;
