@@ -48,6 +48,18 @@ impl Subscriber {
     /// subscription has no other outward sign). Panics, saying what to start, when
     /// `mosquitto_sub` is missing or the broker does not answer.
     pub fn start(url: &str, filter: &str) -> Subscriber {
+        Subscriber::spawn(url, filter, &[])
+    }
+
+    /// [`start`](Self::start) with a persistent session (`-c`, a fixed client id): a broker that
+    /// keeps sessions across its restarts ([`PrivateBroker`]) queues what comes while this
+    /// subscriber reconnects.
+    pub fn persistent(url: &str, filter: &str) -> Subscriber {
+        let id = format!("fetcher-test-sub-{}", uuid::Uuid::new_v4().simple());
+        Subscriber::spawn(url, filter, &["-c", "-i", &id])
+    }
+
+    fn spawn(url: &str, filter: &str, extra: &[&str]) -> Subscriber {
         let (host, port) = host_port(url);
         // `stdbuf`: to a pipe, mosquitto_sub's stdout is block-buffered; a line per message.
         let mut child = Command::new("stdbuf")
@@ -64,6 +76,7 @@ impl Subscriber {
                 "-t",
                 filter,
             ])
+            .args(extra)
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
@@ -164,9 +177,11 @@ impl Drop for Subscriber {
 }
 
 /// A Mosquitto of one test's own, on a free port, that it may stop and start; killed on drop.
+/// It keeps persistent sessions (and their queued messages) across a stop and a start.
 pub struct PrivateBroker {
     port: u16,
     config: PathBuf,
+    data: PathBuf,
     child: Option<Child>,
 }
 
@@ -178,14 +193,21 @@ impl PrivateBroker {
             .expect("a free port")
             .port();
         let config = std::env::temp_dir().join(format!("fetcher-test-mosquitto-{port}.conf"));
+        let data = std::env::temp_dir().join(format!("fetcher-test-mosquitto-{port}"));
+        std::fs::create_dir_all(&data).expect("mosquitto data directory");
         std::fs::write(
             &config,
-            format!("listener {port} 127.0.0.1\nallow_anonymous true\npersistence false\n"),
+            format!(
+                "listener {port} 127.0.0.1\nallow_anonymous true\npersistence true\n\
+                 persistence_location {}/\n",
+                data.display()
+            ),
         )
         .expect("mosquitto config");
         let mut broker = PrivateBroker {
             port,
             config,
+            data,
             child: None,
         };
         broker.resume();
@@ -196,9 +218,20 @@ impl PrivateBroker {
         format!("mqtt://127.0.0.1:{}", self.port)
     }
 
-    /// Kills the broker (no goodbye to its clients), and waits until the port is closed.
+    /// Stops the broker as an operator would (SIGTERM: it saves its sessions and closes its
+    /// clients' connections) and waits until it exited.
     pub fn stop(&mut self) {
         if let Some(mut child) = self.child.take() {
+            let _ = Command::new("kill")
+                .args(["-TERM", &child.id().to_string()])
+                .status();
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while Instant::now() < deadline {
+                if let Ok(Some(_)) = child.try_wait() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
             let _ = child.kill();
             let _ = child.wait();
         }
@@ -230,5 +263,6 @@ impl Drop for PrivateBroker {
     fn drop(&mut self) {
         self.stop();
         let _ = std::fs::remove_file(&self.config);
+        let _ = std::fs::remove_dir_all(&self.data);
     }
 }

@@ -334,3 +334,140 @@ async fn mosquitto_sub_receives_every_lifecycle_event_with_payloads_matching_the
     drop(worker);
     world.cleanup().await;
 }
+
+/// The jobs run while Mosquitto is down.
+const DURING_OUTAGE: usize = 200;
+/// The jobs run before, the same load, for the AMQP latency the outage is compared with.
+const BEFORE_OUTAGE: usize = DURING_OUTAGE;
+/// How long Mosquitto stays down at least.
+const OUTAGE: Duration = Duration::from_secs(20);
+
+/// Submits `jobs` and returns each one's AMQP latency (submitted to `job.completed` received),
+/// sorted.
+async fn run_jobs(
+    world: &World,
+    events: &mut crate::harness::Listener,
+    jobs: &[Uuid],
+) -> Vec<Duration> {
+    let mut submitted = BTreeMap::new();
+    for job in jobs {
+        world
+            .submit(&world.job_body(*job, "src", "payments", &["id"]), None, &[])
+            .await;
+        submitted.insert(job.to_string(), Instant::now());
+    }
+    let mut latencies = Vec::with_capacity(jobs.len());
+    let deadline = Instant::now() + Duration::from_secs(240);
+    while !submitted.is_empty() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let event = events
+            .next(left)
+            .await
+            .unwrap_or_else(|| panic!("{} jobs' events never came", submitted.len()));
+        if event.delivery.routing_key.as_str() != "job.completed" {
+            continue;
+        }
+        if let Some(at) = submitted.remove(&event.text("ce-subject")) {
+            latencies.push(at.elapsed());
+        }
+    }
+    latencies.sort();
+    latencies
+}
+
+fn percentile(sorted: &[Duration], p: usize) -> Duration {
+    sorted[(sorted.len() * p / 100).min(sorted.len() - 1)]
+}
+
+/// The distinct `eventId`s a subscriber received.
+fn event_ids(subscriber: &Subscriber) -> BTreeSet<String> {
+    subscriber
+        .received()
+        .iter()
+        .filter_map(|m| serde_json::from_str::<Value>(&m.payload).ok())
+        .filter_map(|p| p["eventId"].as_str().map(str::to_owned))
+        .collect()
+}
+
+#[tokio::test]
+async fn a_mosquitto_outage_delays_the_mirror_loses_nothing_and_never_holds_back_amqp_events() {
+    let world = World::new().await;
+    let mut broker = testkit::mqtt::PrivateBroker::start();
+    let prefix = unique_prefix();
+    let subscriber = Subscriber::persistent(&broker.url(), &format!("{prefix}/events/#"));
+    let (worker, _api) = world
+        .start_worker_with_api(vec![
+            ("MQTT_URL".into(), broker.url()),
+            ("MQTT_TOPIC_PREFIX".into(), prefix.clone()),
+        ])
+        .await;
+    let mut events = world.listen().await;
+
+    let before: Vec<Uuid> = (0..BEFORE_OUTAGE).map(|_| Uuid::now_v7()).collect();
+    let baseline = run_jobs(&world, &mut events, &before).await;
+
+    broker.stop();
+    let stopped = Instant::now();
+    let during: Vec<Uuid> = (0..DURING_OUTAGE).map(|_| Uuid::now_v7()).collect();
+    let outage = run_jobs(&world, &mut events, &during).await;
+    let amqp_done = stopped.elapsed();
+    // Every AMQP event of the outage's jobs came while the MQTT broker was still down.
+    let (status, ready) = worker.get("/readyz").expect("readyz");
+    assert_eq!(
+        status, 503,
+        "the mirror's check fails while its broker is away: {ready}"
+    );
+    assert!(ready.contains("mqtt"), "{ready}");
+    if let Some(rest) = OUTAGE.checked_sub(stopped.elapsed()) {
+        tokio::time::sleep(rest).await;
+    }
+    let down_for = stopped.elapsed();
+    broker.resume();
+
+    // Two events per job: its execution's and its own, each at least once.
+    let all = 2 * (BEFORE_OUTAGE + DURING_OUTAGE);
+    let deadline = Instant::now() + Duration::from_secs(180);
+    while event_ids(&subscriber).len() < all {
+        assert!(
+            Instant::now() < deadline,
+            "{} of {all} MQTT events arrived after the broker returned",
+            event_ids(&subscriber).len()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let mirrored = stopped.elapsed() - down_for;
+    let expected: BTreeSet<String> = before
+        .iter()
+        .chain(&during)
+        .flat_map(|job| {
+            [
+                format!("fetcher.job.completed.{job}"),
+                format!("fetcher.job.execution.succeeded.{job}.src"),
+            ]
+        })
+        .map(|ce_id| Uuid::new_v5(&Uuid::NAMESPACE_URL, ce_id.as_bytes()).to_string())
+        .collect();
+    assert_eq!(
+        event_ids(&subscriber),
+        expected,
+        "one eventId per event, none missing"
+    );
+    let unpublished: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM outbox WHERE published_at IS NULL")
+            .fetch_one(&world.state)
+            .await
+            .expect("outbox");
+    println!(
+        "AMQP latency before the outage: p50 {:?} p95 {:?} ({BEFORE_OUTAGE} jobs); during it: \
+         p50 {:?} p95 {:?} ({DURING_OUTAGE} jobs, all events in {amqp_done:.1?}); Mosquitto \
+         down {down_for:.1?}; every MQTT event in {mirrored:.1?} after it returned; {} \
+         deliveries for {all} events; {unpublished} rows left unpublished",
+        percentile(&baseline, 50),
+        percentile(&baseline, 95),
+        percentile(&outage, 50),
+        percentile(&outage, 95),
+        subscriber.received().len(),
+    );
+    drop(worker);
+    world.cleanup().await;
+}
