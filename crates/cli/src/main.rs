@@ -1,6 +1,7 @@
 //! `fetcherctl`: the operator's and consumer's tool for the Fetcher Worker.
 //!
-//! One module per command (`derive_key`, `submit`, `watch`, `fetch`; `control` for `status`,
+//! One module per command (`derive_key`, `submit`, `watch` with `watch_mqtt` for the MQTT mirror,
+//! `fetch`; `control` for `status`,
 //! `cancel` and `delete`); `keys`, `amqp` and
 //! `broker_env` (the Worker's `RABBITMQ_*` variables) hold what they share, `dedupe` the check
 //! that makes an event's ce-id safe to deduplicate on, `max_age` how old a watched event's
@@ -19,6 +20,7 @@ mod max_age;
 mod private_file;
 mod submit;
 mod watch;
+mod watch_mqtt;
 
 use std::future::Future;
 use std::process::ExitCode;

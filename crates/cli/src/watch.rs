@@ -91,6 +91,21 @@ pub struct Args {
     #[arg(long)]
     json: bool,
 
+    /// Watch the MQTT mirror on this broker instead (mqtt://host[:port] or mqtts://; user and
+    /// password from MQTT_USERNAME and MQTT_PASSWORD): its `<prefix>/events/#`, deduplicated by
+    /// eventId. --job, --count, --timeout and --json apply; the AMQP options do not.
+    #[arg(long, value_name = "URL")]
+    mqtt: Option<String>,
+
+    /// The mirror's topic prefix (the Worker's MQTT_TOPIC_PREFIX).
+    #[arg(
+        long,
+        value_name = "PREFIX",
+        env = "MQTT_TOPIC_PREFIX",
+        default_value = "fetcher"
+    )]
+    mqtt_prefix: String,
+
     #[command(flatten)]
     broker: BrokerArgs,
 }
@@ -105,6 +120,17 @@ struct Tally {
 }
 
 pub async fn run(args: Args) -> anyhow::Result<()> {
+    if let Some(url) = &args.mqtt {
+        return crate::watch_mqtt::run(crate::watch_mqtt::MqttWatch {
+            url,
+            prefix: &args.mqtt_prefix,
+            job: args.job,
+            count: args.count,
+            timeout: args.timeout,
+            json: args.json,
+        })
+        .await;
+    }
     let key = external_key(args.hmac_key.as_deref())?;
     let exchange = ShortString::try_new(args.exchange.as_str())
         .map_err(|_| anyhow!("--exchange is longer than 255 bytes"))?;

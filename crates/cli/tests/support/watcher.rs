@@ -62,16 +62,21 @@ impl Watcher {
     /// Waits for the line that says the queue is bound: events published after it are seen.
     /// Returns that line.
     pub fn wait_until_bound(&mut self) -> String {
+        self.wait_for_line("Watching exchange")
+    }
+
+    /// Waits for the first stderr line that starts with `start`; returns it.
+    pub fn wait_for_line(&mut self, start: &str) -> String {
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             match self.stderr.recv_timeout(left) {
-                Ok(line) if line.starts_with("Watching exchange") => return line,
+                Ok(line) if line.starts_with(start) => return line,
                 Ok(_) => {}
                 Err(_) => {
                     let _ = self.child.kill();
                     let early = self.child.try_wait();
-                    panic!("watch never reported its queue as bound (exit: {early:?})");
+                    panic!("watch never printed `{start}…` (exit: {early:?})");
                 }
             }
         }
