@@ -17,7 +17,7 @@ LOG=${TMPDIR:-/tmp}/fetcher-demo-worker.log
 step() { printf '\n==> %s\n' "$*"; }
 
 step "Starting the servers the demo needs (installing them if absent)"
-bash scripts/services.sh postgres rabbitmq s3
+bash scripts/services.sh postgres rabbitmq s3 mosquitto
 
 step "Building fetcher-worker and fetcherctl"
 cargo build --locked --quiet -p worker -p cli
@@ -50,6 +50,8 @@ export DATASOURCE_DEMO_TYPE=POSTGRESQL DATASOURCE_DEMO_HOST=127.0.0.1 DATASOURCE
 export DATASOURCE_DEMO_DATABASE=$SOURCE_DB DATASOURCE_DEMO_USER=postgres DATASOURCE_DEMO_SSLMODE=disable
 # Jobs on this datasource may read the public schema only (SECURITY.md).
 export DATASOURCE_DEMO_SCHEMAS=public
+# The IoT-Jobs-shaped mirror of every event on Mosquitto (lifecycle §5).
+export MQTT_URL=mqtt://127.0.0.1:1883 MQTT_TOPIC_PREFIX=fetcher-demo
 
 step "Starting the Worker (log: $LOG)"
 "$bin/fetcher-worker" >"$LOG" 2>&1 &
@@ -64,6 +66,15 @@ for _ in $(seq 120); do
   sleep 0.5
 done
 echo "Worker ready on :$PORT (/health, /readyz, /metrics)"
+
+step "Listening for the MQTT mirror's events (fetcher-demo/events/#)"
+mirror=$(mktemp)
+# Five: the first job's execution and completion, the slow job's cancel in its two phases and
+# its execution's cancel.
+"$bin/fetcherctl" watch --mqtt "$MQTT_URL" --count 5 --timeout 120 >"$mirror" 2>"$mirror.log" &
+mirror_watcher=$!
+for _ in $(seq 100); do grep -q "Watching MQTT topics" "$mirror.log" && break; sleep 0.2; done
+cat "$mirror.log"
 
 step "Listening for job events (signatures verified with the external HMAC key)"
 events=$(mktemp)
@@ -107,5 +118,10 @@ step "job.cancellation_in_progress and job.canceled received (signatures verifie
 cat "$events"
 "$bin/fetcherctl" status "$slow_id" "${api[@]}" | tee "$events.status"
 grep -q ": canceled" "$events.status"
+
+wait "$mirror_watcher"
+step "The same events on the MQTT mirror (topic, then the IoT Jobs payload)"
+cat "$mirror"
+grep -q "/events/job/$slow_id/canceled" "$mirror"
 
 step "Done: the event's signature and the result's HMAC verified; the slow job was canceled."
