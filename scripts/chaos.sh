@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The reliability run (issue 6, items 2-5): brings up the servers, runs the chaos soak
 # (3 replicas behind fault proxies, RabbitMQ restarted twice, PostgreSQL restarted, S3 down,
-# SIGKILLs, cut connections), the hostile-input tests (the 100,000-message flood, replay and
+# SIGKILLs, cut connections; every event also mirrored to Mosquitto and checked), the hostile-input tests (the 100,000-message flood, replay and
 # scope, secrets, poison) and the fuzz targets, then appends the run's summary (soak table,
 # flood figures, fuzz runs) to RELIABILITY.md with the date and the machine. Needs root (it
 # restarts RabbitMQ with rabbitmqctl and PostgreSQL with pg_ctlcluster), and the machine to
@@ -16,7 +16,7 @@ cd "$(dirname "$0")/.."
 CARGO=${CARGO:-cargo}
 LOG=${CHAOS_LOG:-/tmp/fetcher-chaos.log}
 
-bash scripts/services.sh postgres rabbitmq s3 || exit 1
+bash scripts/services.sh postgres rabbitmq s3 mosquitto || exit 1
 
 status=0
 $CARGO test -p worker --test binary -- --ignored --nocapture chaos:: 2>&1 | tee "$LOG"

@@ -14,6 +14,7 @@
 
 mod controls;
 mod cuts;
+mod mirror;
 mod proxy;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -158,7 +159,7 @@ impl Replica {
                 format!("chaos-r{}-g{}", self.index, self.generation),
             ),
         ];
-        for (k, v) in overrides {
+        for (k, v) in overrides.into_iter().chain(mirror::env(world)) {
             env.insert(k.to_owned(), v);
         }
         env
@@ -783,6 +784,8 @@ async fn scenario(world: &World) -> Summary {
     let jobs = make_jobs(world, &mut rng, count, controls);
     let kinds: HashMap<Uuid, Kind> = jobs.iter().map(|j| (j.id, j.kind)).collect();
 
+    // The MQTT mirror's subscriber, before any replica publishes.
+    let mirror_subscriber = mirror::subscribe(world);
     // Replicas, each behind its own proxies.
     let target = |port: u16| SocketAddr::from(([127, 0, 0, 1], port));
     let mut replicas = Vec::new();
@@ -1130,6 +1133,7 @@ async fn scenario(world: &World) -> Summary {
         0,
     );
     s.row("stored objects", keys.len());
+    mirror::account(&mut s, world, &mirror_subscriber, &states).await;
     s.row(
         "time from the last fault to the last event",
         match seen.last {
