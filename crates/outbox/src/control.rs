@@ -7,8 +7,7 @@ use std::time::Duration;
 use chrono::Utc;
 use contract::event::{CancelBody, CloudEventAttributes, DeletionBody, OutboundEvent};
 use contract::lifecycle::{
-    self, Event, ExecutionStatus, JobProcessDetails, JobState, JobStatus, Refusal, Step, Then,
-    Transition,
+    self, Event, JobProcessDetails, JobState, JobStatus, Refusal, Step, Then, Transition,
 };
 use serde_json::{Map, Value};
 use sqlx::postgres::PgRow;
@@ -610,13 +609,5 @@ async fn process_details(
             .fetch_all(&mut **tx)
             .await
             .map_err(|e| OutboxError::sqlx(STEP, e))?;
-    let parsed = statuses
-        .iter()
-        .map(|s| s.parse::<ExecutionStatus>())
-        .collect::<std::result::Result<Vec<_>, _>>()
-        .map_err(|e| OutboxError::Corrupt {
-            step: STEP,
-            detail: e.to_string(),
-        })?;
-    Ok(JobProcessDetails::of(parsed))
+    executions::counted(STEP, &statuses)
 }

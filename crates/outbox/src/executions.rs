@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use contract::event::{CloudEventAttributes, ExecutionBody, Operation, OutboundEvent};
-use contract::lifecycle::ExecutionStatus;
+use contract::lifecycle::{ExecutionStatus, JobProcessDetails};
 use contract::message::MappedFields;
 use serde_json::{Map, Value};
 use sqlx::postgres::PgRow;
@@ -95,6 +95,20 @@ impl Store {
         tx.commit().await.map_err(db)?;
         Ok(recorded)
     }
+}
+
+/// `statuses` (the `status` column of a job's executions) counted; a value that is not a status
+/// is a corrupt row.
+pub(crate) fn counted(step: &'static str, statuses: &[String]) -> Result<JobProcessDetails> {
+    let parsed = statuses
+        .iter()
+        .map(|s| s.parse::<ExecutionStatus>())
+        .collect::<std::result::Result<Vec<_>, _>>()
+        .map_err(|e| OutboxError::Corrupt {
+            step,
+            detail: e.to_string(),
+        })?;
+    Ok(JobProcessDetails::of(parsed))
 }
 
 /// The datasources of `mapped` and how many tables each is asked for, as the claim queues them.

@@ -7,12 +7,13 @@
 //! relay takes them at once.
 
 use contract::event::mirror::{JobFacts, MirrorMessage};
-use contract::lifecycle::{ExecutionStatus, JobProcessDetails};
+use contract::lifecycle::JobProcessDetails;
 use sqlx::types::Json;
 use sqlx::{Postgres, Row, Transaction};
 use uuid::Uuid;
 
 use crate::error::{OutboxError, Result};
+use crate::executions;
 use crate::outbox::PendingEvent;
 
 const STEP: &str = "recording the MQTT mirror's events";
@@ -99,20 +100,12 @@ async fn facts(tx: &mut Transaction<'static, Postgres>, job_id: Uuid) -> Result<
     .await
     .map_err(db)?;
     let statuses: Vec<String> = row.try_get("statuses").map_err(db)?;
-    let statuses = statuses
-        .iter()
-        .map(|s| s.parse::<ExecutionStatus>())
-        .collect::<std::result::Result<Vec<_>, _>>()
-        .map_err(|e| OutboxError::Corrupt {
-            step: STEP,
-            detail: e.to_string(),
-        })?;
     Ok(JobFacts {
         datasources: row.try_get("datasources").map_err(db)?,
         description: row.try_get("description").map_err(db)?,
         created_at: row.try_get("created_at").map_err(db)?,
         last_updated_at: row.try_get("updated_at").map_err(db)?,
         finished_at: row.try_get("finished_at").map_err(db)?,
-        details: JobProcessDetails::of(statuses),
+        details: executions::counted(STEP, &statuses)?,
     })
 }
