@@ -7,7 +7,6 @@
 //! relay takes them at once.
 
 use contract::event::mirror::{JobFacts, MirrorMessage};
-use contract::lifecycle::JobProcessDetails;
 use sqlx::types::Json;
 use sqlx::{Postgres, Row, Transaction};
 use uuid::Uuid;
@@ -36,14 +35,7 @@ pub(crate) async fn record(
         facts(tx, job_id).await?
     } else {
         // An execution's payload needs nothing of its job's row.
-        JobFacts {
-            datasources: Vec::new(),
-            description: None,
-            created_at: chrono::DateTime::UNIX_EPOCH,
-            last_updated_at: chrono::DateTime::UNIX_EPOCH,
-            finished_at: None,
-            details: JobProcessDetails::default(),
-        }
+        JobFacts::default()
     };
     let mut ce_ids = Vec::with_capacity(events.len());
     let mut payloads = Vec::with_capacity(events.len());

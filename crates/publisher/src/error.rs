@@ -67,6 +67,15 @@ impl PublishError {
         }
     }
 
+    /// A failure of this one event while the broker itself answered (returned as unroutable,
+    /// nacked, or not expressible as a message): publishing other events now can still succeed.
+    pub fn is_rejection(&self) -> bool {
+        matches!(
+            self,
+            PublishError::Returned { .. } | PublishError::Nack | PublishError::Message(_)
+        )
+    }
+
     /// A stable, low-cardinality label for metrics and logs.
     pub fn reason(&self) -> &'static str {
         match self {

@@ -48,10 +48,7 @@ impl Failure {
     /// now can still succeed.
     pub fn is_rejection(&self) -> bool {
         match self {
-            Failure::Amqp(error) => matches!(
-                error,
-                PublishError::Returned { .. } | PublishError::Nack | PublishError::Message(_)
-            ),
+            Failure::Amqp(error) => error.is_rejection(),
             Failure::Mqtt(error) => error.is_rejection(),
         }
     }

@@ -301,16 +301,20 @@ async fn consume_until_stopped(
         tracker.clone(),
     ));
 
-    let owner = format!("{}/repairer", settings.jobs.worker_id);
-    let mut repair_config = repairer::RepairerConfig::new(owner);
-    repair_config.interval = settings.outbox.repair_interval;
-    repair_config.batch = settings.outbox.repair_batch;
-    repair_config.grace = settings.outbox.repair_grace;
-    repair_config.retention = settings.outbox.retention;
+    // The `OUTBOX_*` settings, for the repairer named `role`.
+    let repair_config = |role: &str| {
+        let mut config =
+            repairer::RepairerConfig::new(format!("{}/{role}", settings.jobs.worker_id));
+        config.interval = settings.outbox.repair_interval;
+        config.batch = settings.outbox.repair_batch;
+        config.grace = settings.outbox.repair_grace;
+        config.retention = settings.outbox.retention;
+        config
+    };
     let repairer = Arc::new(repairer::Repairer::new(
         jobs.store.clone(),
         jobs.publisher.clone(),
-        repair_config,
+        repair_config("repairer"),
     ));
     let repairing = tokio::spawn({
         let repairer = repairer.clone();
@@ -320,12 +324,9 @@ async fn consume_until_stopped(
     // The mirror's rows: relayed at once (no grace: nobody else publishes them), repaired and
     // purged on the same interval, apart from the AMQP rows.
     let mut mirroring = jobs.mirror.clone().map(|mirror| {
-        let mut config =
-            repairer::RepairerConfig::new(format!("{}/mirror", settings.jobs.worker_id));
-        config.interval = settings.outbox.repair_interval;
-        config.batch = settings.outbox.repair_batch.max(100);
+        let mut config = repair_config("mirror");
+        config.batch = config.batch.max(100);
         config.grace = Duration::ZERO;
-        config.retention = settings.outbox.retention;
         config.poll = Some(MIRROR_POLL);
         let relay = Arc::new(repairer::Repairer::new(jobs.store.clone(), mirror, config));
         let stop = stop_background.clone();

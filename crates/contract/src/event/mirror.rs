@@ -64,8 +64,9 @@ pub fn valid_prefix(prefix: &str) -> Result<(), &'static str> {
 }
 
 /// What the mirror reports of a job besides the AMQP event itself, read from the job's state row
-/// in the transaction that records the event.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// in the transaction that records the event. (`Default`: none, for an execution's event, whose
+/// payload needs none.)
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct JobFacts {
     /// The job's datasources, its targets, in order.
     pub datasources: Vec<String>,
