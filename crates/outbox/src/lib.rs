@@ -18,6 +18,8 @@
 //!   events of their ends; queued by the claim, closed by the job's end, removed by its deletion.
 //! - `mirror.rs`: the MQTT mirror's rows, recorded with the AMQP rows of a transaction when
 //!   the mirror is on ([`Store::mirrored`]).
+//! - [`MirrorBatch`] (`mirror_batch.rs`): the mirror's relay takes MQTT rows under row locks
+//!   ([`Store::take_mirror_batch`]) and deletes them once acknowledged.
 //! - [`Sink`] (`sink.rs`): where a row goes, AMQP or MQTT; each sink's rows are relayed apart.
 //! - `outbox.rs`: leasing, marking and purging events ([`Store::claim_unpublished`],
 //!   [`Store::claim_for_job`], [`Store::mark_published`], [`Store::mark_failed`],
@@ -35,6 +37,7 @@ pub mod error;
 mod executions;
 mod jobs;
 mod mirror;
+mod mirror_batch;
 mod outbox;
 mod sink;
 mod stats;
@@ -48,6 +51,7 @@ pub use executions::{Close, ExecutionEvents, ExecutionReport};
 pub use jobs::{
     Claim, ClaimRequest, ExecutionRow, ExpiredJob, JobRow, JobSpec, Lease, WORKER_LOST,
 };
+pub use mirror_batch::{MirrorBatch, MirrorCursor, Unpublished};
 pub use outbox::{PendingEvent, RecordedEvent};
 pub use sink::Sink;
 pub use stats::{OutboxStats, FAILING_EVENTS, OLDEST_UNPUBLISHED_AGE_SECONDS, PENDING_EVENTS};

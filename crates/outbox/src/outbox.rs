@@ -45,7 +45,7 @@ const RETURNED: &str =
     "o.id, o.job_id, o.sink, o.topic, o.body, o.attributes, o.request_id, o.attempts, o.created_at";
 
 impl Store {
-    /// Leases up to `limit` unpublished `sink` rows to `owner` for `lease`: rows recorded at least
+    /// Leases up to `limit` unpublished AMQP rows to `owner` for `lease`: rows recorded at least
     /// `grace` ago (younger ones are being published by the Worker that recorded them), due
     /// (`next_attempt_at` passed), and not leased or leased under an expired lease. Each leased
     /// row's `attempts` goes up by one. Oldest due first.
@@ -53,13 +53,13 @@ impl Store {
     /// One statement: the rows are chosen `FOR UPDATE SKIP LOCKED`, so concurrent callers never
     /// wait on each other nor get the same row, and the lease is committed at once. No
     /// transaction stays open while publishing; a caller that dies leaves rows that another
-    /// takes when the lease ends.
+    /// takes when the lease ends. (The mirror's MQTT rows are taken otherwise:
+    /// [`Store::take_mirror_batch`].)
     ///
     /// A row whose attributes no longer decode is left leased, logged, and not returned, so the
     /// others are still published.
     pub async fn claim_unpublished(
         &self,
-        sink: Sink,
         owner: &str,
         grace: Duration,
         lease: Duration,
@@ -70,7 +70,7 @@ impl Store {
             "UPDATE outbox o
              SET leased_by = $1, lease_until = now() + $2, attempts = o.attempts + 1
              FROM (SELECT id FROM outbox
-                   WHERE published_at IS NULL AND sink = $5
+                   WHERE published_at IS NULL AND sink = 'amqp'
                      AND created_at <= now() - $3
                      AND next_attempt_at <= now()
                      AND (lease_until IS NULL OR lease_until <= now())
@@ -84,7 +84,6 @@ impl Store {
         .bind(interval(lease))
         .bind(interval(grace))
         .bind(limit)
-        .bind(sink.as_str())
         .fetch_all(self.pool())
         .await
         .map_err(|e| OutboxError::sqlx(STEP, e))?;
@@ -231,7 +230,7 @@ impl Store {
 }
 
 /// Decodes leased rows, leaving out (and logging) those that no longer decode.
-fn decode_all(step: &'static str, rows: &[PgRow]) -> Vec<PendingEvent> {
+pub(crate) fn decode_all(step: &'static str, rows: &[PgRow]) -> Vec<PendingEvent> {
     let mut events: Vec<PendingEvent> = rows
         .iter()
         .filter_map(|row| match pending_event(row) {
@@ -248,7 +247,8 @@ fn decode_all(step: &'static str, rows: &[PgRow]) -> Vec<PendingEvent> {
             }
         })
         .collect();
-    // `UPDATE ... RETURNING` has no order of its own.
+    // `UPDATE ... RETURNING` has no order of its own (nor does `FOR UPDATE SKIP LOCKED`, when it
+    // skips).
     events.sort_by_key(|event| event.id);
     events
 }

@@ -22,8 +22,10 @@ pub struct OutboxStats {
     pub pending: i64,
     /// How long the oldest unpublished event has waited; `None` when there is none.
     pub oldest_unpublished_age: Option<Duration>,
-    /// Unpublished events leased more than once: the publish right after recording failed (or
-    /// its Worker was lost) and the repairer has tried since.
+    /// Unpublished events whose publish was tried and did not succeed: AMQP rows leased more
+    /// than once (the publish right after recording failed, or its Worker was lost, and the
+    /// repairer has tried since), MQTT rows with a failed attempt (nobody publishes them at
+    /// their commit, and a published one is deleted).
     pub failing: i64,
 }
 
@@ -47,7 +49,7 @@ impl Store {
         let db = |e| OutboxError::sqlx("reading outbox statistics", e);
         let row = sqlx::query(
             "SELECT count(*) AS pending,
-                    count(*) FILTER (WHERE attempts > 1) AS failing,
+                    count(*) FILTER (WHERE attempts > CASE sink WHEN 'amqp' THEN 1 ELSE 0 END) AS failing,
                     EXTRACT(EPOCH FROM now() - min(created_at))::float8 AS oldest_seconds
              FROM outbox WHERE published_at IS NULL AND sink = $1",
         )

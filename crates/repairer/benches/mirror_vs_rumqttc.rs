@@ -4,13 +4,19 @@
 //! `MIRROR_BENCH_EVENTS` (default 10,000) events are recorded through `Store::record_terminal`
 //! with the mirror on: an AMQP row and an MQTT row each (untimed). Then, per round:
 //! (a) AMQP: the AMQP `Repairer::repair_once` drains the AMQP rows (events/s);
-//! (b) MQTT: the mirror's `Repairer::repair_once` drains the MQTT rows: `claim_unpublished`,
-//!     `MqttPublisher::publish_batch` (QoS 1, 100 in flight, each counted on its PUBACK),
-//!     `mark_published`, batches of `MIRROR_BENCH_BATCH` (default 500), 3 in flight;
+//! (b) MQTT: the mirror's `Repairer::repair_once` drains the MQTT rows: `take_mirror_batch`
+//!     (row locks in an open transaction), `MqttPublisher::publish_batch` (QoS 1, 100 in
+//!     flight, each counted on its PUBACK), the delivered rows deleted in the batch's
+//!     transaction; batches of `MIRROR_BENCH_BATCH` (default 500), `MIRROR_BENCH_LOOPS`
+//!     (default 3) at once;
 //! (c) bare rumqttc: the same topics and payloads (read before the clock starts) published at
-//!     QoS 1 by one `AsyncClient` with the same in-flight limit, timed until the last PUBACK.
+//!     QoS 1 by one `AsyncClient` with the same in-flight limit, timed until the last PUBACK
+//!     (`BARE_PERSISTENT=1`: on a persistent session, as the mirror's);
+//! (d) `MqttPublisher` alone: the same messages through `publish_batch`, batches as in (b), no
+//!     database: what the publisher costs apart from the outbox.
 //! `MIRROR_BENCH_ROUNDS` (default 3) rounds alternate (b) and (c); medians are reported and the
-//! ratio of (b) to (c), whose goal is at least 0.8.
+//! ratio of (b) to (c), whose goal is at least 0.8. Each round also prints how many cores the
+//! whole machine kept busy during (b) and (c).
 //!
 //! Run: `cargo bench -p repairer --bench mirror_vs_rumqttc`.
 
@@ -21,8 +27,7 @@ mod support;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use outbox::Sink;
-use publisher::mqtt::{MqttConfig, MqttPublisher, MqttUrl};
+use publisher::mqtt::{MqttConfig, MqttMessage, MqttPublisher, MqttUrl};
 use repairer::Repairer;
 use rumqttc::{AsyncClient, Event, MqttOptions, Outgoing, Packet, QoS};
 use tokio_util::sync::CancellationToken;
@@ -45,17 +50,33 @@ fn main() {
     runtime.block_on(bench());
 }
 
-/// Marks every row of `sink` unpublished again (untimed).
-async fn reset(db: &TestDb, sink: Sink) {
+/// Marks every AMQP row unpublished again (untimed).
+async fn reset_amqp(db: &TestDb) {
     sqlx::query(
         "UPDATE outbox SET published_at = NULL, attempts = 1, leased_by = NULL,
                            lease_until = NULL, next_attempt_at = created_at, last_error = NULL
-         WHERE sink = $1",
+         WHERE sink = 'amqp'",
     )
-    .bind(sink.as_str())
     .execute(db.pool())
     .await
     .expect("reset");
+    vacuum(db).await;
+}
+
+/// Puts the MQTT rows back as they were recorded (the relay deletes a published one), from the
+/// copy `bench_mqtt_rows` (untimed).
+async fn reset_mqtt(db: &TestDb) {
+    sqlx::raw_sql(
+        "DELETE FROM outbox WHERE sink = 'mqtt';
+         INSERT INTO outbox SELECT * FROM bench_mqtt_rows;",
+    )
+    .execute(db.pool())
+    .await
+    .expect("reset");
+    vacuum(db).await;
+}
+
+async fn vacuum(db: &TestDb) {
     sqlx::raw_sql("VACUUM ANALYZE outbox")
         .execute(db.pool())
         .await
@@ -82,6 +103,7 @@ async fn bare(url: &MqttUrl, messages: &[(String, Vec<u8>)], in_flight: u16) -> 
         url.port,
     );
     options
+        .set_clean_session(std::env::var("BARE_PERSISTENT").is_err())
         .set_inflight(in_flight)
         .set_request_channel_capacity(usize::from(in_flight) * 2);
     let (client, mut events) = AsyncClient::new(options, usize::from(in_flight) * 2);
@@ -117,6 +139,54 @@ async fn bare(url: &MqttUrl, messages: &[(String, Vec<u8>)], in_flight: u16) -> 
     messages.len() as f64 / took.as_secs_f64()
 }
 
+/// The mirror's publisher alone (no database): every message through `publish_batch`, in
+/// batches of `batch`, 3 at once as the relay runs them; events/s until the last PUBACK.
+async fn publisher_only(
+    publisher: &MqttPublisher,
+    messages: &[(String, Vec<u8>)],
+    batch: usize,
+) -> f64 {
+    let all: Vec<MqttMessage<'_>> = messages
+        .iter()
+        .map(|(topic, payload)| MqttMessage {
+            routing_key: "job.completed",
+            topic,
+            payload,
+        })
+        .collect();
+    let started = Instant::now();
+    let chunks: Vec<&[MqttMessage<'_>]> = all.chunks(batch).collect();
+    for group in chunks.chunks(3) {
+        let sent =
+            futures_util::future::join_all(group.iter().map(|c| publisher.publish_batch(c))).await;
+        assert!(sent.iter().flatten().all(|r| r.is_ok()), "every PUBACK");
+    }
+    messages.len() as f64 / started.elapsed().as_secs_f64()
+}
+
+/// The machine's CPU time so far, busy and total, in clock ticks (`/proc/stat`'s first line).
+fn cpu_ticks() -> (u64, u64) {
+    let stat = std::fs::read_to_string("/proc/stat").expect("/proc/stat");
+    let ticks: Vec<u64> = stat
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|v| v.parse().ok())
+        .collect();
+    let total: u64 = ticks.iter().sum();
+    // idle and iowait
+    let idle = ticks.get(3).copied().unwrap_or(0) + ticks.get(4).copied().unwrap_or(0);
+    (total - idle, total)
+}
+
+/// Cores busy (all processes: PostgreSQL, Mosquitto, the bench) between two `cpu_ticks`.
+fn cores_busy(before: (u64, u64), after: (u64, u64)) -> f64 {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+    cores * (after.0 - before.0) as f64 / (after.1 - before.1).max(1) as f64
+}
+
 fn median(values: &mut [f64]) -> f64 {
     values.sort_by(|a, b| a.total_cmp(b));
     values[values.len() / 2]
@@ -142,6 +212,10 @@ async fn bench() {
             .await
             .expect("mqtt rows");
     assert_eq!(messages.len(), events);
+    sqlx::raw_sql("CREATE TABLE bench_mqtt_rows AS SELECT * FROM outbox WHERE sink = 'mqtt'")
+        .execute(db.pool())
+        .await
+        .expect("copy of the MQTT rows");
     let mean = messages.iter().map(|(_, p)| p.len()).sum::<usize>() / events.max(1);
     println!(
         "mirror_vs_rumqttc: {events} events ({mean} B mean MQTT payload), batches of {batch}, \
@@ -165,11 +239,13 @@ async fn bench() {
     }
     let mut config = support::config("bench-mirror", batch as i64);
     config.lease = Duration::from_secs(600);
+    config.batches_in_flight = env_usize("MIRROR_BENCH_LOOPS", config.batches_in_flight);
     let mirror = Repairer::new(db.store.clone(), publisher.clone(), config);
 
     let (mut amqp_rates, mut mirror_rates, mut bare_rates) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut alone_rates, mut mirror_cores, mut bare_cores) = (Vec::new(), Vec::new(), Vec::new());
     for round in 0..rounds {
-        reset(&db, Sink::Amqp).await;
+        reset_amqp(&db).await;
         amqp_rates.push(drain(&amqp, events).await);
         broker
             .channel
@@ -181,21 +257,36 @@ async fn bench() {
             .expect("purge");
         for side in 0..2 {
             if (side == 0) == (round % 2 == 0) {
-                reset(&db, Sink::Mqtt).await;
+                reset_mqtt(&db).await;
+                let before = cpu_ticks();
                 mirror_rates.push(drain(&mirror, events).await);
+                mirror_cores.push(cores_busy(before, cpu_ticks()));
             } else {
+                let before = cpu_ticks();
                 bare_rates.push(bare(&url, &messages, in_flight).await);
+                bare_cores.push(cores_busy(before, cpu_ticks()));
+                alone_rates.push(publisher_only(&publisher, &messages, batch).await);
             }
         }
         println!(
-            "round {round}: AMQP relay {:.0}/s, MQTT relay {:.0}/s, bare rumqttc {:.0}/s",
-            amqp_rates[round], mirror_rates[round], bare_rates[round]
+            "round {round}: AMQP relay {:.0}/s, MQTT relay {:.0}/s ({:.2} cores busy), bare \
+             rumqttc {:.0}/s ({:.2} cores busy), MqttPublisher alone {:.0}/s",
+            amqp_rates[round],
+            mirror_rates[round],
+            mirror_cores[round],
+            bare_rates[round],
+            bare_cores[round],
+            alone_rates[round]
         );
     }
     let (amqp, mirror, bare) = (
         median(&mut amqp_rates),
         median(&mut mirror_rates),
         median(&mut bare_rates),
+    );
+    println!(
+        "median MqttPublisher alone (no database): {:.0} events/s",
+        median(&mut alone_rates)
     );
     println!(
         "median: AMQP relay {amqp:.0} events/s; MQTT relay {mirror:.0} events/s; bare rumqttc \

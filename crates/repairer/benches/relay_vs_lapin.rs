@@ -34,7 +34,6 @@ use futures_util::future::join_all;
 use lapin::options::{BasicPublishOptions, ConfirmSelectOptions, QueuePurgeOptions};
 use lapin::types::{AMQPValue, ByteArray, FieldTable, LongString, ShortString};
 use lapin::{BasicProperties, Confirmation, Connection, ConnectionProperties};
-use outbox::Sink;
 use repairer::Repairer;
 use tokio_util::sync::CancellationToken;
 
@@ -369,7 +368,6 @@ async fn breakdown(
         let leased = db
             .store
             .claim_unpublished(
-                Sink::Amqp,
                 owner,
                 Duration::ZERO,
                 Duration::from_secs(600),

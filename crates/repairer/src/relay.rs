@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use outbox::{backoff, OutboxError, PendingEvent, Store};
+use outbox::{backoff, MirrorBatch, OutboxError, PendingEvent, Store, Unpublished};
 
 use crate::sink::{Outcomes, SinkPublisher};
 
@@ -61,53 +61,89 @@ pub(crate) async fn record(
     if events.is_empty() {
         return Ok(RelayReport::default());
     }
-    let mut confirmed = Vec::with_capacity(events.len());
-    let mut failures = Vec::new();
-    for (pending, outcome) in events.iter().zip(outcomes) {
-        match outcome {
-            Ok(()) => {
-                confirmed.push(pending.id);
-                if pending.attempts > 1 {
-                    crate::metrics::republished(pending.sink, pending.event.routing_key());
-                }
-            }
-            // An execution's event is for whoever binds `job.execution.*` or `job.#` (lifecycle
-            // §4); returned unroutable, it has no subscriber to lose it, and is not retried
-            // forever (the publisher counts it in `events_returned_total`).
-            Err(failure) if failure.is_unroutable() && pending.event.attributes.is_execution() => {
-                confirmed.push(pending.id)
-            }
-            Err(error) => failures.push((pending, error)),
-        }
-    }
+    let sorted = Sorted::of(events, outcomes);
+    let mut report = sorted.report;
     // The confirmed rows first: they are on the broker, and a database error while backing off
     // the failed ones must not leave them leased, to be published a second time.
-    let mut report = RelayReport {
-        published: if confirmed.is_empty() {
-            0
-        } else {
-            store.mark_published(&confirmed, owner).await?
-        },
-        ..RelayReport::default()
-    };
-    for (pending, error) in failures {
-        report.failed += 1;
-        if error.is_rejection() {
-            report.rejected += 1;
-        }
-        let retry_after = backoff(pending.attempts).max(MIN_RETRY_DELAY);
-        tracing::warn!(
-            ce_id = %pending.event.ce_id(),
-            sink = %pending.sink,
-            job_id = %pending.job_id,
-            attempts = pending.attempts,
-            error = %error,
-            retry_in_ms = retry_after.as_millis() as u64,
-            "Event not published; it will be retried."
-        );
+    if !sorted.confirmed.is_empty() {
+        report.published = store.mark_published(&sorted.confirmed, owner).await?;
+    }
+    for row in sorted.unpublished {
         store
-            .mark_failed(pending.id, owner, &error.to_string(), retry_after)
+            .mark_failed(row.id, owner, &row.error, row.retry_after)
             .await?;
     }
     Ok(report)
+}
+
+/// Ends a batch of the mirror's rows with its outcomes: the acknowledged rows deleted, the
+/// others backed off, in the batch's transaction.
+pub(crate) async fn finish(
+    batch: MirrorBatch,
+    outcomes: Outcomes,
+) -> Result<RelayReport, OutboxError> {
+    let sorted = Sorted::of(batch.events(), outcomes);
+    let mut report = sorted.report;
+    report.published = batch.finish(&sorted.confirmed, &sorted.unpublished).await?;
+    Ok(report)
+}
+
+/// A batch's outcomes sorted into the rows to mark published and those to back off (each
+/// failure logged, with the backoff its attempts earn).
+struct Sorted {
+    confirmed: Vec<i64>,
+    unpublished: Vec<Unpublished>,
+    /// `failed` and `rejected` counted; `published` is what the store then marks.
+    report: RelayReport,
+}
+
+impl Sorted {
+    fn of(events: &[PendingEvent], outcomes: Outcomes) -> Sorted {
+        let mut sorted = Sorted {
+            confirmed: Vec::with_capacity(events.len()),
+            unpublished: Vec::new(),
+            report: RelayReport::default(),
+        };
+        for (pending, outcome) in events.iter().zip(outcomes) {
+            let error = match outcome {
+                Ok(()) => {
+                    sorted.confirmed.push(pending.id);
+                    if pending.attempts > 1 {
+                        crate::metrics::republished(pending.sink, pending.event.routing_key());
+                    }
+                    continue;
+                }
+                // An execution's event is for whoever binds `job.execution.*` or `job.#`
+                // (lifecycle §4); returned unroutable, it has no subscriber to lose it, and is not
+                // retried forever (the publisher counts it in `events_returned_total`).
+                Err(failure)
+                    if failure.is_unroutable() && pending.event.attributes.is_execution() =>
+                {
+                    sorted.confirmed.push(pending.id);
+                    continue;
+                }
+                Err(error) => error,
+            };
+            sorted.report.failed += 1;
+            if error.is_rejection() {
+                sorted.report.rejected += 1;
+            }
+            let retry_after = backoff(pending.attempts).max(MIN_RETRY_DELAY);
+            tracing::warn!(
+                ce_id = %pending.event.ce_id(),
+                sink = %pending.sink,
+                job_id = %pending.job_id,
+                attempts = pending.attempts,
+                error = %error,
+                retry_in_ms = retry_after.as_millis() as u64,
+                "Event not published; it will be retried."
+            );
+            sorted.unpublished.push(Unpublished {
+                id: pending.id,
+                error: error.to_string(),
+                retry_after,
+            });
+        }
+        sorted
+    }
 }

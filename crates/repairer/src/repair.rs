@@ -3,10 +3,10 @@
 use std::time::Duration;
 
 use futures_util::future::join_all;
-use outbox::{OutboxError, PendingEvent, Store};
+use outbox::{MirrorCursor, OutboxError, Sink, Store};
 use tokio_util::sync::CancellationToken;
 
-use crate::relay::{broker_away, record, RelayReport};
+use crate::relay::{broker_away, finish, record, RelayReport};
 use crate::sink::SinkPublisher;
 
 /// How the repairer works (the Worker maps `OUTBOX_*` onto this).
@@ -76,6 +76,9 @@ pub struct Repairer {
     publisher: SinkPublisher,
     config: RepairerConfig,
 }
+
+/// Where a pass's loops take the mirror's next batch (`outbox::MirrorCursor`).
+type Cursor = tokio::sync::Mutex<Option<MirrorCursor>>;
 
 /// What one pass did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -163,16 +166,44 @@ impl Repairer {
         Ok(report)
     }
 
-    async fn claim(&self) -> Result<Vec<PendingEvent>, OutboxError> {
-        self.store
-            .claim_unpublished(
-                self.publisher.sink(),
-                &self.config.owner,
-                self.config.grace,
-                self.config.lease,
-                self.config.batch,
-            )
-            .await
+    /// Takes one batch of the sink's due rows, publishes it and records the outcomes: how many
+    /// rows it took, whether the broker seems away, and what was relayed. AMQP rows are leased and
+    /// marked (they are the events' record); the mirror's MQTT rows are taken under row locks and
+    /// deleted once acknowledged (`outbox::MirrorBatch`).
+    async fn relay_batch(
+        &self,
+        cursor: &Cursor,
+    ) -> Result<(usize, bool, RelayReport), OutboxError> {
+        let config = &self.config;
+        match self.publisher.sink() {
+            Sink::Amqp => {
+                let leased = self
+                    .store
+                    .claim_unpublished(&config.owner, config.grace, config.lease, config.batch)
+                    .await?;
+                let outcomes = self.publisher.send(&leased).await;
+                let away = broker_away(&outcomes);
+                let report = record(&self.store, &config.owner, &leased, outcomes).await?;
+                Ok((leased.len(), away, report))
+            }
+            Sink::Mqtt => {
+                // One loop takes at a time, after the batch taken before, so loops never step
+                // over each other's locked rows.
+                let batch = {
+                    let mut cursor = cursor.lock().await;
+                    let batch = self
+                        .store
+                        .take_mirror_batch(config.grace, config.batch, *cursor)
+                        .await?;
+                    *cursor = batch.cursor();
+                    batch
+                };
+                let taken = batch.events().len();
+                let outcomes = self.publisher.send(batch.events()).await;
+                let away = broker_away(&outcomes);
+                Ok((taken, away, finish(batch, outcomes).await?))
+            }
+        }
     }
 
     /// Relays batches until the backlog is drained, `stop` is cancelled, or the broker is away:
@@ -184,7 +215,9 @@ impl Repairer {
         stop: &CancellationToken,
         report: &mut PassReport,
     ) -> Result<(), OutboxError> {
-        let loops = (0..self.config.batches_in_flight.max(1)).map(|_| self.drain_loop(stop));
+        let cursor = Cursor::default();
+        let loops =
+            (0..self.config.batches_in_flight.max(1)).map(|_| self.drain_loop(stop, &cursor));
         let mut first_error = None;
         for (done, result) in join_all(loops).await {
             report.leased += done.leased;
@@ -197,28 +230,26 @@ impl Repairer {
     }
 
     /// One loop of [`Repairer::drain`]: what it did, and how it ended.
-    async fn drain_loop(&self, stop: &CancellationToken) -> (PassReport, Result<(), OutboxError>) {
+    async fn drain_loop(
+        &self,
+        stop: &CancellationToken,
+        cursor: &Cursor,
+    ) -> (PassReport, Result<(), OutboxError>) {
         let mut report = PassReport::default();
-        let owner = self.config.owner.as_str();
         // A publisher that knows it is away would only fail the rows and count their attempts.
         while !stop.is_cancelled() && self.publisher.is_connected() {
-            let leased = match self.claim().await {
-                Ok(leased) => leased,
+            let (taken, away, relayed) = match self.relay_batch(cursor).await {
+                Ok(done) => done,
                 Err(error) => return (report, Err(error)),
             };
-            report.leased += leased.len() as u64;
-            let outcomes = self.publisher.send(&leased).await;
-            let away = broker_away(&outcomes);
-            match record(&self.store, owner, &leased, outcomes).await {
-                Ok(recorded) => add(&mut report.relayed, recorded),
-                Err(error) => return (report, Err(error)),
-            }
+            report.leased += taken as u64;
+            add(&mut report.relayed, relayed);
             // A short batch means the backlog is drained (what is left is leased to the other
             // loops). A batch that failed whole, not only because the broker returned or refused
             // its events, means the broker is away: trying more now would only fail too. A
             // batch the broker returned whole (no queue bound for its routing key) says nothing
             // of the events behind it: go on.
-            if (leased.len() as i64) < self.config.batch || away {
+            if (taken as i64) < self.config.batch || away {
                 break;
             }
         }

@@ -30,7 +30,7 @@ async fn two_concurrent_claimers_never_get_the_same_row() {
             let mut got = Vec::new();
             loop {
                 let batch = store
-                    .claim_unpublished(Sink::Amqp, owner, GRACE, LONG, 7)
+                    .claim_unpublished(owner, GRACE, LONG, 7)
                     .await
                     .expect("claim");
                 if batch.is_empty() {
@@ -81,10 +81,7 @@ async fn young_rows_and_live_leases_are_left_alone_until_they_end() {
     let db = TestDb::migrated().await;
     // Recorded just now and leased to the Worker that publishes it right away.
     let ids = unpublished(&db.store, 3, "worker-a", LONG).await;
-    let claim = || {
-        db.store
-            .claim_unpublished(Sink::Amqp, "relay", GRACE, LONG, 10)
-    };
+    let claim = || db.store.claim_unpublished("relay", GRACE, LONG, 10);
     assert!(claim().await.expect("claim").is_empty(), "within grace");
     age_outbox(db.pool(), Duration::from_secs(60)).await;
     assert!(claim().await.expect("claim").is_empty(), "lease still live");
@@ -100,7 +97,7 @@ async fn young_rows_and_live_leases_are_left_alone_until_they_end() {
     expire_outbox_leases(db.pool()).await;
     let again = db
         .store
-        .claim_unpublished(Sink::Amqp, "relay-2", GRACE, Duration::from_millis(200), 10)
+        .claim_unpublished("relay-2", GRACE, Duration::from_millis(200), 10)
         .await
         .expect("claim");
     assert_eq!(again.len(), 3);
@@ -108,7 +105,7 @@ async fn young_rows_and_live_leases_are_left_alone_until_they_end() {
     tokio::time::sleep(Duration::from_millis(400)).await;
     let third = db
         .store
-        .claim_unpublished(Sink::Amqp, "relay-3", GRACE, LONG, 10)
+        .claim_unpublished("relay-3", GRACE, LONG, 10)
         .await
         .expect("claim");
     assert_eq!(third.len(), 3, "an expired lease is free");
@@ -149,7 +146,7 @@ async fn a_failed_publish_backs_off() {
 
     let due: Vec<i64> = db
         .store
-        .claim_unpublished(Sink::Amqp, "relay", GRACE, LONG, 10)
+        .claim_unpublished("relay", GRACE, LONG, 10)
         .await
         .expect("claim")
         .iter()

@@ -91,7 +91,7 @@ async fn stats_report_the_backlog() {
     // The repairer takes two of them: their first publish failed.
     let retried = db
         .store
-        .claim_unpublished(Sink::Amqp, "relay", Duration::from_secs(10), LONG, 2)
+        .claim_unpublished("relay", Duration::from_secs(10), LONG, 2)
         .await
         .expect("claim");
     assert_eq!(retried.len(), 2);

@@ -13,6 +13,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::config::MqttConfig;
 use super::error::MqttError;
+use super::pings::Pings;
 
 /// A publish to make, and where its outcome goes.
 pub(super) struct Command {
@@ -30,6 +31,7 @@ pub(super) struct Driver {
     options: MqttOptions,
     in_flight: usize,
     connect_timeout: Duration,
+    keep_alive: Duration,
     max_reconnect_delay: Duration,
     commands: mpsc::Receiver<Command>,
     connected: Arc<AtomicBool>,
@@ -54,6 +56,7 @@ impl Driver {
             options,
             in_flight: usize::from(config.in_flight.max(1)),
             connect_timeout: config.connect_timeout,
+            keep_alive: config.keep_alive.max(Duration::from_secs(1)),
             max_reconnect_delay: config.max_reconnect_delay,
             commands,
             connected,
@@ -111,6 +114,15 @@ impl Driver {
         events
             .network_options
             .set_connection_timeout(self.connect_timeout.as_secs().max(1));
+        // Each publish is flushed on its own and leaves at once (see `pings` for the broker's
+        // side of the same delay).
+        events.network_options.set_tcp_nodelay(true);
+        let mut pings = Pings::new(self.keep_alive);
+        let mut keep_alive = tokio::time::interval_at(
+            tokio::time::Instant::now() + self.keep_alive,
+            self.keep_alive,
+        );
+        keep_alive.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         // Queued on the client, waiting for the loop to report their packet ids, in order.
         let mut queued: VecDeque<Done> = VecDeque::new();
         // Sent, waiting for their PUBACK.
@@ -123,6 +135,7 @@ impl Driver {
                     disconnect(&client, &mut events).await;
                     break Ended::Stopped;
                 }
+                _ = keep_alive.tick(), if accepted => pings.keep_alive(&mut events),
                 command = self.commands.recv(), if room => {
                     let Some(command) = command else { break Ended::Stopped };
                     match client.try_publish(command.topic, QoS::AtLeastOnce, false, command.payload) {
@@ -137,6 +150,8 @@ impl Driver {
                 event = events.poll() => match event {
                     Ok(Event::Incoming(Packet::ConnAck(_))) => {
                         accepted = true;
+                        pings.take_over(&mut events);
+                        keep_alive.reset();
                         self.connected.store(true, Ordering::Release);
                         tracing::info!(client_id = %self.options.client_id(), "Connected to the MQTT broker.");
                     }
@@ -148,10 +163,22 @@ impl Driver {
                                 let _ = earlier.send(Err(MqttError::ConnectionLost));
                             }
                         }
+                        if queued.is_empty() {
+                            pings.nudge(&mut events);
+                        }
                     }
                     Ok(Event::Incoming(Packet::PubAck(ack))) => {
                         if let Some(done) = sent.remove(&ack.pkid) {
                             let _ = done.send(Ok(()));
+                        }
+                        pings.acked();
+                        if queued.is_empty() && !sent.is_empty() {
+                            pings.nudge(&mut events);
+                        }
+                    }
+                    Ok(Event::Incoming(Packet::PingResp)) => {
+                        if pings.answered() && queued.is_empty() && !sent.is_empty() {
+                            pings.nudge(&mut events);
                         }
                     }
                     Ok(_) => {}

@@ -16,11 +16,14 @@
 //! - `config`: [`MqttConfig`] and the URL it parses ([`MqttUrl`]); the password is a secret.
 //! - `error`: [`MqttError`].
 //! - `driver`: the event loop task: connect, publish, match PUBACKs, reconnect.
+//! - `pings`: the driver's PINGREQs: keep-alive, and the nudge that keeps a broker's Nagle
+//!   delay off the last PUBACKs of a batch.
 //! - `publish`: [`MqttPublisher`]: start, publish a batch, readiness, close.
 
 mod config;
 mod driver;
 mod error;
+mod pings;
 mod publish;
 
 pub use config::{MqttConfig, MqttUrl};

@@ -108,3 +108,35 @@ async fn a_topic_with_a_wildcard_is_refused_not_sent() {
     );
     publisher.close().await;
 }
+
+#[tokio::test]
+async fn an_idle_connection_is_kept_alive_by_the_drivers_own_pings() {
+    // The driver takes keep-alive over from the event loop once connected; Mosquitto closes a
+    // connection that sends nothing for 1.5 keep-alive intervals.
+    let mut config = config(&mqtt_url());
+    config.keep_alive = Duration::from_secs(1);
+    let publisher = MqttPublisher::start(&config).expect("start");
+    connected(&publisher).await;
+    // Ten intervals idle (Mosquitto 2.0 enforces keep-alive on a timer of its own, within a few
+    // seconds of 1.5 intervals), watched closely: a dropped connection is down for at least
+    // the first reconnect delay (100 ms). Without the pings this fails in about 4 s.
+    let until = tokio::time::Instant::now() + Duration::from_secs(10);
+    while tokio::time::Instant::now() < until {
+        assert!(
+            publisher.is_connected(),
+            "the broker dropped the idle connection"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let prefix = unique_prefix();
+    let topic = format!("{prefix}/events/idle");
+    let outcome = publisher
+        .publish_batch(&[MqttMessage {
+            routing_key: "job.completed",
+            topic: &topic,
+            payload: b"{}",
+        }])
+        .await;
+    assert!(outcome[0].is_ok(), "{outcome:?}");
+    publisher.close().await;
+}
