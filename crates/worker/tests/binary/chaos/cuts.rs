@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 
 use uuid::Uuid;
 
-use super::proxy::{FaultProxy, Trap};
 use crate::harness::{self, Event, WorkerProcess, World};
+use crate::harness::{FaultProxy, Trap};
 
 /// Which dependency the trap sits in front of.
 #[derive(Clone, Copy, Debug)]

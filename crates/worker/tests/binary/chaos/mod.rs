@@ -15,7 +15,6 @@
 mod controls;
 mod cuts;
 mod mirror;
-mod proxy;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::SocketAddr;
@@ -23,7 +22,7 @@ use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use self::proxy::FaultProxy;
+use crate::harness::FaultProxy;
 use crate::harness::{self, Event, WorkerProcess, World};
 use contract::envelope::{self, Route};
 use futures_util::StreamExt;

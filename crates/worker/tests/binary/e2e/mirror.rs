@@ -1,8 +1,10 @@
 //! The MQTT mirror of the real binary (lifecycle §5): a client no one here wrote
 //! (`mosquitto_sub`) receives, for a completed, a failed, a canceled and a deleted job, exactly
 //! the topics of §5, with payloads whose members, types and values match the job's state row.
+//! Either broker's outage delays its own events and never the other's.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
@@ -11,7 +13,7 @@ use sqlx::Row;
 use testkit::mqtt::{mqtt_url, unique_prefix, Received, Subscriber};
 use uuid::Uuid;
 
-use crate::harness::{Signing, World};
+use crate::harness::{FaultProxy, Signing, World};
 
 /// The mirror's topic of `job_id`'s `operation`, job-level or an execution's.
 fn topic(prefix: &str, kind: &str, job_id: Uuid, operation: &str) -> String {
@@ -467,6 +469,118 @@ async fn a_mosquitto_outage_delays_the_mirror_loses_nothing_and_never_holds_back
         percentile(&outage, 50),
         percentile(&outage, 95),
         subscriber.received().len(),
+    );
+    drop(worker);
+    world.cleanup().await;
+}
+
+/// The jobs deleted while RabbitMQ is away.
+const DELETED_IN_OUTAGE: usize = 30;
+
+/// The reverse of the Mosquitto outage: the Worker reaches RabbitMQ through a proxy that then
+/// refuses it. Jobs deleted through the control API meanwhile have their MQTT events delivered
+/// during the outage; their AMQP events wait in the outbox and all arrive once RabbitMQ is back.
+#[tokio::test]
+async fn a_rabbitmq_outage_delays_amqp_events_and_never_holds_back_the_mirror() {
+    let world = World::new().await;
+    let amqp = FaultProxy::start(SocketAddr::from(([127, 0, 0, 1], 5672))).await;
+    let prefix = unique_prefix();
+    let subscriber = Subscriber::start(&mqtt_url(), &format!("{prefix}/events/#"));
+    let (worker, api) = world
+        .start_worker_with_api(vec![
+            ("MQTT_URL".into(), mqtt_url()),
+            ("MQTT_TOPIC_PREFIX".into(), prefix.clone()),
+            ("RABBITMQ_HOST".into(), "127.0.0.1".into()),
+            ("RABBITMQ_PORT_AMQP".into(), amqp.port().to_string()),
+        ])
+        .await;
+    let mut events = world.listen().await;
+    let jobs: Vec<Uuid> = (0..DELETED_IN_OUTAGE).map(|_| Uuid::now_v7()).collect();
+    run_jobs(&world, &mut events, &jobs).await;
+
+    // RabbitMQ goes away for the Worker: its connections reset, new ones refused.
+    amqp.set_refuse(true);
+    amqp.reset_all();
+    let cut = Instant::now();
+    for job in &jobs {
+        let (status, answer) = api.send(
+            "DELETE",
+            *job,
+            "",
+            None,
+            br#"{"comment":"outage"}"#,
+            Signing::Valid,
+        );
+        assert_eq!(status, 202, "{answer}");
+    }
+    let wanted: BTreeSet<String> = jobs
+        .iter()
+        .flat_map(|job| {
+            [
+                topic(&prefix, "job", *job, "deletion_in_progress"),
+                topic(&prefix, "jobExecution", *job, "deleted"),
+                topic(&prefix, "job", *job, "deleted"),
+            ]
+        })
+        .collect();
+    let arrived = |received: &[Received]| {
+        let topics: BTreeSet<String> = received.iter().map(|r| r.topic.clone()).collect();
+        wanted.is_subset(&topics)
+    };
+    let received = subscriber.wait_for(Duration::from_secs(60), arrived).await;
+    assert!(
+        arrived(&received),
+        "every deletion's MQTT events arrive while RabbitMQ is away"
+    );
+    let mirrored = cut.elapsed();
+    // Still away: none of the deletions' AMQP events got out.
+    let waiting: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM outbox WHERE sink = 'amqp' AND published_at IS NULL
+         AND (ce_id LIKE 'fetcher.job.deleted.%' OR ce_id LIKE 'fetcher.job.execution.deleted.%')",
+    )
+    .fetch_one(&world.state)
+    .await
+    .expect("outbox");
+    assert_eq!(
+        waiting,
+        2 * DELETED_IN_OUTAGE as i64,
+        "job.deleted and the execution's"
+    );
+    // And the Worker tried them: a failed publish is on record before RabbitMQ returns.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let failed: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM outbox WHERE sink = 'amqp' AND published_at IS NULL
+             AND last_error IS NOT NULL",
+        )
+        .fetch_one(&world.state)
+        .await
+        .expect("outbox");
+        if failed > 0 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no AMQP publish was tried");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let down_for = cut.elapsed();
+
+    amqp.heal();
+    let mut deleted: BTreeSet<String> = jobs.iter().map(Uuid::to_string).collect();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !deleted.is_empty() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let event = events
+            .next(left)
+            .await
+            .unwrap_or_else(|| panic!("{} jobs' job.deleted never came", deleted.len()));
+        if event.delivery.routing_key.as_str() == "job.deleted" {
+            deleted.remove(&event.text("ce-subject"));
+        }
+    }
+    println!(
+        "RabbitMQ away {down_for:.1?}: every MQTT event of {DELETED_IN_OUTAGE} deletions in \
+         {mirrored:.1?} after the cut; their AMQP events {:.1?} after it returned",
+        cut.elapsed() - down_for
     );
     drop(worker);
     world.cleanup().await;

@@ -14,6 +14,8 @@
 //! - [`control`]: [`ControlClient`], signed (or not) requests to the control API.
 //! - [`dead_letters`]: [`DeadLetters`], a test run's own dead letters on the shared exchange.
 //! - [`http`]: GETs on the health port, and Prometheus samples.
+//! - [`proxy`]: [`FaultProxy`], a TCP proxy in front of a dependency whose faults a test
+//!   switches (latency, stall, refuse, reset, cuts and traps).
 //! - [`s3`]: the S3 test server: the bucket of a world, and a client behind the Worker's back.
 
 mod control;
@@ -21,6 +23,7 @@ mod dead_letters;
 mod http;
 mod listener;
 mod process;
+mod proxy;
 mod publish;
 mod s3;
 mod world;
@@ -30,6 +33,7 @@ pub use dead_letters::DeadLetters;
 pub use http::{http_get, metric_sum};
 pub use listener::{Event, Listener};
 pub use process::{free_port, WorkerProcess};
+pub use proxy::{FaultProxy, Trap};
 pub use publish::{publish, signed, work_route, Headers, RUN_HEADER};
 pub use s3::s3_client;
 pub use world::{World, SOURCE};
