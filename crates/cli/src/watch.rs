@@ -106,6 +106,11 @@ pub struct Args {
     )]
     mqtt_prefix: String,
 
+    /// PEM CA certificates to trust for mqtts:// (the Worker's MQTT_CA_FILE); without it, the
+    /// system's roots.
+    #[arg(long, value_name = "PATH", env = "MQTT_CA_FILE")]
+    mqtt_ca_file: Option<std::path::PathBuf>,
+
     #[command(flatten)]
     broker: BrokerArgs,
 }
@@ -124,6 +129,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         return crate::watch_mqtt::run(crate::watch_mqtt::MqttWatch {
             url,
             prefix: &args.mqtt_prefix,
+            ca_file: args.mqtt_ca_file.as_deref(),
             job: args.job,
             count: args.count,
             timeout: args.timeout,

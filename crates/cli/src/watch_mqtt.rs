@@ -7,12 +7,15 @@
 
 use std::collections::HashSet;
 use std::io::Write as _;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context};
 use rumqttc::tokio_rustls::rustls;
 use rumqttc::{AsyncClient, Event, MqttOptions, Packet, QoS, TlsConfiguration, Transport};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::CertificateDer;
 use serde_json::Value;
 use tokio::time::Instant;
 use uuid::Uuid;
@@ -21,6 +24,8 @@ use uuid::Uuid;
 pub struct MqttWatch<'a> {
     pub url: &'a str,
     pub prefix: &'a str,
+    /// PEM CA certificates for `mqtts://` instead of the system's roots.
+    pub ca_file: Option<&'a Path>,
     pub job: Option<Uuid>,
     pub count: Option<u64>,
     pub timeout: Option<u64>,
@@ -28,8 +33,9 @@ pub struct MqttWatch<'a> {
 }
 
 /// `mqtt://host[:port]` or `mqtts://host[:port]` as options: a fresh client id, a clean
-/// session, credentials from `MQTT_USERNAME` and `MQTT_PASSWORD`, TLS with the system's roots.
-fn options(url: &str) -> anyhow::Result<MqttOptions> {
+/// session, credentials from `MQTT_USERNAME` and `MQTT_PASSWORD`, TLS with the CA file's
+/// certificates or the system's roots.
+fn options(url: &str, ca_file: Option<&Path>) -> anyhow::Result<MqttOptions> {
     let (tls, rest) = match (url.strip_prefix("mqtts://"), url.strip_prefix("mqtt://")) {
         (Some(rest), _) => (true, rest),
         (None, Some(rest)) => (false, rest),
@@ -57,10 +63,7 @@ fn options(url: &str) -> anyhow::Result<MqttOptions> {
         options.set_credentials(username, std::env::var("MQTT_PASSWORD").unwrap_or_default());
     }
     if tls {
-        let mut roots = rustls::RootCertStore::empty();
-        for certificate in rustls_native_certs::load_native_certs().certs {
-            let _ = roots.add(certificate);
-        }
+        let roots = roots(ca_file)?;
         let config = rustls::ClientConfig::builder_with_provider(Arc::new(
             rustls::crypto::ring::default_provider(),
         ))
@@ -75,8 +78,42 @@ fn options(url: &str) -> anyhow::Result<MqttOptions> {
     Ok(options)
 }
 
+/// The certificates TLS trusts: the CA file's, or the system's roots.
+fn roots(ca_file: Option<&Path>) -> anyhow::Result<rustls::RootCertStore> {
+    let mut roots = rustls::RootCertStore::empty();
+    match ca_file {
+        Some(path) => {
+            let certificates = CertificateDer::pem_file_iter(path)
+                .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
+                .map_err(|_| {
+                    anyhow!(
+                        "--mqtt-ca-file {} does not read as PEM certificates",
+                        path.display()
+                    )
+                })?;
+            if certificates.is_empty() {
+                bail!("--mqtt-ca-file {} holds no PEM certificate", path.display());
+            }
+            for certificate in certificates {
+                roots
+                    .add(certificate)
+                    .map_err(|_| anyhow!("--mqtt-ca-file holds an invalid certificate"))?;
+            }
+        }
+        None => {
+            for certificate in rustls_native_certs::load_native_certs().certs {
+                let _ = roots.add(certificate);
+            }
+        }
+    }
+    if roots.is_empty() {
+        bail!("mqtts:// has no CA certificate to trust (--mqtt-ca-file)");
+    }
+    Ok(roots)
+}
+
 pub async fn run(watch: MqttWatch<'_>) -> anyhow::Result<()> {
-    let options = options(watch.url)?;
+    let options = options(watch.url, watch.ca_file)?;
     let filter = format!("{}/events/#", watch.prefix);
     let (client, mut events) = AsyncClient::new(options, 16);
     client

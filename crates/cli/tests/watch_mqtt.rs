@@ -79,3 +79,30 @@ fn the_mirror_is_watched_deduplicated_by_event_id_and_filtered_by_job() {
     assert_eq!(lines[1]["payload"]["eventId"], "e-2");
     assert!(finished.stdout.contains("SKIPPED"), "{}", finished.stdout);
 }
+
+#[test]
+fn a_ca_file_that_is_not_pem_certificates_is_refused_before_connecting() {
+    let not_pem = std::env::temp_dir().join(format!("fetcherctl-ca-{}.pem", Uuid::new_v4()));
+    std::fs::write(&not_pem, "not a certificate").expect("write");
+    for (ca_file, expected) in [
+        (not_pem.to_str().expect("path"), "holds no PEM certificate"),
+        ("/nonexistent/ca.pem", "does not read as PEM"),
+    ] {
+        let output = Command::new(env!("CARGO_BIN_EXE_fetcherctl"))
+            // Nothing listens on port 1: an error about the file comes before any connection.
+            .args([
+                "watch",
+                "--mqtt",
+                "mqtts://127.0.0.1:1",
+                "--mqtt-ca-file",
+                ca_file,
+            ])
+            .env_remove("MQTT_CA_FILE")
+            .output()
+            .expect("fetcherctl");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!output.status.success());
+        assert!(stderr.contains(expected), "{stderr}");
+    }
+    let _ = std::fs::remove_file(&not_pem);
+}
