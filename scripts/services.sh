@@ -1,17 +1,21 @@
 #!/usr/bin/env bash
 # Makes sure the servers the tests and the demo talk to are installed and running; idempotent.
-# Usage: scripts/services.sh [postgres] [mariadb] [rabbitmq] [s3] [mosquitto]
+# Usage: scripts/services.sh [postgres] [mariadb] [rabbitmq] [s3] [mosquitto] [mongodb] [sqlserver]
 #        (no argument: all of them)
 #
 # Each server is checked by connecting to its port; one that is down is started, one that is
 # missing is installed from Debian's packages (s3s-fs from crates.io). A server that cannot be
-# brought up fails the script loudly: tests never run against a missing dependency.
+# brought up fails the script loudly: tests never run against a missing dependency. MongoDB and
+# SQL Server are stand-ins from PyPI (docs/TEST-SERVERS.md), installed in a virtual environment.
 set -euo pipefail
 
 S3_PORT=${S3_PORT:-9000}
 S3_DATA=${S3_DATA:-/var/lib/fetcher-s3}
 S3_ACCESS_KEY=${S3_ACCESS_KEY:-fetcher}
 S3_SECRET_KEY=${S3_SECRET_KEY:-fetcher-secret}
+VENV=${FETCHER_TEST_VENV:-/opt/fetcher-test-venv}
+MONGO_PORT=${MONGO_PORT:-27017}
+MONGO_DATA=${MONGO_DATA:-/var/lib/fetcher-mongo}
 
 log() { printf 'services: %s\n' "$*" >&2; }
 
@@ -88,8 +92,35 @@ ensure_mosquitto() {
   wait_port Mosquitto 1883
 }
 
+# The PyPI stand-ins' virtual environment, with `package` in it.
+venv_install() {
+  local package=$1 command=$2
+  [ -x "$VENV/bin/$command" ] && return 0
+  [ -x "$VENV/bin/pip" ] || { python3 -m venv "$VENV" 2>/dev/null || { apt_install python3-venv && python3 -m venv "$VENV"; }; }
+  log "installing $package from PyPI into $VENV"
+  "$VENV/bin/pip" install --quiet --disable-pip-version-check "$package" >&2
+}
+
+# MongoDB: secantusdb, a MongoDB wire-compatible server, in replica-set mode (set `secantus`:
+# transactions, change streams). Stopped with SIGTERM only: a kill -9 loses unflushed writes.
+ensure_mongodb() {
+  listening "$MONGO_PORT" && return 0
+  venv_install secantusdb secantusd-py
+  mkdir -p "$MONGO_DATA"
+  log "starting secantusdb on 127.0.0.1:$MONGO_PORT"
+  (cd "$MONGO_DATA" && exec nohup "$VENV/bin/secantusd-py" --host 127.0.0.1 --port "$MONGO_PORT" \
+    --storage-path "$MONGO_DATA" >/tmp/fetcher-secantusdb.log 2>&1) &
+  wait_port secantusdb "$MONGO_PORT"
+}
+
+# SQL Server: pysqlbridge, a read-only TDS server that loads its tables from files when it
+# starts; each test starts its own on a free port with its own tables, so this only installs it.
+ensure_sqlserver() {
+  venv_install pysqlbridge pysqlbridge
+}
+
 services=("$@")
-[ ${#services[@]} -gt 0 ] || services=(postgres mariadb rabbitmq s3 mosquitto)
+[ ${#services[@]} -gt 0 ] || services=(postgres mariadb rabbitmq s3 mosquitto mongodb sqlserver)
 for service in "${services[@]}"; do
   "ensure_$service"
 done
