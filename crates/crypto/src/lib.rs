@@ -32,6 +32,8 @@
 //! - `seal`: [`CipherKey`], sealing and opening.
 //! - `sign`: [`HmacKey`] and [`HmacStream`].
 //! - `secret`: the private zeroizing 32-byte buffer behind every key.
+//! - `crm`: [`CrmHashKey`] and [`CrmCipher`], upstream `plugin_crm`'s filter hashes and field
+//!   decryption (AES-128/192/256-GCM under a hex key).
 //! - `error`: [`KeyError`] and [`OpenError`].
 //!
 //! # Dependencies
@@ -39,12 +41,14 @@
 //! Pure code: this crate depends on no other crate of the workspace and on no I/O crate. Its only
 //! contact with the outside world is the OS random source, for nonces.
 
+mod crm;
 mod error;
 mod keys;
 mod seal;
 mod secret;
 mod sign;
 
+pub use crm::{CrmCipher, CrmHashKey, CrmKeyError, CRM_ENCRYPT_KEY_VAR, CRM_HASH_KEY_VAR};
 pub use error::{KeyError, OpenError};
 pub use keys::{
     KeySet, CREDENTIALS_LABEL, EXTERNAL_HMAC_LABEL, INTERNAL_HMAC_LABEL, MIN_MASTER_LEN,
