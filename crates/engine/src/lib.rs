@@ -7,6 +7,9 @@
 //! - [`catalog`]: tables and columns a datasource holds, and how each column's values map.
 //! - [`plan`]: validation of tables, fields, filters and limits against a catalog (pure).
 //! - [`error`]: [`EngineError`], with redaction-safe texts.
+//! - [`plugin_crm`]: upstream's CRM path's pure rules (which datasource it is, its filters'
+//!   `search.*` rewrite with hashed values, when rows are decrypted); its MongoDB reads are to
+//!   come with the MongoDB datasource (issue 15).
 //! - [`watch`]: what an extraction tells its caller about each datasource, and its graceful
 //!   stop.
 //!
@@ -29,6 +32,7 @@ mod engine;
 pub mod error;
 mod mysql;
 pub mod plan;
+pub mod plugin_crm;
 mod pools;
 mod postgres;
 pub mod result;
