@@ -4,7 +4,9 @@
 //!
 //! # Layout
 //! - [`relay`]: publish a batch of leased rows, mark the confirmed ones published and back
-//!   off the others. Used by the Worker right after a commit, and by the repairer.
+//!   off the others. Used by the Worker right after a commit, and by the repairer. (The MQTT
+//!   mirror's rows are taken under row locks instead and deleted once delivered:
+//!   `outbox::MirrorBatch`.)
 //! - [`repair`]: [`Repairer`], its config, its loop ([`Repairer::run`]) and its testable step
 //!   ([`Repairer::repair_once`]).
 //! - [`sink`]: [`SinkPublisher`], the AMQP or MQTT publisher of one outbox sink's rows; each

@@ -152,8 +152,8 @@ impl Repairer {
     ///
     /// Several batches are relayed at once ([`RepairerConfig::batches_in_flight`]), so the state
     /// database's round trips for one overlap the broker's for another instead of adding to
-    /// them. Each batch is leased right before it is published and recorded right after its
-    /// confirms.
+    /// them. Each batch is leased (the mirror's: taken under row locks) right before it is
+    /// published and recorded right after its confirms.
     pub async fn repair_once(&self, stop: &CancellationToken) -> Result<PassReport, OutboxError> {
         let mut report = PassReport::default();
         self.drain(stop, &mut report).await?;
@@ -207,8 +207,9 @@ impl Repairer {
     }
 
     /// Relays batches until the backlog is drained, `stop` is cancelled, or the broker is away:
-    /// [`RepairerConfig::batches_in_flight`] loops at once, each leasing, publishing and
-    /// recording one batch at a time. All loops run to their end (none is dropped with a batch
+    /// [`RepairerConfig::batches_in_flight`] loops at once, each taking, publishing and
+    /// recording one batch at a time (the mirror's loops take theirs one after another, from a
+    /// shared cursor). All loops run to their end (none is dropped with a batch
     /// published and not recorded); the first error is returned.
     async fn drain(
         &self,
