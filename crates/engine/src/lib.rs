@@ -7,6 +7,8 @@
 //! - [`catalog`]: tables and columns a datasource holds, and how each column's values map.
 //! - [`plan`]: validation of tables, fields, filters and limits against a catalog (pure).
 //! - [`error`]: [`EngineError`], with redaction-safe texts.
+//! - [`like`]: a contract `like` pattern as an anchored, escaped regular expression, for the
+//!   MongoDB datasource to come (issue 15).
 //! - [`plugin_crm`]: upstream's CRM path's pure rules (which datasource it is, its filters'
 //!   `search.*` rewrite with hashed values, when rows are decrypted); its MongoDB reads are to
 //!   come with the MongoDB datasource (issue 15).
@@ -30,6 +32,7 @@ pub mod connection;
 mod datasource;
 mod engine;
 pub mod error;
+pub mod like;
 mod mysql;
 pub mod plan;
 pub mod plugin_crm;
