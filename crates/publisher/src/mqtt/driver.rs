@@ -31,7 +31,6 @@ pub(super) struct Driver {
     options: MqttOptions,
     in_flight: usize,
     connect_timeout: Duration,
-    keep_alive: Duration,
     max_reconnect_delay: Duration,
     commands: mpsc::Receiver<Command>,
     connected: Arc<AtomicBool>,
@@ -56,7 +55,6 @@ impl Driver {
             options,
             in_flight: usize::from(config.in_flight.max(1)),
             connect_timeout: config.connect_timeout,
-            keep_alive: config.keep_alive.max(Duration::from_secs(1)),
             max_reconnect_delay: config.max_reconnect_delay,
             commands,
             connected,
@@ -117,11 +115,11 @@ impl Driver {
         // Each publish is flushed on its own and leaves at once (see `pings` for the broker's
         // side of the same delay).
         events.network_options.set_tcp_nodelay(true);
-        let mut pings = Pings::new(self.keep_alive);
-        let mut keep_alive = tokio::time::interval_at(
-            tokio::time::Instant::now() + self.keep_alive,
-            self.keep_alive,
-        );
+        // The interval the CONNECT carries (`MqttConfig` keeps it at 1 s or more).
+        let interval = self.options.keep_alive();
+        let mut pings = Pings::new(interval);
+        let mut keep_alive =
+            tokio::time::interval_at(tokio::time::Instant::now() + interval, interval);
         keep_alive.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         // Queued on the client, waiting for the loop to report their packet ids, in order.
         let mut queued: VecDeque<Done> = VecDeque::new();

@@ -358,23 +358,36 @@ async fn run_jobs(
             .await;
         submitted.insert(job.to_string(), Instant::now());
     }
-    let mut latencies = Vec::with_capacity(jobs.len());
-    let deadline = Instant::now() + Duration::from_secs(240);
-    while !submitted.is_empty() {
+    let mut latencies =
+        arrivals(events, "job.completed", submitted, Duration::from_secs(240)).await;
+    latencies.sort();
+    latencies
+}
+
+/// Waits until an event with `routing_key` came for every subject of `since`; returns how long
+/// after its instant each one came.
+async fn arrivals(
+    events: &mut crate::harness::Listener,
+    routing_key: &str,
+    mut since: BTreeMap<String, Instant>,
+    within: Duration,
+) -> Vec<Duration> {
+    let mut waited = Vec::with_capacity(since.len());
+    let deadline = Instant::now() + within;
+    while !since.is_empty() {
         let left = deadline.saturating_duration_since(Instant::now());
         let event = events
             .next(left)
             .await
-            .unwrap_or_else(|| panic!("{} jobs' events never came", submitted.len()));
-        if event.delivery.routing_key.as_str() != "job.completed" {
+            .unwrap_or_else(|| panic!("{} jobs' {routing_key} never came", since.len()));
+        if event.delivery.routing_key.as_str() != routing_key {
             continue;
         }
-        if let Some(at) = submitted.remove(&event.text("ce-subject")) {
-            latencies.push(at.elapsed());
+        if let Some(at) = since.remove(&event.text("ce-subject")) {
+            waited.push(at.elapsed());
         }
     }
-    latencies.sort();
-    latencies
+    waited
 }
 
 fn percentile(sorted: &[Duration], p: usize) -> Duration {
@@ -565,18 +578,15 @@ async fn a_rabbitmq_outage_delays_amqp_events_and_never_holds_back_the_mirror() 
     let down_for = cut.elapsed();
 
     amqp.heal();
-    let mut deleted: BTreeSet<String> = jobs.iter().map(Uuid::to_string).collect();
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while !deleted.is_empty() {
-        let left = deadline.saturating_duration_since(Instant::now());
-        let event = events
-            .next(left)
-            .await
-            .unwrap_or_else(|| panic!("{} jobs' job.deleted never came", deleted.len()));
-        if event.delivery.routing_key.as_str() == "job.deleted" {
-            deleted.remove(&event.text("ce-subject"));
-        }
-    }
+    let healed = Instant::now();
+    let deleted = jobs.iter().map(|job| (job.to_string(), healed)).collect();
+    arrivals(
+        &mut events,
+        "job.deleted",
+        deleted,
+        Duration::from_secs(120),
+    )
+    .await;
     println!(
         "RabbitMQ away {down_for:.1?}: every MQTT event of {DELETED_IN_OUTAGE} deletions in \
          {mirrored:.1?} after the cut; their AMQP events {:.1?} after it returned",
