@@ -23,7 +23,9 @@ use crate::outbox::{decode_all, PendingEvent};
 use crate::store::{interval, Store};
 
 /// A batch of unpublished MQTT rows, locked by its open transaction until [`MirrorBatch::finish`]
-/// (or until it is dropped: then its rows are free again, untouched).
+/// or [`MirrorBatch::release`]. A batch that is dropped instead leaves its rows untouched, and
+/// free once its transaction's rollback has run, which sqlx does when the connection is next
+/// used (or closed).
 pub struct MirrorBatch {
     tx: Transaction<'static, Postgres>,
     events: Vec<PendingEvent>,
@@ -116,6 +118,14 @@ impl MirrorBatch {
     /// Where the pass's next batch starts (where the one before ended, if this one is empty).
     pub fn cursor(&self) -> Option<MirrorCursor> {
         self.cursor
+    }
+
+    /// Gives the batch's rows back untouched, now (the rollback is awaited).
+    pub async fn release(self) -> Result<()> {
+        self.tx
+            .rollback()
+            .await
+            .map_err(|e| OutboxError::sqlx("giving back a batch of the mirror's events", e))
     }
 
     /// Ends the batch: deletes the `published` rows (the broker has them), backs off the

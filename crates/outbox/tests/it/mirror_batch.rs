@@ -1,5 +1,5 @@
 //! The mirror's MQTT rows as a queue: taken under row locks, deleted once delivered, backed off
-//! otherwise, free again when a batch is dropped, and a pass's batches taken one after another.
+//! otherwise, free again when a batch is given back, and a pass's batches taken one after another.
 
 use std::collections::HashSet;
 use std::time::Duration;
@@ -57,7 +57,7 @@ async fn a_batch_holds_its_rows_until_it_ends_deleting_the_delivered_and_backing
         .await
         .expect("take");
     assert_eq!(ids(&rest), rows[3..]);
-    drop(rest);
+    rest.release().await.expect("release");
 
     let failure = Unpublished {
         id: rows[2],
@@ -82,7 +82,7 @@ async fn a_batch_holds_its_rows_until_it_ends_deleting_the_delivered_and_backing
         error.contains("broker said no") && !error.contains("secret"),
         "{error}"
     );
-    // The dropped batch left its rows as they were.
+    // The batch given back left its rows as they were.
     assert_eq!(left[1], (rows[3], 0, None, false));
     assert_eq!(left[2], (rows[4], 0, None, false));
     // The AMQP rows are untouched.
@@ -101,7 +101,7 @@ async fn a_batch_holds_its_rows_until_it_ends_deleting_the_delivered_and_backing
         .await
         .expect("take");
     assert_eq!(ids(&again), rows[3..]);
-    drop(again);
+    again.release().await.expect("release");
     other.pool().close().await;
     db.drop().await;
 }
@@ -120,7 +120,7 @@ async fn a_pass_takes_its_batches_one_after_another_and_a_grace_keeps_young_rows
         "every row is younger than the grace"
     );
     assert_eq!(young.cursor(), None);
-    drop(young);
+    young.release().await.expect("release");
 
     // Each batch starts after the one before, though that one still holds its rows.
     let mut cursor = None;
