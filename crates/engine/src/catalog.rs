@@ -37,6 +37,8 @@ pub enum ValueKind {
     Array(ElementKind),
     /// A MySQL `SET`: an array of its member strings.
     Set,
+    /// A MongoDB document path: each value written as its own BSON type maps.
+    Bson,
 }
 
 /// The element kinds arrays are read as.
@@ -64,6 +66,23 @@ pub struct Table {
     /// name it, so a table is read from exactly where it was validated.
     pub schema: String,
     pub columns: Vec<Column>,
+    /// A MongoDB collection: it has no column catalog, so every field is a document path of
+    /// kind [`ValueKind::Bson`] (the datasource checks the paths' syntax) and `columns` is empty.
+    pub document_paths: bool,
+}
+
+impl Table {
+    /// The column `name` of the table, if it has one.
+    pub fn column(&self, name: &str) -> Option<Column> {
+        if self.document_paths {
+            return Some(Column {
+                name: name.to_owned(),
+                db_type: "document path".to_owned(),
+                kind: ValueKind::Bson,
+            });
+        }
+        self.columns.iter().find(|c| c.name == name).cloned()
+    }
 }
 
 /// The tables of one datasource that a job asked about, keyed by the name the job used.
@@ -75,5 +94,10 @@ pub struct Catalog {
 impl Catalog {
     pub fn columns(&self, table: &TableName) -> Option<&[Column]> {
         self.tables.get(table).map(|t| t.columns.as_slice())
+    }
+
+    /// The column `name` of `table`, if both exist.
+    pub fn column(&self, table: &TableName, name: &str) -> Option<Column> {
+        self.tables.get(table)?.column(name)
     }
 }

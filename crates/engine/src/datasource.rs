@@ -1,17 +1,53 @@
 //! What the engine needs from a kind of datasource: its naming, its catalog, its rows.
+//!
+//! [`Datasource`] is the engine's one view of a kind. The SQL kinds share most of it: they
+//! implement [`SqlDatasource`] (a catalog and one table's rows on a connection of their sqlx
+//! database), and get their [`Datasource`] from it: a cancel-on-drop session
+//! ([`crate::cancel::Session`]) and every table read in one read-only transaction.
 
 use std::future::Future;
 
-use sqlx::Database;
+use sqlx::{Connection, Database};
 
+use crate::cancel::Session;
 use crate::catalog::{Catalog, TableName};
-use crate::error::Result;
+use crate::error::{EngineError, Result};
 use crate::plan::{Naming, TablePlan};
 use crate::result::ConnectionResult;
 
-/// One kind of datasource (PostgreSQL, MySQL). Implementations are stateless: a connection
-/// of their database is passed in.
+/// One kind of datasource (PostgreSQL, MySQL, MongoDB). Implementations are stateless: the
+/// session their statements run on is passed in.
 pub(crate) trait Datasource {
+    /// What one datasource's reads run on; dropped before [`Datasource::finish`] (the
+    /// extraction was abandoned), it stops them on the server.
+    type Session: Send;
+
+    /// How the datasource names tables, for a connection to `database`.
+    fn naming(database: &str) -> Naming;
+
+    /// The requested tables that exist, and their columns.
+    fn load_catalog<'c>(
+        session: &'c mut Self::Session,
+        connection: &'c str,
+        database: &'c str,
+        tables: &'c [TableName],
+    ) -> impl Future<Output = Result<Catalog>> + Send + 'c;
+
+    /// Streams every planned table's rows into `out`, in plan order.
+    fn stream<'c>(
+        session: &'c mut Self::Session,
+        connection: &'c str,
+        plans: &'c [TablePlan],
+        out: &'c mut ConnectionResult,
+    ) -> impl Future<Output = Result<()>> + Send + 'c;
+
+    /// The reads ended, well or not: the session is given back (a pooled connection to its
+    /// pool) instead of being cancelled.
+    fn finish(session: Self::Session);
+}
+
+/// A SQL kind of datasource on sqlx (PostgreSQL, MySQL).
+pub(crate) trait SqlDatasource {
     type Db: Database;
 
     /// How the datasource names tables, for a connection to `database`.
@@ -34,6 +70,57 @@ pub(crate) trait Datasource {
     ) -> impl Future<Output = Result<()>> + Send + 'c;
 }
 
+/// Both dialects' spelling of a read-only transaction (PostgreSQL and MySQL 5.6+ / MariaDB).
+const READ_ONLY: &str = "START TRANSACTION READ ONLY";
+
+impl<S: SqlDatasource> Datasource for S
+where
+    S::Db: Database,
+{
+    type Session = Session<S::Db>;
+
+    fn naming(database: &str) -> Naming {
+        <S as SqlDatasource>::naming(database)
+    }
+
+    fn load_catalog<'c>(
+        session: &'c mut Self::Session,
+        connection: &'c str,
+        database: &'c str,
+        tables: &'c [TableName],
+    ) -> impl Future<Output = Result<Catalog>> + Send + 'c {
+        <S as SqlDatasource>::load_catalog(session.conn(), connection, database, tables)
+    }
+
+    /// The rows in one read-only transaction: a view whose function writes fails the job
+    /// instead of writing. An error rolls the transaction back before the connection is pooled
+    /// again.
+    fn stream<'c>(
+        session: &'c mut Self::Session,
+        connection: &'c str,
+        plans: &'c [TablePlan],
+        out: &'c mut ConnectionResult,
+    ) -> impl Future<Output = Result<()>> + Send + 'c {
+        async move {
+            let mut tx = session
+                .conn()
+                .begin_with(READ_ONLY)
+                .await
+                .map_err(|e| EngineError::query(connection, &e))?;
+            for plan in plans {
+                S::stream_table(&mut tx, connection, plan, out).await?;
+            }
+            tx.commit()
+                .await
+                .map_err(|e| EngineError::query(connection, &e))
+        }
+    }
+
+    fn finish(session: Self::Session) {
+        session.finish();
+    }
+}
+
 /// Writes one database row as a result row: each planned column, in plan order (sorted by
 /// name), through the datasource's value decoder.
 pub(crate) fn write_row<R>(
@@ -51,8 +138,6 @@ where
     R: sqlx::Row,
     usize: sqlx::ColumnIndex<R>,
 {
-    use crate::error::EngineError;
-
     let w = out.begin_row()?;
     for (i, column) in plan.columns.iter().enumerate() {
         w.key(&column.name)

@@ -4,7 +4,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use contract::message::{FilterCondition, Filters, MappedFields};
-use sqlx::Connection;
 use std::collections::BTreeMap;
 use tokio::task::JoinSet;
 
@@ -18,7 +17,7 @@ use crate::plan::{self, Naming};
 use crate::pools::{Pool, Pools};
 use crate::result::{self, Budget, ConnectionResult, Extraction, Part};
 use crate::watch::{DatasourceEnd, Observer, Progress, Watch};
-use crate::{mysql, postgres};
+use crate::{mongo, mysql, postgres};
 
 /// Extracts jobs' data. Cheap to share: clone it, or keep one in an `Arc`.
 #[derive(Clone)]
@@ -226,6 +225,11 @@ impl Inner {
                 self.extract_from::<postgres::Source>(session, job, &config)
                     .await
             }
+            Pool::MongoDb(client) => {
+                let session = mongo::Session::new(client, self.config.timeout);
+                self.extract_from::<mongo::Source>(session, job, &config)
+                    .await
+            }
             Pool::MySql(pool) => {
                 let conn = pool
                     .acquire()
@@ -240,14 +244,15 @@ impl Inner {
         }
     }
 
-    /// Discovers, plans and streams one datasource's tables through its session, the rows in
-    /// one read-only transaction: a view whose function writes fails the job instead of writing
-    /// (discovery is the engine's own fixed catalog queries).
+    /// Discovers, plans and streams one datasource's tables through its session. Discovery is
+    /// the engine's own fixed catalog queries, before the rows are read (MariaDB's
+    /// `information_schema` silently skips a view whose function writes when read in a read-only
+    /// transaction, which would report a real view as missing instead of failing on its write).
     /// However it ends, the session ends too: only an abort (a drop mid-way) cancels on the
-    /// server; an error rolls the transaction back before the connection is pooled again.
+    /// server.
     async fn extract_from<S: Datasource>(
         &self,
-        mut session: Session<S::Db>,
+        mut session: S::Session,
         job: &DatasourceJob,
         config: &ConnectionConfig,
     ) -> Result<Part> {
@@ -256,10 +261,7 @@ impl Inner {
         let naming = S::naming(database);
         let streamed = async {
             let tables = table_names(name, job, &naming, config.schemas.as_ref())?;
-            // Discovery runs before the transaction: MariaDB's `information_schema` silently
-            // skips a view whose function writes when read in a read-only transaction, which
-            // would report a real view as missing instead of failing on its write.
-            let catalog = S::load_catalog(session.conn(), name, database, &tables).await?;
+            let catalog = S::load_catalog(&mut session, name, database, &tables).await?;
             let plans = plan::plan_datasource(
                 name,
                 &job.tables,
@@ -270,27 +272,14 @@ impl Inner {
             )?;
             let mut out = ConnectionResult::new(name, job.first, job.budget.clone())?
                 .watched(Progress::new(job.observer.clone(), name));
-            let mut tx = session
-                .conn()
-                .begin_with(READ_ONLY)
-                .await
-                .map_err(|e| EngineError::query(name, &e))?;
-            for plan in &plans {
-                S::stream_table(&mut tx, name, plan, &mut out).await?;
-            }
-            tx.commit()
-                .await
-                .map_err(|e| EngineError::query(name, &e))?;
+            S::stream(&mut session, name, &plans, &mut out).await?;
             out.finish()
         }
         .await;
-        session.finish();
+        S::finish(session);
         streamed
     }
 }
-
-/// Both dialects' spelling of a read-only transaction (PostgreSQL and MySQL 5.6+ / MariaDB).
-const READ_ONLY: &str = "START TRANSACTION READ ONLY";
 
 /// The tables the catalog is asked about: every requested one inside `schemas` (all of them
 /// without an allow-list). A table outside is never looked up, so the plan reports it exactly

@@ -33,6 +33,7 @@ mod datasource;
 mod engine;
 pub mod error;
 pub mod like;
+mod mongo;
 mod mysql;
 pub mod plan;
 pub mod plugin_crm;

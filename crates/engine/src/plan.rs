@@ -126,7 +126,7 @@ pub fn plan_datasource(
             if plan.columns.iter().any(|c| c.name == *field) {
                 continue;
             }
-            let column = find_column(&found.columns, field).ok_or_else(|| {
+            let column = found.column(field).ok_or_else(|| {
                 schema_error(format!(
                     "field {field:?} does not exist in table {requested:?}"
                 ))
@@ -137,7 +137,7 @@ pub fn plan_datasource(
                     limit: limits.max_fields_per_table,
                 });
             }
-            plan.columns.push(column.clone());
+            plan.columns.push(column);
         }
     }
     for plan in plans.values_mut() {
@@ -153,9 +153,8 @@ pub fn plan_datasource(
             .ok_or_else(|| EngineError::Filter {
                 detail: format!("on {connection}.{requested}: the table is not in mappedFields"),
             })?;
-        let available = catalog.columns(&name).unwrap_or_default();
         for (field, condition) in fields {
-            let column = find_column(available, field).ok_or_else(|| {
+            let column = catalog.column(&name, field).ok_or_else(|| {
                 schema_error(format!(
                     "filter field {field:?} does not exist in table {requested:?}"
                 ))
@@ -170,10 +169,6 @@ pub fn plan_datasource(
         }
     }
     Ok(plans.into_values().collect())
-}
-
-fn find_column<'a>(columns: &'a [Column], name: &str) -> Option<&'a Column> {
-    columns.iter().find(|c| c.name == name)
 }
 
 fn with_connection(error: EngineError, connection: &str) -> EngineError {

@@ -17,6 +17,8 @@ use crate::error::Result;
 pub(crate) enum Pool {
     Postgres(PgPool),
     MySql(MySqlPool),
+    /// The driver's client: its own pool per server, connected lazily.
+    MongoDb(mongodb::Client),
 }
 
 impl Pool {
@@ -25,6 +27,8 @@ impl Pool {
             match self {
                 Pool::Postgres(pool) => pool.close().await,
                 Pool::MySql(pool) => pool.close().await,
+                // Its connections close once the jobs still holding a clone are done.
+                Pool::MongoDb(client) => drop(client),
             }
         });
     }
@@ -109,6 +113,18 @@ impl Pools {
 
     fn create(&self, config: &ConnectionConfig) -> Result<Pool> {
         Ok(match config.kind {
+            DatasourceKind::MongoDb => {
+                let limits = crate::mongo::PoolLimits {
+                    max_connections: self.max_connections,
+                    idle_timeout: self.idle_timeout,
+                    connect_timeout: self.connect_timeout,
+                };
+                let options = crate::mongo::client_options(config, limits)?;
+                Pool::MongoDb(
+                    mongodb::Client::with_options(options)
+                        .map_err(|e| config.invalid(contract::redact(&e.to_string())))?,
+                )
+            }
             DatasourceKind::MySql => {
                 let options = config.mysql_options()?;
                 Pool::MySql(

@@ -3,8 +3,8 @@
 use std::fmt;
 use std::str::FromStr;
 
-/// A datasource type. Every type of the contract resolves; only PostgreSQL and MySQL have a
-/// connector in this engine ([`is_supported`](Self::is_supported)).
+/// A datasource type. Every type of the contract resolves; PostgreSQL, MySQL and MongoDB have
+/// a connector in this engine ([`is_supported`](Self::is_supported)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum DatasourceKind {
     Postgres,
@@ -48,7 +48,10 @@ impl DatasourceKind {
 
     /// Whether this engine can extract from the type.
     pub fn is_supported(self) -> bool {
-        matches!(self, DatasourceKind::Postgres | DatasourceKind::MySql)
+        matches!(
+            self,
+            DatasourceKind::Postgres | DatasourceKind::MySql | DatasourceKind::MongoDb
+        )
     }
 }
 
@@ -102,12 +105,19 @@ mod tests {
     }
 
     #[test]
-    fn only_postgres_and_mysql_are_supported() {
+    fn postgres_mysql_and_mongodb_are_supported() {
         let supported: Vec<_> = DatasourceKind::ALL
             .into_iter()
             .filter(|k| k.is_supported())
             .collect();
-        assert_eq!(supported, [DatasourceKind::Postgres, DatasourceKind::MySql]);
+        assert_eq!(
+            supported,
+            [
+                DatasourceKind::Postgres,
+                DatasourceKind::MySql,
+                DatasourceKind::MongoDb
+            ]
+        );
     }
 
     #[test]

@@ -93,7 +93,7 @@ pub struct ConnectionConfig {
 
 impl ConnectionConfig {
     /// Fails with `datasource type X is not supported` for the types this engine has no
-    /// connector for (MongoDB, SQL Server, Oracle). Those still resolve, so the job fails with
+    /// connector for (SQL Server, Oracle). Those still resolve, so the job fails with
     /// that clear message rather than "connection not found".
     pub fn ensure_supported(&self) -> Result<()> {
         if self.kind.is_supported() {
@@ -112,6 +112,14 @@ impl ConnectionConfig {
         match self.kind {
             DatasourceKind::Postgres => self.pg_options().map(drop),
             DatasourceKind::MySql => self.mysql_options().map(drop),
+            DatasourceKind::MongoDb => {
+                let limits = crate::mongo::PoolLimits {
+                    max_connections: 1,
+                    idle_timeout: std::time::Duration::from_secs(60),
+                    connect_timeout: std::time::Duration::from_secs(5),
+                };
+                crate::mongo::client_options(self, limits).map(drop)
+            }
             _ => Ok(()),
         }
     }

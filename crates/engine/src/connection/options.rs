@@ -319,17 +319,20 @@ mod tests {
     fn validate_checks_the_driver_options_of_supported_kinds_only() {
         assert!(config(DatasourceKind::MySql, "bogus=1").validate().is_err());
         assert!(config(DatasourceKind::Postgres, "ok=1").validate().is_ok());
+        assert!(config(DatasourceKind::MongoDb, "bogus=1")
+            .validate()
+            .is_err());
         assert!(config(DatasourceKind::Oracle, "bogus=1").validate().is_ok());
     }
 
     #[test]
     fn unsupported_kinds_fail_with_a_clear_message() {
-        let error = config(DatasourceKind::MongoDb, "")
+        let error = config(DatasourceKind::Oracle, "")
             .ensure_supported()
             .unwrap_err();
         assert_eq!(
             error.to_string(),
-            "connection ledger: datasource type MONGODB is not supported"
+            "connection ledger: datasource type ORACLE is not supported"
         );
         assert!(config(DatasourceKind::MySql, "").ensure_supported().is_ok());
     }

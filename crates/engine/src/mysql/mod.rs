@@ -120,7 +120,7 @@ pub(crate) fn select_expr(column: &Column, quoted: &str) -> String {
 /// MySQL and MariaDB as the engine sees them.
 pub(crate) struct Source;
 
-impl crate::datasource::Datasource for Source {
+impl crate::datasource::SqlDatasource for Source {
     type Db = sqlx::MySql;
 
     fn naming(database: &str) -> Naming {

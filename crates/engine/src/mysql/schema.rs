@@ -128,6 +128,7 @@ pub(crate) async fn load_catalog(
             .or_insert_with(|| Table {
                 schema: f.schema.clone(),
                 columns: Vec::new(),
+                document_paths: false,
             });
         table.columns.push(Column {
             name: f.column,

@@ -74,6 +74,7 @@ fn write_value(w: &mut W, column: &Column, value: MySqlValueRef<'_>) -> Result<(
         ValueKind::Json => result::write_json_text(w, bytes),
         ValueKind::Date => write_date(w, bytes)?,
         ValueKind::Timestamp | ValueKind::TimestampTz => write_datetime(w, bytes)?,
+        ValueKind::Bson => return Err("a MySQL column is never a document path".into()),
     };
     written.map_err(|e| e.to_string())
 }

@@ -32,6 +32,7 @@ fn catalog() -> Catalog {
     let table = |schema: &str, columns| Table {
         schema: schema.into(),
         columns,
+        document_paths: false,
     };
     catalog.tables.insert(
         users,

@@ -54,7 +54,8 @@ pub(crate) fn select_expr(column: &Column, quoted: &str) -> String {
         | ValueKind::Date
         | ValueKind::Timestamp
         | ValueKind::TimestampTz
-        | ValueKind::Set => quoted.to_owned(),
+        | ValueKind::Set
+        | ValueKind::Bson => quoted.to_owned(),
     }
 }
 
@@ -83,7 +84,7 @@ pub(crate) fn kind_of(type_name: &str, category: &str, element: Option<(&str, &s
 /// PostgreSQL as the engine sees it.
 pub(crate) struct Source;
 
-impl crate::datasource::Datasource for Source {
+impl crate::datasource::SqlDatasource for Source {
     type Db = sqlx::Postgres;
 
     fn naming(database: &str) -> Naming {

@@ -69,6 +69,7 @@ pub(crate) async fn load_catalog(
         let table = found.entry(name).or_insert_with(|| Table {
             schema,
             columns: Vec::new(),
+            document_paths: false,
         });
         table.columns.push(Column {
             name: get("column_name")?.unwrap_or_default(),

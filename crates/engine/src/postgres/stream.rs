@@ -100,6 +100,7 @@ fn write_value(w: &mut W, column: &Column, value: PgValueRef<'_>) -> Result<(), 
             }
         }
         ValueKind::Array(element) => return write_array(w, element, value),
+        ValueKind::Bson => return Err("a PostgreSQL column is never a document path".into()),
     };
     written.map_err(|e| e.to_string())
 }
