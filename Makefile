@@ -9,7 +9,7 @@ demo:
 
 ## Every test of the workspace, unit, property and integration; starts the servers they need.
 test:
-	bash scripts/services.sh postgres mariadb rabbitmq s3 mosquitto
+	bash scripts/services.sh postgres mariadb rabbitmq s3 mosquitto mongodb
 	$(CARGO) test --workspace --locked
 
 ## Formatting and lints, as CI checks them.

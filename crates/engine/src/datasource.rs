@@ -73,7 +73,7 @@ pub(crate) trait SqlDatasource {
 /// Both dialects' spelling of a read-only transaction (PostgreSQL and MySQL 5.6+ / MariaDB).
 const READ_ONLY: &str = "START TRANSACTION READ ONLY";
 
-impl<S: SqlDatasource> Datasource for S
+impl<S: SqlDatasource + 'static> Datasource for S
 where
     S::Db: Database,
 {
@@ -95,25 +95,23 @@ where
     /// The rows in one read-only transaction: a view whose function writes fails the job
     /// instead of writing. An error rolls the transaction back before the connection is pooled
     /// again.
-    fn stream<'c>(
-        session: &'c mut Self::Session,
-        connection: &'c str,
-        plans: &'c [TablePlan],
-        out: &'c mut ConnectionResult,
-    ) -> impl Future<Output = Result<()>> + Send + 'c {
-        async move {
-            let mut tx = session
-                .conn()
-                .begin_with(READ_ONLY)
-                .await
-                .map_err(|e| EngineError::query(connection, &e))?;
-            for plan in plans {
-                S::stream_table(&mut tx, connection, plan, out).await?;
-            }
-            tx.commit()
-                .await
-                .map_err(|e| EngineError::query(connection, &e))
+    async fn stream(
+        session: &mut Self::Session,
+        connection: &str,
+        plans: &[TablePlan],
+        out: &mut ConnectionResult,
+    ) -> Result<()> {
+        let mut tx = session
+            .conn()
+            .begin_with(READ_ONLY)
+            .await
+            .map_err(|e| EngineError::query(connection, &e))?;
+        for plan in plans {
+            S::stream_table(&mut tx, connection, plan, out).await?;
         }
+        tx.commit()
+            .await
+            .map_err(|e| EngineError::query(connection, &e))
     }
 
     fn finish(session: Self::Session) {

@@ -8,10 +8,11 @@
 //! - [`plan`]: validation of tables, fields, filters and limits against a catalog (pure).
 //! - [`error`]: [`EngineError`], with redaction-safe texts.
 //! - [`like`]: a contract `like` pattern as an anchored, escaped regular expression, for the
-//!   MongoDB datasource to come (issue 15).
+//!   MongoDB datasource.
 //! - [`plugin_crm`]: upstream's CRM path's pure rules (which datasource it is, its filters'
 //!   `search.*` rewrite with hashed values, when rows are decrypted); its MongoDB reads are to
 //!   come with the MongoDB datasource (issue 15).
+//! - the private `mongo` module: MongoDB datasources (collections, document paths, BSON values).
 //! - [`watch`]: what an extraction tells its caller about each datasource, and its graceful
 //!   stop.
 //!

@@ -205,7 +205,11 @@ fn build(
         }
     };
     let database = required(take(Field::Database), Field::Database, &mut problems);
-    let user = required(take(Field::User), Field::User, &mut problems);
+    // A MongoDB deployment may run without authentication: no user, no credentials.
+    let user = match kind {
+        Some(DatasourceKind::MongoDb) => Some(take(Field::User).unwrap_or_default()),
+        _ => required(take(Field::User), Field::User, &mut problems),
+    };
     let ssl_mode = match take(Field::SslMode) {
         None => Some(SslMode::default()),
         Some(text) => text

@@ -16,7 +16,7 @@
 //! | `HOST` | host name or address (required) |
 //! | `PORT` | 1–65535; default per type (5432, 3306, 27017, 1433, 1521) |
 //! | `DATABASE` | database name (required) |
-//! | `USER` | user name (required) |
+//! | `USER` | user name (required; MongoDB: optional, none means no authentication) |
 //! | `PASSWORD` | password; empty or unset means none |
 //! | `SSLMODE` | see [`SslMode`]; default `prefer` |
 //! | `OPTIONS` | driver options, format below |

@@ -25,7 +25,6 @@ mod values;
 pub(crate) use client::{client_options, PoolLimits};
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::future::Future;
 use std::time::Duration;
 
 use mongodb::action::Action as _;
@@ -76,92 +75,88 @@ impl crate::datasource::Datasource for Source {
         }
     }
 
-    fn load_catalog<'c>(
-        session: &'c mut Session,
-        connection: &'c str,
-        database: &'c str,
-        tables: &'c [TableName],
-    ) -> impl Future<Output = Result<Catalog>> + Send + 'c {
-        async move {
-            let mut by_database: BTreeMap<&str, Vec<&TableName>> = BTreeMap::new();
-            for name in tables {
-                let db = name.schema.as_deref().unwrap_or(database);
-                if !is_reserved(db, &name.table) {
-                    by_database.entry(db).or_default().push(name);
-                }
+    async fn load_catalog(
+        session: &mut Session,
+        connection: &str,
+        database: &str,
+        tables: &[TableName],
+    ) -> Result<Catalog> {
+        let mut by_database: BTreeMap<&str, Vec<&TableName>> = BTreeMap::new();
+        for name in tables {
+            let db = name.schema.as_deref().unwrap_or(database);
+            if !is_reserved(db, &name.table) {
+                by_database.entry(db).or_default().push(name);
             }
-            let mut catalog = Catalog::default();
-            for (db, names) in by_database {
-                let wanted: Vec<&str> = names.iter().map(|n| n.table.as_str()).collect();
-                let found: BTreeSet<String> = session
-                    .client
-                    .database(db)
-                    .list_collection_names()
-                    .filter(doc! { "name": { "$in": wanted } })
-                    .await
-                    .map_err(|e| error(connection, &e))?
-                    .into_iter()
-                    .collect();
-                for name in names {
-                    if found.contains(&name.table) {
-                        catalog.tables.insert(
-                            name.clone(),
-                            Table {
-                                schema: db.to_owned(),
-                                columns: Vec::new(),
-                                document_paths: true,
-                            },
-                        );
-                    }
-                }
-            }
-            Ok(catalog)
         }
+        let mut catalog = Catalog::default();
+        for (db, names) in by_database {
+            let wanted: Vec<&str> = names.iter().map(|n| n.table.as_str()).collect();
+            let found: BTreeSet<String> = session
+                .client
+                .database(db)
+                .list_collection_names()
+                .filter(doc! { "name": { "$in": wanted } })
+                .await
+                .map_err(|e| error(connection, &e))?
+                .into_iter()
+                .collect();
+            for name in names {
+                if found.contains(&name.table) {
+                    catalog.tables.insert(
+                        name.clone(),
+                        Table {
+                            schema: db.to_owned(),
+                            columns: Vec::new(),
+                            document_paths: true,
+                        },
+                    );
+                }
+            }
+        }
+        Ok(catalog)
     }
 
-    fn stream<'c>(
-        session: &'c mut Session,
-        connection: &'c str,
-        plans: &'c [TablePlan],
-        out: &'c mut ConnectionResult,
-    ) -> impl Future<Output = Result<()>> + Send + 'c {
-        async move {
-            // Every table's query is built (and its paths and filters checked) before the first
-            // read.
-            let mut finds = Vec::with_capacity(plans.len());
-            for plan in plans {
-                let refused = |e| refusal(connection, e);
-                finds.push((
-                    plan,
-                    query::filter(plan).map_err(refused)?,
-                    query::projection(plan).map_err(refused)?,
-                ));
-            }
-            for (plan, filter, projection) in finds {
-                let collection = session
-                    .client
-                    .database(&plan.schema)
-                    .collection::<RawDocumentBuf>(&plan.name.table);
-                let mut cursor = collection
-                    .find(filter)
-                    .optional(projection, |find, p| find.projection(p))
-                    .max_time(session.max_time)
-                    .await
-                    .map_err(|e| error(connection, &e))?;
-                out.start_table(&plan.key)?;
-                while cursor.advance().await.map_err(|e| error(connection, &e))? {
-                    let w = out.begin_row()?;
-                    values::write_members(w, cursor.current()).map_err(|detail| {
-                        EngineError::Query {
-                            connection: connection.to_owned(),
-                            detail: format!("collection {:?}: {detail}", plan.key),
-                        }
-                    })?;
-                    out.end_row()?;
-                }
-            }
-            Ok(())
+    async fn stream(
+        session: &mut Session,
+        connection: &str,
+        plans: &[TablePlan],
+        out: &mut ConnectionResult,
+    ) -> Result<()> {
+        // Every table's query is built (and its paths and filters checked) before the first
+        // read.
+        let mut finds = Vec::with_capacity(plans.len());
+        for plan in plans {
+            let refused = |e| refusal(connection, e);
+            finds.push((
+                plan,
+                query::filter(plan).map_err(refused)?,
+                query::projection(plan).map_err(refused)?,
+            ));
         }
+        for (plan, filter, projection) in finds {
+            let collection = session
+                .client
+                .database(&plan.schema)
+                .collection::<RawDocumentBuf>(&plan.name.table);
+            let mut cursor = collection
+                .find(filter)
+                .optional(projection, |find, p| find.projection(p))
+                .max_time(session.max_time)
+                .await
+                .map_err(|e| error(connection, &e))?;
+            out.start_table(&plan.key)?;
+            while cursor.advance().await.map_err(|e| error(connection, &e))? {
+                let w = out.begin_row()?;
+                values::write_members(w, cursor.current()).map_err(|detail| {
+                    EngineError::Query {
+                        connection: connection.to_owned(),
+                        detail: format!("collection {:?}: {detail}", plan.key),
+                    }
+                })?;
+                out.end_row()?;
+            }
+        }
+        Ok(())
     }
 
     /// Nothing to give back: the client is shared, and an exhausted cursor is closed.

@@ -10,6 +10,7 @@
 #![allow(dead_code, unused_imports)]
 
 pub mod harness;
+pub mod mongo;
 pub mod mysql;
 
 pub use testkit::pg::{admin_url, TestDb, DEFAULT_DATABASE_URL};

@@ -1,0 +1,308 @@
+//! MongoDB datasources against the local test server (secantusdb): values, projection,
+//! filters, validation and cursors on the server. README's MongoDB value-mapping table is
+//! backed by `every_bson_type_is_written_in_its_documented_form`.
+
+mod support;
+
+use engine::{EngineConfig, EngineError};
+use mongodb::bson::oid::ObjectId;
+use mongodb::bson::spec::BinarySubtype;
+use mongodb::bson::{doc, Binary, Bson, DateTime, Decimal128, Document, Regex, Timestamp};
+use serde_json::json;
+use support::harness::job;
+use support::mongo::MongoDb;
+
+async fn extract(engine: &engine::Engine, body: serde_json::Value) -> Result<String, EngineError> {
+    let message = job(body);
+    let extraction = engine
+        .extract(&message.mapped_fields, &message.filters)
+        .await?;
+    Ok(String::from_utf8(extraction.plaintext.to_vec()).expect("UTF-8"))
+}
+
+fn compact(text: &str) -> String {
+    let value: serde_json::Value = serde_json::from_str(text).expect("JSON");
+    value.to_string()
+}
+
+#[tokio::test]
+async fn every_bson_type_is_written_in_its_documented_form() {
+    let db = MongoDb::create().await;
+    let uuid = uuid::Uuid::parse_str("550e8400-e29b-41d4-a716-446655440000").unwrap();
+    db.insert(
+        "values",
+        vec![doc! {
+            "_id": ObjectId::parse_str("507f1f77bcf86cd799439011").unwrap(),
+            "int32": -7_i32,
+            "int64": 9_007_199_254_740_993_i64,
+            "double": 0.1,
+            "decimal": "123.4500".parse::<Decimal128>().unwrap(),
+            "date": DateTime::from_millis(1_705_314_600_123),
+            "timestamp": Timestamp { time: 1_700_000_000, increment: 5 },
+            "uuid": Binary { subtype: BinarySubtype::Uuid, bytes: uuid.as_bytes().to_vec() },
+            "bytes": Binary { subtype: BinarySubtype::Generic, bytes: vec![1, 2, 0xff] },
+            "embedded": { "zeta": 1, "alpha": { "b": true, "a": Bson::Null } },
+            "array": [1, "two", { "y": 2, "x": 1 }],
+            "regex": Regex { pattern: "^a.c$".into(), options: "i".into() },
+            "min": Bson::MinKey,
+            "max": Bson::MaxKey,
+            "null": Bson::Null,
+            "text": "<tag> & \u{2028}",
+        }],
+    )
+    .await;
+    let engine = db.engine("docs", EngineConfig::default(), &[]);
+    let fields = [
+        "_id",
+        "int32",
+        "int64",
+        "double",
+        "decimal",
+        "date",
+        "timestamp",
+        "uuid",
+        "bytes",
+        "embedded",
+        "array",
+        "regex",
+        "min",
+        "max",
+        "null",
+        "text",
+    ];
+    let result = extract(
+        &engine,
+        json!({"mappedFields": {"docs": {"values": fields}}}),
+    )
+    .await
+    .expect("extracted");
+    // Compared as the exact compact text: key order and number forms are the contract's.
+    assert_eq!(
+        compact(&result),
+        concat!(
+            r#"{"docs":{"values":[{"_id":"507f1f77bcf86cd799439011","array":[1,"two",{"x":1,"y":2}],"#,
+            r#""bytes":"AQL/","date":"2024-01-15T10:30:00.123Z","decimal":"123.4500","double":0.1,"#,
+            r#""embedded":{"alpha":{"a":null,"b":true},"zeta":1},"int32":-7,"int64":9007199254740993,"#,
+            r#""max":{},"min":{},"null":null,"regex":{"Pattern":"^a.c$","Options":"i"},"#,
+            "\"text\":\"<tag> & \u{2028}\",",
+            r#""timestamp":{"T":1700000000,"I":5},"#,
+            r#""uuid":"550e8400-e29b-41d4-a716-446655440000"}]}}"#
+        )
+    );
+    // And the bytes as the Go writer writes them: indented, HTML characters escaped.
+    assert!(
+        result.contains(r#""text": "\u003ctag\u003e \u0026 \u2028""#),
+        "{result}"
+    );
+    assert!(result.contains(r#""int64": 9007199254740993"#), "{result}");
+    db.drop().await;
+}
+
+#[tokio::test]
+async fn the_projection_holds_only_the_mapped_paths() {
+    let db = MongoDb::create().await;
+    db.insert(
+        "people",
+        vec![
+            doc! { "name": "Ana", "contact": { "email": "a@x", "phone": "1" }, "secret": "s" },
+            doc! { "name": "Bo", "secret": "t" },
+        ],
+    )
+    .await;
+    let engine = db.engine("crm", EngineConfig::default(), &[]);
+    let result = extract(
+        &engine,
+        json!({"mappedFields": {"crm": {"people": ["name", "contact.email"]}}}),
+    )
+    .await
+    .expect("extracted");
+    assert_eq!(
+        compact(&result),
+        r#"{"crm":{"people":[{"contact":{"email":"a@x"},"name":"Ana"},{"name":"Bo"}]}}"#
+    );
+    let overlap = extract(
+        &engine,
+        json!({"mappedFields": {"crm": {"people": ["contact", "contact.email"]}}}),
+    )
+    .await
+    .unwrap_err();
+    assert!(overlap.to_string().contains("overlap"), "{overlap}");
+    db.drop().await;
+}
+
+#[tokio::test]
+async fn filters_map_to_their_operators_and_hostile_values_match_literally() {
+    let db = MongoDb::create().await;
+    let rows: Vec<Document> = (1..=6)
+        .map(|i| doc! { "n": i, "s": format!("item-{i}"), "tag": if i % 2 == 0 { "even" } else { "odd" } })
+        .chain([
+            doc! { "n": 100, "s": "$where", "tag": "hostile" },
+            doc! { "n": 101, "s": "a.c", "tag": "dot" },
+            doc! { "n": 102, "s": "abc", "tag": "dot" },
+        ])
+        .collect();
+    db.insert("items", rows).await;
+    let engine = db.engine("inv", EngineConfig::default(), &[]);
+    let ns = |filters: serde_json::Value| {
+        let engine = engine.clone();
+        async move {
+            let text = extract(
+                &engine,
+                json!({"mappedFields": {"inv": {"items": ["n"]}}, "filters": {"inv": {"items": filters}}}),
+            )
+            .await?;
+            let value: serde_json::Value = serde_json::from_str(&text).unwrap();
+            let mut ns: Vec<i64> = value["inv"]["items"]
+                .as_array()
+                .map(|rows| rows.iter().map(|r| r["n"].as_i64().unwrap()).collect())
+                .unwrap_or_default();
+            ns.sort_unstable();
+            Ok::<_, EngineError>(ns)
+        }
+    };
+    assert_eq!(ns(json!({"n": {"eq": [3]}})).await.unwrap(), [3]);
+    assert_eq!(
+        ns(json!({"n": {"gt": [4], "lte": [6]}})).await.unwrap(),
+        [5, 6]
+    );
+    assert_eq!(ns(json!({"n": {"between": [2, 3]}})).await.unwrap(), [2, 3]);
+    assert_eq!(ns(json!({"n": {"in": [1, 6]}})).await.unwrap(), [1, 6]);
+    assert_eq!(
+        ns(json!({"tag": {"nin": ["odd", "dot", "hostile"]}}))
+            .await
+            .unwrap(),
+        [2, 4, 6]
+    );
+    assert_eq!(
+        ns(json!({"tag": {"ne": ["odd"]}, "n": {"lt": [7]}}))
+            .await
+            .unwrap(),
+        [2, 4, 6]
+    );
+    assert_eq!(
+        ns(json!({"s": {"like": ["item-%"]}, "n": {"gte": [5]}}))
+            .await
+            .unwrap(),
+        [5, 6]
+    );
+    // Values are values: an operator's name matches the document holding that string, and a
+    // like pattern's regex metacharacters are literals.
+    assert_eq!(ns(json!({"s": {"eq": ["$where"]}})).await.unwrap(), [100]);
+    assert_eq!(ns(json!({"s": {"like": ["a.c"]}})).await.unwrap(), [101]);
+    assert_eq!(
+        ns(json!({"s": {"like": ["a_c"]}})).await.unwrap(),
+        [101, 102]
+    );
+    // Fields naming operators never reach the server.
+    for field in ["$where", "$expr", "s.$function", "$or"] {
+        let error = ns(json!({ field: {"eq": ["x"]} })).await.unwrap_err();
+        assert!(
+            matches!(error, EngineError::Schema { .. }),
+            "{field}: {error}"
+        );
+    }
+    let bomb = ns(json!({"s": {"like": ["%a%a%a%a%a%a%a%a%a%a%"]}}))
+        .await
+        .unwrap_err();
+    assert!(matches!(bomb, EngineError::Filter { .. }), "{bomb}");
+    db.drop().await;
+}
+
+#[tokio::test]
+async fn a_missing_collection_and_reserved_names_fail_validation_before_any_read() {
+    let db = MongoDb::create().await;
+    db.insert("present", vec![doc! { "a": 1 }]).await;
+    let engine = db.engine("m", EngineConfig::default(), &[]);
+    for table in [
+        "absent",
+        "system.users",
+        "admin.system.version",
+        "local.startup_log",
+    ] {
+        let error = extract(
+            &engine,
+            json!({"mappedFields": {"m": {"present": ["a"], table: ["a"]}}}),
+        )
+        .await
+        .unwrap_err();
+        assert!(
+            matches!(error, EngineError::Schema { .. }),
+            "{table}: {error}"
+        );
+    }
+    db.drop().await;
+}
+
+#[tokio::test]
+async fn another_database_is_read_as_db_dot_collection_only_inside_schemas() {
+    let home = MongoDb::create().await;
+    let other = MongoDb::create().await;
+    other.insert("orders", vec![doc! { "id": 7 }]).await;
+    let key = format!("{}.orders", other.name);
+    let open = home.engine("m", EngineConfig::default(), &[]);
+    let result = extract(&open, json!({"mappedFields": {"m": {&key: ["id"]}}}))
+        .await
+        .expect("extracted");
+    assert_eq!(
+        compact(&result),
+        format!(r#"{{"m":{{"{key}":[{{"id":7}}]}}}}"#)
+    );
+    let home_only = home.name.clone();
+    let closed = home.engine("m", EngineConfig::default(), &[("SCHEMAS", &home_only)]);
+    let error = extract(&closed, json!({"mappedFields": {"m": {&key: ["id"]}}}))
+        .await
+        .unwrap_err();
+    assert!(matches!(error, EngineError::Schema { .. }), "{error}");
+    home.drop().await;
+    other.drop().await;
+}
+
+#[tokio::test]
+async fn a_datasource_failing_mid_read_leaves_no_cursor_on_the_server() {
+    let db = MongoDb::create().await;
+    // Several batches of documents, and a result cap the first batches already exceed: the read
+    // fails fast with its cursor still open on the server.
+    let documents: Vec<Document> = (0..3000)
+        .map(|i| doc! { "i": i, "v": "x".repeat(64) })
+        .collect();
+    db.insert("big", documents).await;
+    // The server shows an open cursor: one of ours, held mid-read.
+    let mut held = db
+        .db()
+        .collection::<Document>("big")
+        .find(doc! {})
+        .batch_size(10)
+        .await
+        .expect("find");
+    assert!(held.advance().await.expect("first batch"));
+    assert_eq!(
+        db.open_cursors("big").await,
+        1,
+        "currentOp lists an open cursor"
+    );
+    drop(held);
+    let config = EngineConfig {
+        max_result_bytes: 64 * 1024,
+        ..EngineConfig::default()
+    };
+    let engine = db.engine("m", config, &[]);
+    match extract(&engine, json!({"mappedFields": {"m": {"big": ["i", "v"]}}})).await {
+        Err(EngineError::ResultTooLarge { .. }) => {}
+        Err(other) => panic!("expected the result cap, got {other}"),
+        Ok(result) => panic!("extracted {} bytes despite the cap", result.len()),
+    }
+    // The driver kills the dropped cursor in the background: wait for the server to say so.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let open = db.open_cursors("big").await;
+        if open == 0 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{open} cursors still open on the server"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    db.drop().await;
+}
