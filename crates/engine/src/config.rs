@@ -1,6 +1,9 @@
 //! The engine's own settings (the Worker maps its environment onto these).
 
+use std::fmt;
 use std::time::Duration;
+
+use zeroize::Zeroizing;
 
 use crate::plan::Limits;
 
@@ -20,6 +23,27 @@ pub struct EngineConfig {
     pub pool_idle_timeout: Duration,
     /// Connecting to a datasource gives up after this long.
     pub connect_timeout: Duration,
+    /// The `plugin_crm` path's keys.
+    pub crm: CrmSecrets,
+}
+
+/// `CRYPTO_HASH_SECRET_KEY_PLUGIN_CRM` and `CRYPTO_ENCRYPT_SECRET_KEY_PLUGIN_CRM` as configured
+/// (empty: not configured). They are checked when a `plugin_crm` job needs them, as upstream
+/// does: a Worker that never reads the CRM needs neither. Zeroed on drop; `Debug` shows only
+/// whether each is set.
+#[derive(Clone, Default)]
+pub struct CrmSecrets {
+    pub hash_key: Zeroizing<String>,
+    pub encrypt_key: Zeroizing<String>,
+}
+
+impl fmt::Debug for CrmSecrets {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CrmSecrets")
+            .field("hash_key_set", &!self.hash_key.is_empty())
+            .field("encrypt_key_set", &!self.encrypt_key.is_empty())
+            .finish()
+    }
 }
 
 /// The upstream default for `ENGINE_MAX_RESULT_BYTES`: 256 MiB.
@@ -35,6 +59,7 @@ impl Default for EngineConfig {
             pool_max_connections: 4,
             pool_idle_timeout: Duration::from_secs(60),
             connect_timeout: Duration::from_secs(10),
+            crm: CrmSecrets::default(),
         }
     }
 }

@@ -17,7 +17,7 @@ use crate::plan::{self, Naming};
 use crate::pools::{Pool, Pools};
 use crate::result::{self, Budget, ConnectionResult, Extraction, Part};
 use crate::watch::{DatasourceEnd, Observer, Progress, Watch};
-use crate::{mongo, mysql, postgres};
+use crate::{mongo, mysql, plugin_crm, postgres};
 
 /// Extracts jobs' data. Cheap to share: clone it, or keep one in an `Arc`.
 #[derive(Clone)]
@@ -225,6 +225,15 @@ impl Inner {
                 self.extract_from::<postgres::Source>(session, job, &config)
                     .await
             }
+            Pool::MongoDb(client) if plugin_crm::is_plugin_crm(name, config.kind) => {
+                let job = crm_job(job, &self.config.crm.hash_key)?;
+                let session = mongo::CrmSession::new(
+                    mongo::Session::new(client, self.config.timeout),
+                    self.config.crm.clone(),
+                );
+                self.extract_from::<mongo::CrmSource>(session, &job, &config)
+                    .await
+            }
             Pool::MongoDb(client) => {
                 let session = mongo::Session::new(client, self.config.timeout);
                 self.extract_from::<mongo::Source>(session, job, &config)
@@ -279,6 +288,33 @@ impl Inner {
         S::finish(session);
         streamed
     }
+}
+
+/// A `plugin_crm` job's datasource with its filters rewritten to the CRM's `search.*` fields.
+fn crm_job(job: &DatasourceJob, hash_key: &str) -> Result<DatasourceJob> {
+    let filters = match &job.filters {
+        None => None,
+        Some(tables) => {
+            let mut rewritten = BTreeMap::new();
+            for (table, fields) in tables {
+                let fields = plugin_crm::rewrite_filters(fields, hash_key).map_err(|e| {
+                    EngineError::Filter {
+                        detail: format!("on {}.{table}: {e}", job.connection),
+                    }
+                })?;
+                rewritten.insert(table.clone(), fields);
+            }
+            Some(rewritten)
+        }
+    };
+    Ok(DatasourceJob {
+        connection: job.connection.clone(),
+        tables: job.tables.clone(),
+        filters,
+        first: job.first,
+        budget: job.budget.clone(),
+        observer: job.observer.clone(),
+    })
 }
 
 /// The tables the catalog is asked about: every requested one inside `schemas` (all of them

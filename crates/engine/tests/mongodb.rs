@@ -306,3 +306,162 @@ async fn a_datasource_failing_mid_read_leaves_no_cursor_on_the_server() {
     }
     db.drop().await;
 }
+
+mod plugin_crm {
+    use super::*;
+    use crypto::{CrmCipher, CrmHashKey};
+
+    const HASH_KEY: &str = "test-secret-key-for-hashing";
+    const ENCRYPT_KEY: &str = "fedcba9876543210fedcba9876543210fedcba9876543210fedcba9876543210";
+
+    fn crm_config() -> EngineConfig {
+        EngineConfig {
+            crm: engine::config::CrmSecrets {
+                hash_key: HASH_KEY.to_owned().into(),
+                encrypt_key: ENCRYPT_KEY.to_owned().into(),
+            },
+            ..EngineConfig::default()
+        }
+    }
+
+    /// A CRM holder as the CRM stores one: sensitive fields encrypted, their HMACs under
+    /// `search.*`.
+    fn holder(
+        cipher: &CrmCipher,
+        hash: &CrmHashKey,
+        n: u8,
+        document: &str,
+        email: &str,
+    ) -> Document {
+        let seal = |text: &str, salt: u8| {
+            Bson::String(
+                cipher.encrypt_with_nonce(text.as_bytes(), [n, salt, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]),
+            )
+        };
+        doc! {
+            "document": seal(document, 1),
+            "name": seal(&format!("Holder {n}"), 2),
+            "contact": { "primary_email": seal(email, 3) },
+            "status": "active",
+            "search": {
+                "document": hash.hash(document),
+                "contact_primary_email": hash.hash(email),
+            },
+        }
+    }
+
+    #[tokio::test]
+    async fn every_prefixed_collection_is_read_with_hashed_filters_and_decrypted_fields() {
+        let db = MongoDb::create().await;
+        let cipher = CrmCipher::from_hex(ENCRYPT_KEY).unwrap();
+        let hash = CrmHashKey::new(HASH_KEY).unwrap();
+        db.insert(
+            "holders_0001",
+            vec![
+                holder(&cipher, &hash, 1, "12345678900", "a@x.com"),
+                holder(&cipher, &hash, 2, "22222222222", "b@x.com"),
+            ],
+        )
+        .await;
+        db.insert(
+            "holders_0002",
+            vec![holder(&cipher, &hash, 3, "12345678900", "c@x.com")],
+        )
+        .await;
+        // Not a holders_ collection: never read.
+        db.insert(
+            "holdersX",
+            vec![holder(&cipher, &hash, 4, "12345678900", "d@x.com")],
+        )
+        .await;
+        let engine = db.engine("plugin_crm", crm_config(), &[]);
+        let result = extract(
+            &engine,
+            json!({
+                "mappedFields": {"plugin_crm": {"holders": ["document", "name", "contact.primary_email"]}},
+                "filters": {"plugin_crm": {"holders": {"document": {"eq": ["12345678900"]}}}}
+            }),
+        )
+        .await
+        .expect("extracted");
+        assert_eq!(
+            compact(&result),
+            concat!(
+                r#"{"plugin_crm":{"holders":["#,
+                r#"{"contact":{"primary_email":"a@x.com"},"document":"12345678900","name":"Holder 1"},"#,
+                r#"{"contact":{"primary_email":"c@x.com"},"document":"12345678900","name":"Holder 3"}]}}"#
+            )
+        );
+        // Without a field that asks for decryption, rows are returned as stored.
+        let stored = extract(
+            &engine,
+            json!({"mappedFields": {"plugin_crm": {"holders": ["status", "contact"]}}}),
+        )
+        .await
+        .expect("extracted");
+        assert!(
+            !stored.contains("a@x.com") && stored.contains("active"),
+            "{stored}"
+        );
+        db.drop().await;
+    }
+
+    #[tokio::test]
+    async fn missing_collections_keys_and_unsearchable_filters_fail_the_job_clearly() {
+        let db = MongoDb::create().await;
+        let cipher = CrmCipher::from_hex(ENCRYPT_KEY).unwrap();
+        let hash = CrmHashKey::new(HASH_KEY).unwrap();
+        db.insert("holders_1", vec![holder(&cipher, &hash, 1, "1", "a@x")])
+            .await;
+        let engine = db.engine("plugin_crm", crm_config(), &[]);
+        let error = extract(
+            &engine,
+            json!({"mappedFields": {"plugin_crm": {"accounts": ["name"]}}}),
+        )
+        .await
+        .unwrap_err();
+        assert!(
+            error.to_string().contains(
+                r#"no collections found matching prefix "accounts_" in plugin_crm database"#
+            ),
+            "{error}"
+        );
+        let error = extract(
+            &engine,
+            json!({
+                "mappedFields": {"plugin_crm": {"holders": ["name"]}},
+                "filters": {"plugin_crm": {"holders": {"document": {"like": ["1%"]}}}}
+            }),
+        )
+        .await
+        .unwrap_err();
+        assert!(matches!(error, EngineError::Filter { .. }), "{error}");
+        let keyless = db.engine("plugin_crm", EngineConfig::default(), &[]);
+        let error = extract(
+            &keyless,
+            json!({"mappedFields": {"plugin_crm": {"holders": ["name"]}}}),
+        )
+        .await
+        .unwrap_err();
+        assert!(
+            error
+                .to_string()
+                .contains("encrypt secret key not configured"),
+            "{error}"
+        );
+        let error = extract(
+            &keyless,
+            json!({
+                "mappedFields": {"plugin_crm": {"holders": ["status"]}},
+                "filters": {"plugin_crm": {"holders": {"status": {"eq": ["active"]}}}}
+            }),
+        )
+        .await
+        .unwrap_err();
+        assert!(
+            error.to_string().contains("hash secret key not configured"),
+            "{error}"
+        );
+        db.drop().await;
+    }
+}

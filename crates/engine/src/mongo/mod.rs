@@ -19,10 +19,12 @@
 //!   or is canceled.
 
 mod client;
+mod crm;
 mod query;
 mod values;
 
 pub(crate) use client::{client_options, PoolLimits};
+pub(crate) use crm::{CrmSession, CrmSource};
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;

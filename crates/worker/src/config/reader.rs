@@ -76,6 +76,11 @@ impl<'a> Reader<'a> {
             .filter(|v| !v.is_empty())
     }
 
+    /// The value exactly as set (a secret's spaces are its own); empty when unset.
+    fn raw(&self, name: &str) -> String {
+        self.vars.get(name).cloned().unwrap_or_default()
+    }
+
     fn text(&self, name: &str, default: &str) -> String {
         self.get(name).unwrap_or(default).to_owned()
     }
@@ -331,6 +336,11 @@ fn engine(r: &mut Reader<'_>) -> EngineConfig {
     EngineConfig {
         max_result_bytes: r.number(&number::ENGINE_MAX_RESULT_BYTES),
         timeout: r.seconds(&number::ENGINE_EXTRACTION_TIMEOUT_SEC),
+        // Taken as they are (no trimming: a key's bytes are its own).
+        crm: engine::config::CrmSecrets {
+            hash_key: r.raw(crypto::CRM_HASH_KEY_VAR).into(),
+            encrypt_key: r.raw(crypto::CRM_ENCRYPT_KEY_VAR).into(),
+        },
         ..EngineConfig::default()
     }
 }
