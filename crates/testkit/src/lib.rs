@@ -30,3 +30,24 @@ pub mod cleanup;
 pub mod metrics;
 pub mod mqtt;
 pub mod pg;
+
+/// A local TCP port nothing listens on, never the same twice in one test process: a port the
+/// OS reports free stays free only until someone binds it, and two servers started by one test
+/// (a private broker and a Worker) could otherwise be handed the same port before either bound
+/// it.
+pub fn free_port() -> u16 {
+    use std::collections::HashSet;
+    use std::sync::{Mutex, OnceLock};
+    static HANDED_OUT: OnceLock<Mutex<HashSet<u16>>> = OnceLock::new();
+    let handed_out = HANDED_OUT.get_or_init(|| Mutex::new(HashSet::new()));
+    loop {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let mut taken = handed_out.lock().unwrap_or_else(|e| e.into_inner());
+        if taken.insert(port) {
+            return port;
+        }
+    }
+}

@@ -3,7 +3,6 @@
 //! may stop and start without touching anyone else's.
 
 use std::io::{BufRead, BufReader};
-use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
@@ -188,10 +187,7 @@ pub struct PrivateBroker {
 impl PrivateBroker {
     /// Starts it and waits until it listens.
     pub fn start() -> PrivateBroker {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free port")
-            .port();
+        let port = crate::free_port();
         let config = std::env::temp_dir().join(format!("fetcher-test-mosquitto-{port}.conf"));
         let data = std::env::temp_dir().join(format!("fetcher-test-mosquitto-{port}"));
         std::fs::create_dir_all(&data).expect("mosquitto data directory");

@@ -11,11 +11,7 @@ use super::http_get;
 
 /// A port nothing listens on now, for a Worker's health server.
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("bind")
-        .local_addr()
-        .expect("addr")
-        .port()
+    testkit::free_port()
 }
 
 /// A running `fetcher-worker`, its output captured.
