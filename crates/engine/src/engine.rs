@@ -59,6 +59,7 @@ impl TimeLimit {
 }
 
 /// What one datasource task needs, owned, so it can run on its own task.
+#[derive(Clone)]
 struct DatasourceJob {
     connection: String,
     tables: BTreeMap<String, Vec<String>>,
@@ -292,29 +293,14 @@ impl Inner {
 
 /// A `plugin_crm` job's datasource with its filters rewritten to the CRM's `search.*` fields.
 fn crm_job(job: &DatasourceJob, hash_key: &str) -> Result<DatasourceJob> {
-    let filters = match &job.filters {
-        None => None,
-        Some(tables) => {
-            let mut rewritten = BTreeMap::new();
-            for (table, fields) in tables {
-                let fields = plugin_crm::rewrite_filters(fields, hash_key).map_err(|e| {
-                    EngineError::Filter {
-                        detail: format!("on {}.{table}: {e}", job.connection),
-                    }
-                })?;
-                rewritten.insert(table.clone(), fields);
-            }
-            Some(rewritten)
-        }
-    };
-    Ok(DatasourceJob {
-        connection: job.connection.clone(),
-        tables: job.tables.clone(),
-        filters,
-        first: job.first,
-        budget: job.budget.clone(),
-        observer: job.observer.clone(),
-    })
+    let mut rewritten = job.clone();
+    for (table, fields) in rewritten.filters.iter_mut().flatten() {
+        *fields =
+            plugin_crm::rewrite_filters(fields, hash_key).map_err(|e| EngineError::Filter {
+                detail: format!("on {}.{table}: {e}", job.connection),
+            })?;
+    }
+    Ok(rewritten)
 }
 
 /// The tables the catalog is asked about: every requested one inside `schemas` (all of them

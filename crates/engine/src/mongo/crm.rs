@@ -6,12 +6,11 @@
 
 use std::collections::BTreeMap;
 
-use mongodb::action::Action as _;
 use mongodb::bson::{Bson, Document, RawDocumentBuf};
 
 use crypto::{CrmCipher, CrmHashKey};
 
-use super::{error, is_reserved, query, refusal, values, Session, Source};
+use super::{error, is_reserved, values, Find, Session, Source};
 use crate::catalog::{Catalog, Table, TableName};
 use crate::config::CrmSecrets;
 use crate::datasource::Datasource;
@@ -127,7 +126,6 @@ impl Datasource for CrmSource {
     ) -> Result<()> {
         let mut reads = Vec::with_capacity(plans.len());
         for plan in plans {
-            let refused = |e| refusal(connection, e);
             let fields: Vec<String> = plan.columns.iter().map(|c| c.name.clone()).collect();
             let cipher = if crate::plugin_crm::decrypts(&fields) {
                 Some(
@@ -139,37 +137,20 @@ impl Datasource for CrmSource {
             } else {
                 None
             };
-            reads.push((
-                plan,
-                query::filter(plan).map_err(refused)?,
-                query::projection(plan).map_err(refused)?,
-                cipher,
-            ));
+            reads.push((Find::of(connection, plan)?, cipher));
         }
-        for (plan, filter, projection, cipher) in reads {
-            out.start_table(&plan.key)?;
+        for (find, cipher) in reads {
+            out.start_table(&find.plan.key)?;
             let physical = session
                 .physical
-                .get(&plan.name.table)
+                .get(&find.plan.name.table)
                 .cloned()
                 .unwrap_or_default();
             let mut record = 0usize;
             for collection in physical {
-                let mut cursor = session
-                    .inner
-                    .client
-                    .database(&plan.schema)
-                    .collection::<RawDocumentBuf>(&collection)
-                    .find(filter.clone())
-                    .optional(projection.clone(), |find, p| find.projection(p))
-                    .max_time(session.inner.max_time)
-                    .await
-                    .map_err(|e| error(connection, &e))?;
+                let mut cursor = find.open(&session.inner, connection, &collection).await?;
                 while cursor.advance().await.map_err(|e| error(connection, &e))? {
-                    let failed = |detail: String| EngineError::Query {
-                        connection: connection.to_owned(),
-                        detail: format!("collection {:?}: {detail}", plan.key),
-                    };
+                    let failed = |detail: String| find.row_error(connection, detail);
                     let w = out.begin_row()?;
                     match &cipher {
                         None => values::write_members(w, cursor.current()).map_err(failed)?,

@@ -30,7 +30,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use mongodb::action::Action as _;
-use mongodb::bson::{doc, RawDocumentBuf};
+use mongodb::bson::{doc, Document, RawDocumentBuf};
 use mongodb::Client;
 
 use crate::catalog::{Catalog, Table, TableName};
@@ -126,35 +126,19 @@ impl crate::datasource::Datasource for Source {
     ) -> Result<()> {
         // Every table's query is built (and its paths and filters checked) before the first
         // read.
-        let mut finds = Vec::with_capacity(plans.len());
-        for plan in plans {
-            let refused = |e| refusal(connection, e);
-            finds.push((
-                plan,
-                query::filter(plan).map_err(refused)?,
-                query::projection(plan).map_err(refused)?,
-            ));
-        }
-        for (plan, filter, projection) in finds {
-            let collection = session
-                .client
-                .database(&plan.schema)
-                .collection::<RawDocumentBuf>(&plan.name.table);
-            let mut cursor = collection
-                .find(filter)
-                .optional(projection, |find, p| find.projection(p))
-                .max_time(session.max_time)
-                .await
-                .map_err(|e| error(connection, &e))?;
-            out.start_table(&plan.key)?;
+        let finds = plans
+            .iter()
+            .map(|plan| Find::of(connection, plan))
+            .collect::<Result<Vec<_>>>()?;
+        for find in finds {
+            let mut cursor = find
+                .open(session, connection, &find.plan.name.table)
+                .await?;
+            out.start_table(&find.plan.key)?;
             while cursor.advance().await.map_err(|e| error(connection, &e))? {
                 let w = out.begin_row()?;
-                values::write_members(w, cursor.current()).map_err(|detail| {
-                    EngineError::Query {
-                        connection: connection.to_owned(),
-                        detail: format!("collection {:?}: {detail}", plan.key),
-                    }
-                })?;
+                values::write_members(w, cursor.current())
+                    .map_err(|detail| find.row_error(connection, detail))?;
                 out.end_row()?;
             }
         }
@@ -163,6 +147,50 @@ impl crate::datasource::Datasource for Source {
 
     /// Nothing to give back: the client is shared, and an exhausted cursor is closed.
     fn finish(_session: Session) {}
+}
+
+/// One planned table's `find`: its filter and projection, built (and checked) before any read.
+struct Find<'p> {
+    plan: &'p TablePlan,
+    filter: Document,
+    projection: Option<Document>,
+}
+
+impl<'p> Find<'p> {
+    fn of(connection: &str, plan: &'p TablePlan) -> Result<Find<'p>> {
+        let refused = |e| refusal(connection, e);
+        Ok(Find {
+            plan,
+            filter: query::filter(plan).map_err(refused)?,
+            projection: query::projection(plan).map_err(refused)?,
+        })
+    }
+
+    /// Runs it on `collection` of the plan's database, bounded by the session's `maxTimeMS`.
+    async fn open(
+        &self,
+        session: &Session,
+        connection: &str,
+        collection: &str,
+    ) -> Result<mongodb::Cursor<RawDocumentBuf>> {
+        session
+            .client
+            .database(&self.plan.schema)
+            .collection::<RawDocumentBuf>(collection)
+            .find(self.filter.clone())
+            .optional(self.projection.clone(), |find, p| find.projection(p))
+            .max_time(session.max_time)
+            .await
+            .map_err(|e| error(connection, &e))
+    }
+
+    /// A row of its table that could not be written.
+    fn row_error(&self, connection: &str, detail: String) -> EngineError {
+        EngineError::Query {
+            connection: connection.to_owned(),
+            detail: format!("collection {:?}: {detail}", self.plan.key),
+        }
+    }
 }
 
 fn refusal(connection: &str, error: query::QueryError) -> EngineError {

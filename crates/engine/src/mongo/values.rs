@@ -30,11 +30,8 @@ pub(crate) fn write_bson(w: &mut W, value: RawBsonRef<'_>) -> Result<(), String>
         }
         RawBsonRef::Document(document) => write_document(w, document),
         RawBsonRef::Boolean(v) => w.bool(v).map_err(json),
-        RawBsonRef::Null | RawBsonRef::Undefined => match value {
-            RawBsonRef::Null => w.null().map_err(json),
-            _ => empty_object(w),
-        },
-        RawBsonRef::MinKey | RawBsonRef::MaxKey => empty_object(w),
+        RawBsonRef::Null => w.null().map_err(json),
+        RawBsonRef::Undefined | RawBsonRef::MinKey | RawBsonRef::MaxKey => empty_object(w),
         RawBsonRef::RegularExpression(regex) => {
             // Go's struct order: `Pattern`, then `Options`.
             w.begin_object().map_err(json)?;
