@@ -22,11 +22,13 @@ pub fn mongo_url() -> String {
 }
 
 /// A database created for one test, named `fetcher_test_<uuid>`; [`MongoDb::drop`] removes it.
+/// A test that panics first never gets there: then `Drop` removes it on a thread of its own.
 pub struct MongoDb {
     pub name: String,
     pub client: Client,
     host: String,
     port: u16,
+    dropped: bool,
 }
 
 impl MongoDb {
@@ -58,6 +60,7 @@ impl MongoDb {
             client,
             host,
             port,
+            dropped: false,
         }
     }
 
@@ -122,7 +125,25 @@ impl MongoDb {
             .unwrap_or(0)
     }
 
-    pub async fn drop(self) {
+    pub async fn drop(mut self) {
         self.db().drop().await.expect("drop the test database");
+        self.dropped = true;
+    }
+}
+
+impl Drop for MongoDb {
+    fn drop(&mut self) {
+        if self.dropped {
+            return;
+        }
+        // The test panicked before `drop().await`: a client of the cleanup's own runtime.
+        let name = self.name.clone();
+        testkit::cleanup::run_detached(move || async move {
+            if let Ok(options) = ClientOptions::parse(mongo_url()).await {
+                if let Ok(client) = Client::with_options(options) {
+                    let _ = client.database(&name).drop().await;
+                }
+            }
+        });
     }
 }
