@@ -41,6 +41,9 @@
 //! - MySQL: `ssl-ca` (alias `sslrootcert`), `ssl-cert` (`sslcert`), `ssl-key` (`sslkey`) are file
 //!   paths and `collation` a `utf8mb4` collation; any other key is an error. The character set
 //!   stays `utf8mb4` and the session time zone UTC, on which the value mapping relies.
+//! - MongoDB: `authSource`, `authMechanism` (SCRAM only), `replicaSet`, `directConnection`,
+//!   `sslrootcert` (alias `tlsCAFile`), `appName`; any other key is an error (the private
+//!   `mongo::client` module).
 //! - Other types: kept as given, for the connectors this engine does not have.
 //!
 //! # Secrets
