@@ -97,11 +97,18 @@ pub(crate) fn format_f32(f: f32, buf: &mut FloatBuf) -> Option<&[u8]> {
 }
 
 /// Writes into `buf` the digits `shortest` produces, laid out as Go does (`plain` or exponent
-/// form). `shortest` is serde_json's formatter: shortest round-trip digits, closest to the exact
-/// value, exact ties to even, which is what Go's Ryū (`strconv/ftoaryu.go`) produces for both
-/// widths; `tests/go_json.rs` checks `f64` against an exact big-number reference of that rule and
-/// `tests/go_reference.rs` checks both widths against Go itself (every `f32` in a separate run,
-/// BENCHMARKS.md). Its layout is not Go's, so the digits are re-laid out.
+/// form). `shortest` is serde_json's formatter (`zmij`); its layout is not Go's, so the digits are
+/// re-laid out.
+///
+/// Go's digits, for both widths (`strconv.FormatFloat(x, fmt, -1, bitSize)`, which since Go 1.17
+/// always takes `ryuFtoaShortest` in `strconv/ftoaryu.go`, with `float32info` for a `float32`):
+/// the fewest significant digits of any decimal inside the value's rounding interval (its ends
+/// included only when the binary mantissa is even), and of those the one nearest the exact
+/// value, an exact tie going to the even last digit. zmij chooses the same way; that this holds
+/// is not assumed but checked against Go itself: `tests/go_reference.rs` compares random samples
+/// of both widths on every `make test`, and every one of the 2³² `f32` bit patterns once
+/// (BENCHMARKS.md, 0 mismatches); `tests/go_json.rs` checks `f64` against an exact big-number
+/// reference of the rule.
 ///
 /// `core::fmt` is not used for the digits: it breaks exact ties the other way
 /// (`1394865425023536.25` → `...536.3`, Go `...536.2`; the `f32` `-3626911.25` → `-3626911.3`,
