@@ -622,3 +622,110 @@ fn times_match_go() {
         .collect();
     compare(cases);
 }
+
+#[test]
+fn terminal_event_bodies_match_go() {
+    use contract::event::{event_body, Outcome, StoredResult};
+    use contract::Redacted;
+
+    let mut rng = Rng::from_env();
+    let mut requests = Vec::new();
+    let mut bodies = Vec::new();
+    for i in 0..SAMPLE / 50 {
+        let job = uuid::Uuid::from_u64_pair(rng.next_u64(), rng.next_u64());
+        // Metadata as a job message carries it: an object of arbitrary JSON, now and then with
+        // an `error` member of its own (a failure's replaces it).
+        let mut text = String::from("{");
+        for k in 0..rng.below(5) {
+            if k > 0 {
+                text.push(',');
+            }
+            if rng.below(6) == 0 {
+                text.push_str("\"error\"");
+            } else {
+                // `k<é>` and a random tail: json_string without its opening quote.
+                text.push_str("\"k<é>");
+                text.push_str(&json_string(&mut rng)[1..]);
+            }
+            text.push(':');
+            json_text(&mut rng, 3, &mut text);
+        }
+        text.push('}');
+        let metadata: serde_json::Map<String, serde_json::Value> =
+            serde_json::from_str(&text).unwrap_or_else(|e| panic!("metadata {text:?}: {e}"));
+        let bytes_text = |rng: &mut Rng| {
+            let strings = tricky_strings_sample(rng);
+            String::from_utf8_lossy(&strings).into_owned()
+        };
+        let (spec, ours) = if i % 2 == 0 {
+            let result = StoredResult {
+                path: format!("external-data/{job}{}.json", bytes_text(&mut rng)),
+                size_bytes: rng.next_u64() >> (1 + rng.below(63)),
+                row_count: rng.next_u64() >> (1 + rng.below(63)),
+                hmac: format!("{:016x}{:016x}", rng.next_u64(), rng.next_u64()),
+            };
+            let execution_time_ms = [0, 1, rng.below(1 << 40)][rng.below(3) as usize];
+            let (secs, nanos) = (
+                rng.below(4_102_444_800) as i64,
+                rng.below(1_000_000_000) as u32,
+            );
+            let completed_at = chrono::DateTime::from_timestamp(secs, nanos).expect("in range");
+            let outcome = Outcome::Completed {
+                result: &result,
+                execution_time_ms,
+                completed_at,
+            };
+            let spec = serde_json::json!({
+                "jobId": job.to_string(), "metadata": metadata, "status": "completed",
+                "result": {"path": result.path, "sizeBytes": result.size_bytes,
+                           "rowCount": result.row_count, "hmac": result.hmac},
+                "executionTimeMs": execution_time_ms, "completedAt": [secs, nanos],
+            });
+            (spec, event_body(job, &metadata, &outcome))
+        } else {
+            let error = Redacted::new(&bytes_text(&mut rng));
+            let spec = serde_json::json!({
+                "jobId": job.to_string(), "metadata": metadata, "status": "failed",
+                "error": error.as_str(),
+            });
+            (
+                spec,
+                event_body(job, &metadata, &Outcome::Failed { error: &error }),
+            )
+        };
+        requests.push(format!(
+            "body {}",
+            harness::hex(spec.to_string().as_bytes())
+        ));
+        bodies.push(ours.expect("an event body is written"));
+    }
+    for ((request, ours), answer) in requests.iter().zip(bodies).zip(harness::encode(&requests)) {
+        match answer {
+            Answer::Json { compact, .. } => assert_eq!(
+                String::from_utf8_lossy(&ours),
+                String::from_utf8_lossy(&normalise_go_119(compact)),
+                "{request}"
+            ),
+            Answer::Refused(e) => panic!("Go refused {request}: {e}"),
+        }
+    }
+}
+
+/// A short random run of the tricky pieces of [`tricky_strings`].
+fn tricky_strings_sample(rng: &mut Rng) -> Vec<u8> {
+    let pieces: [&[u8]; 10] = [
+        b"a",
+        b"<",
+        b"&",
+        b"\"",
+        b"\\",
+        b"\x08",
+        b"\x01",
+        "é😀".as_bytes(),
+        b"\xe2\x80\xa9",
+        b"/",
+    ];
+    (0..rng.below(6))
+        .flat_map(|_| pieces[rng.below(10) as usize].to_vec())
+        .collect()
+}

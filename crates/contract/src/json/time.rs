@@ -37,7 +37,7 @@ impl GoTime {
         let mut nanos = time.nanosecond() % 1_000_000_000;
         if nanos != 0 {
             let mut digits = 9;
-            while nanos % 10 == 0 {
+            while nanos.is_multiple_of(10) {
                 nanos /= 10;
                 digits -= 1;
             }

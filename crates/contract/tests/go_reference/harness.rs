@@ -7,7 +7,7 @@
 
 #![allow(dead_code)] // Each including test uses its own part.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
@@ -82,21 +82,22 @@ pub fn encode(requests: &[String]) -> Vec<Answer> {
         .flat_map(|r| format!("{r}\n").into_bytes())
         .collect();
     let writer = std::thread::spawn(move || stdin.write_all(&input));
-    let stdout = BufReader::new(child.stdout.take().expect("stdout is piped"));
-    let answers: Vec<Answer> = stdout
-        .lines()
-        .map(|line| parse_answer(&line.expect("read Go's answer")))
-        .collect();
-    writer
-        .join()
-        .expect("the writer thread ended")
-        .expect("write requests to Go");
+    let mut stdout = String::new();
+    child
+        .stdout
+        .take()
+        .expect("stdout is piped")
+        .read_to_string(&mut stdout)
+        .expect("read Go's answers");
+    let written = writer.join().expect("the writer thread ended");
     let status = child.wait_with_output().expect("wait for Go");
     assert!(
         status.status.success(),
         "the Go reference program failed: {}",
         String::from_utf8_lossy(&status.stderr)
     );
+    written.expect("write requests to Go");
+    let answers: Vec<Answer> = stdout.lines().map(parse_answer).collect();
     assert_eq!(answers.len(), requests.len(), "one answer per request");
     answers
 }

@@ -22,6 +22,11 @@
 //	              table, rows), from JSON text whose leaves are [KIND, ARG...] lists of the
 //	              kinds above (ARG as above; `time` has two) or ["bytes", HEX] ([]byte, base64),
 //	              ["bool", "true"|"false"], ["null"]; as the Go Worker assembles its result
+//	body HEX      a terminal event body (the Go Worker's struct, docs/UPSTREAM-NOTES.md §6.1) from
+//	              JSON text: {"jobId", "metadata" (an object, decoded as Go decodes it),
+//	              "status", "error" (failed: replaces metadata.error), "result" ({"path",
+//	              "sizeBytes", "rowCount", "hmac"} or absent), "executionTimeMs",
+//	              "completedAt" ([S, N], or absent)}
 //
 // sweep32 writes, for each run of 65536 bit patterns, json.Marshal of the []float32 of the finite
 // ones (encoding/json refuses NaN and the infinities) on its own line.
@@ -142,6 +147,8 @@ func value(kind, arg string) (interface{}, error) {
 		return v, err
 	case "result":
 		return result(arg)
+	case "body":
+		return body(arg)
 	case "time":
 		s, n, _ := strings.Cut(arg, " ")
 		secs, err := strconv.ParseInt(s, 10, 64)
@@ -197,4 +204,77 @@ func resultLeaf(leaf []string) (interface{}, error) {
 		return value(leaf[0], strings.Join(leaf[1:], " "))
 	}
 	return nil, fmt.Errorf("bad leaf %q", leaf)
+}
+
+// The Go Worker's terminal event payload: field order, omitempty and types as it declares them.
+type terminalBody struct {
+	JobID           string                 `json:"jobId"`
+	Metadata        map[string]interface{} `json:"metadata"`
+	Status          string                 `json:"status"`
+	Result          *resultInfo            `json:"result,omitempty"`
+	ExecutionTimeMs int64                  `json:"executionTimeMs,omitempty"`
+	CompletedAt     *time.Time             `json:"completedAt,omitempty"`
+}
+
+type resultInfo struct {
+	Path       string      `json:"path,omitempty"`
+	SizeBytes  int64       `json:"sizeBytes,omitempty"`
+	RowCount   int64       `json:"rowCount,omitempty"`
+	Format     string      `json:"format,omitempty"`
+	HMAC       string      `json:"hmac,omitempty"`
+	Integrity  *integrity  `json:"integrity,omitempty"`
+	Protection *protection `json:"protection,omitempty"`
+}
+
+type integrity struct {
+	Algorithm string `json:"algorithm"`
+	Signature string `json:"signature"`
+}
+
+type protection struct {
+	Encrypted bool   `json:"encrypted"`
+	Mode      string `json:"mode"`
+	AppliedBy string `json:"appliedBy"`
+}
+
+func body(arg string) (interface{}, error) {
+	b, err := hex.DecodeString(arg)
+	if err != nil {
+		return nil, err
+	}
+	var spec struct {
+		JobID           string                 `json:"jobId"`
+		Metadata        map[string]interface{} `json:"metadata"`
+		Status          string                 `json:"status"`
+		Error           *string                `json:"error"`
+		Result          *resultInfo            `json:"result"`
+		ExecutionTimeMs int64                  `json:"executionTimeMs"`
+		CompletedAt     []int64                `json:"completedAt"`
+	}
+	if err := json.Unmarshal(b, &spec); err != nil {
+		return nil, err
+	}
+	out := terminalBody{
+		JobID:           spec.JobID,
+		Metadata:        spec.Metadata,
+		Status:          spec.Status,
+		Result:          spec.Result,
+		ExecutionTimeMs: spec.ExecutionTimeMs,
+	}
+	if out.Metadata == nil {
+		out.Metadata = map[string]interface{}{}
+	}
+	if spec.Error != nil {
+		out.Metadata["error"] = map[string]interface{}{"message": *spec.Error}
+	}
+	if out.Result != nil {
+		out.Result.Format = "json"
+		out.Result.Integrity = &integrity{Algorithm: "HMAC-SHA256", Signature: out.Result.HMAC}
+		out.Result.Protection = &protection{Encrypted: true, Mode: "adapter-managed", AppliedBy: "adapter"}
+	}
+	if len(spec.CompletedAt) == 2 {
+		at := time.Unix(spec.CompletedAt[0], spec.CompletedAt[1]).UTC()
+		out.CompletedAt = &at
+	}
+	return out, nil
 }
