@@ -35,6 +35,8 @@ enum Leaf {
 }
 
 impl Leaf {
+    // -3626911.25 spells the exact binary value of a float32 tie (issue 18).
+    #[allow(clippy::excessive_precision)]
     fn random(rng: &mut Rng) -> Leaf {
         let finite32 = |bits: u64| {
             let f = f32::from_bits(bits as u32);
