@@ -1,5 +1,5 @@
 # The Fetcher Worker's entry points. `make demo` and `make test` are the README's two commands.
-.PHONY: demo test lint bench fmt
+.PHONY: demo test lint bench fmt float32-sweep
 
 CARGO ?= cargo
 
@@ -7,9 +7,10 @@ CARGO ?= cargo
 demo:
 	bash scripts/demo.sh
 
-## Every test of the workspace, unit, property and integration; starts the servers they need.
+## Every test of the workspace, unit, property and integration; starts the servers they need
+## (and installs Go, whose encoding/json the JSON writer is compared with).
 test:
-	bash scripts/services.sh postgres mariadb rabbitmq s3 mosquitto mongodb
+	bash scripts/services.sh postgres mariadb rabbitmq s3 mosquitto mongodb go
 	$(CARGO) test --workspace --locked
 
 ## Formatting and lints, as CI checks them.
@@ -27,6 +28,12 @@ bench:
 
 fmt:
 	$(CARGO) fmt --all
+
+## Every float32 bit pattern written by the JSON writer and by Go's encoding/json, compared
+## (minutes, all cores); the result goes to BENCHMARKS.md.
+float32-sweep:
+	bash scripts/services.sh go
+	$(CARGO) test --release --locked -p contract --test go_reference -- --ignored --nocapture every_float32
 
 ## The chaos soak and hostile inputs (long; needs root for rabbitmqctl); appends to RELIABILITY.md.
 .PHONY: chaos

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Makes sure the servers the tests and the demo talk to are installed and running; idempotent.
 # Usage: scripts/services.sh [postgres] [mariadb] [rabbitmq] [s3] [mosquitto] [mongodb] [sqlserver]
-#        (no argument: all of them)
+#        [go]  (no argument: all of them)
 #
 # Each server is checked by connecting to its port; one that is down is started, one that is
 # missing is installed from Debian's packages (s3s-fs from crates.io). A server that cannot be
@@ -119,8 +119,17 @@ ensure_sqlserver() {
   venv_install pysqlbridge pysqlbridge
 }
 
+# Go: not a server but Debian's golang-go toolchain, which builds the reference program the JSON
+# writer is compared with byte for byte (crates/contract/tests/go_reference); standard library
+# only, no modules, nothing downloaded by Go itself.
+ensure_go() {
+  command -v go >/dev/null && return 0
+  apt_install golang-go
+  command -v go >/dev/null || { log "golang-go installed but no go on PATH"; return 1; }
+}
+
 services=("$@")
-[ ${#services[@]} -gt 0 ] || services=(postgres mariadb rabbitmq s3 mosquitto mongodb sqlserver)
+[ ${#services[@]} -gt 0 ] || services=(postgres mariadb rabbitmq s3 mosquitto mongodb sqlserver go)
 for service in "${services[@]}"; do
   "ensure_$service"
 done

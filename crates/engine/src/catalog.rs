@@ -45,6 +45,8 @@ pub enum ValueKind {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ElementKind {
     Int,
+    /// Single precision (`real[]`), written as Go writes a `float32`.
+    Float32,
     Float,
     Bool,
     Text,

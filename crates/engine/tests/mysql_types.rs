@@ -152,7 +152,8 @@ async fn decimals_are_exact_strings_and_floats_are_numbers() {
             1.1, 0.1),
            (2, '-0.000000000000000000000000000001', 0, 123456789, 1e300),
            (3, 0, 99999999.99, -2.5e-7, -1.5e-7),
-           (4, NULL, NULL, NULL, NULL);",
+           (4, NULL, NULL, NULL, NULL),
+           (5, NULL, NULL, -3626911.25, NULL);",
     )
     .await;
     let expected = r#"{
@@ -184,6 +185,13 @@ async fn decimals_are_exact_strings_and_floats_are_numbers() {
         "dec65": null,
         "f": null,
         "id": 4,
+        "num": null
+      },
+      {
+        "d": null,
+        "dec65": null,
+        "f": -3626911.2,
+        "id": 5,
         "num": null
       }
     ]

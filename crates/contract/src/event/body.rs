@@ -1,10 +1,10 @@
 //! The body of a terminal job event (contract §8): compact Go-style JSON, members in order.
 
-use chrono::{DateTime, SecondsFormat, Utc};
+use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
 use uuid::Uuid;
 
-use crate::json::{JsonError, JsonWriter, Style};
+use crate::json::{GoTime, JsonError, JsonWriter, Style};
 use crate::redaction::Redacted;
 
 use super::TerminalStatus;
@@ -79,7 +79,7 @@ pub fn event_body(
             w.u64(*execution_time_ms)?;
         }
         w.key("completedAt")?;
-        w.string(&completed_at.to_rfc3339_opts(SecondsFormat::Millis, true))?;
+        w.string(GoTime::from(*completed_at).as_str())?;
     }
     w.end_object()?;
     w.finish()
@@ -178,7 +178,7 @@ mod tests {
         assert!(!body.contains("executionTimeMs"), "{body}");
         assert!(body.contains(r#""metadata":{}"#), "{body}");
         assert!(
-            body.ends_with(r#""completedAt":"1970-01-01T00:00:00.000Z"}"#),
+            body.ends_with(r#""completedAt":"1970-01-01T00:00:00Z"}"#),
             "{body}"
         );
     }

@@ -1,7 +1,9 @@
 //! CloudEvents 1.0 binary-mode attributes of a job event (contract §8).
 
-use chrono::{DateTime, SecondsFormat, Utc};
+use chrono::{DateTime, Utc};
 use uuid::Uuid;
+
+use crate::json::GoTime;
 
 use super::Operation;
 #[cfg(test)]
@@ -50,7 +52,8 @@ pub struct CloudEventAttributes {
     /// The datasource of an execution's event (`job.execution.*`); absent for a job's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub datasource: Option<String>,
-    /// RFC 3339 UTC, milliseconds.
+    /// RFC 3339 UTC as Go writes a `time.Time` (up to nine fraction digits, trailing zeros
+    /// trimmed). Rows recorded before kept three digits; they are relayed as recorded.
     pub time: String,
     /// The job id.
     pub subject: String,
@@ -73,7 +76,7 @@ impl CloudEventAttributes {
             source: source.to_owned(),
             status: operation,
             datasource: None,
-            time: time.to_rfc3339_opts(SecondsFormat::Millis, true),
+            time: GoTime::from(time).to_string(),
             subject: job_id.as_hyphenated().to_string(),
             tenant: event_tenant(tenant).to_owned(),
         }

@@ -1,8 +1,10 @@
 //! Float formatting: shortest round-trip digits in the layout of Go's `encoding/json`.
 
+use std::io::Write as _;
+
 use super::integer::{format_u64, IntBuf};
 
-/// Room for any finite `f64` in either layout: at most 17 significant digits plus 21 integer
+/// Room for any finite `f64` (or `f32`) in either layout: at most 17 significant digits plus 21 integer
 /// digits or 5 leading fractional zeros, a sign, a point and a five-character exponent.
 const FLOAT_CAPACITY: usize = 48;
 
@@ -55,16 +57,72 @@ struct Decimal {
 /// `f == 0` (`-0` for negative zero), otherwise in exponent form with a signed exponent and no
 /// leading zero (`1e+21`, `2.5e-8`, `1e-100`).
 pub(crate) fn format_f64(f: f64, buf: &mut FloatBuf) -> Option<&[u8]> {
-    use std::io::Write as _;
+    use serde_json::ser::{CompactFormatter, Formatter as _};
 
     if !f.is_finite() {
         return None;
     }
     let abs = f.abs();
     let plain = abs == 0.0 || (1e-6..1e21).contains(&abs);
+    lay_out(
+        buf,
+        plain,
+        |out| CompactFormatter.write_f64(out, f),
+        |out| write!(out, "{f:e}"),
+    )
+}
+
+/// Formats a single-precision float as Go's `encoding/json` formats a `float32`, or returns
+/// `None` for NaN and infinities: the shortest digits that round-trip *as a float32*
+/// (`strconv.FormatFloat(float64(f), fmt, -1, 32)`), so `0.1` rather than the
+/// `0.10000000149011612` of the widened double.
+///
+/// The layout is [`format_f64`]'s, with encoding/json's cut-offs compared in single precision:
+/// `float32(1e-6)` (9.99999997e-7) is written `0.000001`, where the double 1e-6 is the cut-off
+/// for a `float64`.
+pub(crate) fn format_f32(f: f32, buf: &mut FloatBuf) -> Option<&[u8]> {
+    use serde_json::ser::{CompactFormatter, Formatter as _};
+
+    if !f.is_finite() {
+        return None;
+    }
+    let abs = f.abs();
+    let plain = abs == 0.0 || (1e-6f32..1e21f32).contains(&abs);
+    lay_out(
+        buf,
+        plain,
+        |out| CompactFormatter.write_f32(out, f),
+        |out| write!(out, "{f:e}"),
+    )
+}
+
+/// Writes into `buf` the digits `shortest` produces, laid out as Go does (`plain` or exponent
+/// form). `shortest` is serde_json's formatter (`zmij`); its layout is not Go's, so the digits are
+/// re-laid out.
+///
+/// Go's digits, for both widths (`strconv.FormatFloat(x, fmt, -1, bitSize)`, which since Go 1.17
+/// always takes `ryuFtoaShortest` in `strconv/ftoaryu.go`, with `float32info` for a `float32`):
+/// the fewest significant digits of any decimal inside the value's rounding interval (its ends
+/// included only when the binary mantissa is even), and of those the one nearest the exact
+/// value, an exact tie going to the even last digit. zmij chooses the same way; that this holds
+/// is not assumed but checked against Go itself: `tests/go_reference.rs` compares random samples
+/// of both widths on every `make test`, and every one of the 2³² `f32` bit patterns once
+/// (BENCHMARKS.md, 0 mismatches); `tests/go_json.rs` checks `f64` against an exact big-number
+/// reference of the rule.
+///
+/// `core::fmt` is not used for the digits: it breaks exact ties the other way
+/// (`1394865425023536.25` → `...536.3`, Go `...536.2`; the `f32` `-3626911.25` → `-3626911.3`,
+/// Go `-3626911.2`) and is about three times slower (~70 ns per float against ~22). It is only
+/// the `fallback`, if serde_json's text were ever unreadable.
+fn lay_out(
+    buf: &mut FloatBuf,
+    plain: bool,
+    shortest: impl FnOnce(&mut &mut [u8]) -> std::io::Result<()>,
+    fallback: impl FnOnce(&mut &mut [u8]) -> std::io::Result<()>,
+) -> Option<&[u8]> {
     buf.len = 0;
     let mut text = [0u8; FLOAT_CAPACITY];
-    if let Some(shortest) = shortest_text(f, &mut text) {
+    if let Some(shortest) = written(&mut text, shortest) {
         if let Some(go_text) = plain.then(|| canonical_plain(shortest)).flatten() {
             buf.push(go_text)?;
             return Some(&buf.bytes[..buf.len]);
@@ -74,30 +132,20 @@ pub(crate) fn format_f64(f: f64, buf: &mut FloatBuf) -> Option<&[u8]> {
             return Some(&buf.bytes[..buf.len]);
         }
     }
-    // Only if serde_json's text were ever unreadable: `core::fmt`'s digits rather than failing.
-    let mut cursor: &mut [u8] = &mut text;
-    write!(cursor, "{f:e}").ok()?;
-    let written = FLOAT_CAPACITY - cursor.len();
-    let decimal = parse_decimal(&text[..written])?;
+    let decimal = parse_decimal(written(&mut text, fallback)?)?;
     write_decimal(buf, &decimal, plain)?;
     Some(&buf.bytes[..buf.len])
 }
 
-/// The shortest round-trip digits of a finite `f64`, closest to the exact value, exact ties
-/// to even (what Go's Ryū, `strconv/ftoaryu.go`, produces), in serde_json's layout.
-///
-/// They come from serde_json's float formatter (the `zmij` algorithm). Its layout is not Go's,
-/// so the caller re-lays the digits out. `core::fmt` is not used: it breaks exact ties the other
-/// way (`1394865425023536.25` → `...536.3`, Go `...536.2`) and is about three times slower
-/// (~70 ns per float against ~22). `tests/go_json.rs` checks the result against an exact
-/// big-number reference of Go's rule.
-fn shortest_text(f: f64, text: &mut [u8; FLOAT_CAPACITY]) -> Option<&[u8]> {
-    use serde_json::ser::{CompactFormatter, Formatter as _};
-
+/// What `write` puts into `text`; `None` if it fails (the text does not fit).
+fn written(
+    text: &mut [u8; FLOAT_CAPACITY],
+    write: impl FnOnce(&mut &mut [u8]) -> std::io::Result<()>,
+) -> Option<&[u8]> {
     let mut cursor: &mut [u8] = text;
-    CompactFormatter.write_f64(&mut cursor, f).ok()?;
-    let written = FLOAT_CAPACITY - cursor.len();
-    Some(&text[..written])
+    write(&mut cursor).ok()?;
+    let len = FLOAT_CAPACITY - cursor.len();
+    Some(&text[..len])
 }
 
 /// The fast path: when `text` is a canonical plain decimal (no exponent, no redundant zeros),
@@ -295,6 +343,46 @@ mod tests {
         // Go's Ryū rounds the tie to even (`strconv/ftoaryu.go`); core::fmt would write .3.
         assert_eq!(float(1394865425023536.25), "1394865425023536.2");
         assert_eq!(float(222507385850720.125), "222507385850720.12");
+    }
+
+    fn float32(f: f32) -> String {
+        let mut buf = FloatBuf::new();
+        String::from_utf8(format_f32(f, &mut buf).unwrap().to_vec()).unwrap()
+    }
+
+    #[test]
+    fn single_precision_uses_its_own_shortest_digits() {
+        assert_eq!(float32(0.1), "0.1");
+        assert_eq!(float32(1.1), "1.1");
+        assert_eq!(float32(16777216.0), "16777216");
+        assert_eq!(float32(f32::MAX), "3.4028235e+38");
+        assert_eq!(float32(f32::MIN_POSITIVE), "1.1754944e-38");
+        assert_eq!(float32(f32::from_bits(1)), "1e-45");
+        assert_eq!(float32(-0.0), "-0");
+        assert!(format_f32(f32::NAN, &mut FloatBuf::new()).is_none());
+    }
+
+    #[test]
+    // The literal spells the exact binary value, which is the point of the test.
+    #[allow(clippy::excessive_precision)]
+    fn single_precision_ties_round_to_even_like_go() {
+        // -3626911.25 is exact in single precision; 8 digits end in .2 or .3 at equal distance.
+        assert_eq!(float32(-3626911.25), "-3626911.2");
+    }
+
+    #[test]
+    fn single_precision_cut_offs_are_compared_in_single_precision() {
+        // float32(1e-6) is below the double 1e-6, yet encoding/json writes it plainly.
+        assert_eq!(float32(1e-6), "0.000001");
+        assert_eq!(
+            float32(f32::from_bits(1e-6f32.to_bits() - 1)),
+            "9.999999e-7"
+        );
+        assert_eq!(float32(1e21), "1e+21");
+        assert_eq!(
+            float32(f32::from_bits(1e21f32.to_bits() - 1)),
+            "999999950000000000000"
+        );
     }
 
     #[test]

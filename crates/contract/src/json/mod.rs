@@ -9,17 +9,20 @@
 //! What makes it Go's bytes rather than serde_json's: `<` `>` `&` and U+2028/U+2029 are escaped,
 //! control characters use `\u00XX` with lowercase hex unless they have a short escape, invalid
 //! UTF-8 becomes `\ufffd` one byte at a time, and floats use Go's layout (`1e+21`, `1e-7`,
-//! `123456789` for an integral float, `-0`).
+//! `123456789` for an integral float, `-0`; a `float32` with its own shortest digits).
+//! [`GoTime`] is the text of a `time.Time`.
 
 mod error;
 mod escape;
 mod float;
 mod integer;
 mod style;
+mod time;
 mod value;
 mod writer;
 
 pub use error::{JsonError, Result};
 pub use style::Style;
+pub use time::GoTime;
 pub use value::{to_vec, to_vec_compact, to_vec_indented, write_compact, write_indented};
 pub use writer::JsonWriter;

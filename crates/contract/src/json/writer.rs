@@ -192,6 +192,17 @@ impl<W: Write> JsonWriter<W> {
         Ok(self.out.write_all(text)?)
     }
 
+    /// Writes a single-precision float as Go writes a `float32`: its own shortest digits (`0.1`,
+    /// not the `0.10000000149011612` of the widened double). NaN and infinities are refused, as
+    /// Go refuses them, and nothing is written.
+    pub fn f32(&mut self, value: f32) -> Result<()> {
+        let mut buf = FloatBuf::new();
+        let text = float::format_f32(value, &mut buf)
+            .ok_or(JsonError::NonFiniteFloat(f64::from(value)))?;
+        self.before_value()?;
+        Ok(self.out.write_all(text)?)
+    }
+
     /// Writes `true` or `false`.
     pub fn bool(&mut self, value: bool) -> Result<()> {
         self.before_value()?;

@@ -64,7 +64,7 @@ fn write_value(w: &mut W, column: &Column, value: MySqlValueRef<'_>) -> Result<(
         ValueKind::Int => w.i64(signed(bytes)?),
         ValueKind::UInt => w.u64(unsigned(bytes)?),
         ValueKind::Float => match bytes.len() {
-            4 => result::write_float(w, widen(f32::from_le_bytes(fixed(bytes)?))),
+            4 => result::write_float32(w, f32::from_le_bytes(fixed(bytes)?)),
             _ => result::write_float(w, f64::from_le_bytes(fixed(bytes)?)),
         },
         ValueKind::Bool => w.bool(bytes.iter().any(|b| *b != 0)),
@@ -98,45 +98,6 @@ fn unsigned(bytes: &[u8]) -> Result<u64, String> {
         4 => u64::from(u32::from_le_bytes(fixed(bytes)?)),
         _ => u64::from_le_bytes(fixed(bytes)?),
     })
-}
-
-/// A `FLOAT` as the double whose shortest digits are the single's shortest digits: `1.1`, not
-/// `1.100000023841858` (what widening the bits gives). That is what the column displays and
-/// what Go writes for a `float32`.
-fn widen(value: f32) -> f64 {
-    if !value.is_finite() {
-        return f64::from(value);
-    }
-    let mut buf = StackText::default();
-    // `{:e}` is the shortest round-trip form; at most 15 bytes (`-1.1754944e-38`), so the
-    // write into 32 bytes cannot fail, and the fallback is never taken.
-    if write!(buf, "{value:e}").is_err() {
-        return f64::from(value);
-    }
-    buf.as_str().parse().unwrap_or(f64::from(value))
-}
-
-/// A small text buffer on the stack, so formatting a float allocates nothing.
-#[derive(Default)]
-struct StackText {
-    buf: [u8; 32],
-    len: usize,
-}
-
-impl StackText {
-    fn as_str(&self) -> &str {
-        std::str::from_utf8(&self.buf[..self.len]).unwrap_or_default()
-    }
-}
-
-impl std::fmt::Write for StackText {
-    fn write_str(&mut self, s: &str) -> std::fmt::Result {
-        let end = self.len + s.len();
-        let slot = self.buf.get_mut(self.len..end).ok_or(std::fmt::Error)?;
-        slot.copy_from_slice(s.as_bytes());
-        self.len = end;
-        Ok(())
-    }
 }
 
 /// A `SET` value (`a,b`; members cannot contain commas) as an array of its members; the empty
@@ -262,16 +223,6 @@ mod tests {
         let mut w = JsonWriter::new(Vec::new(), Style::Compact);
         f(&mut w).unwrap();
         String::from_utf8(w.finish().unwrap()).unwrap()
-    }
-
-    #[test]
-    fn floats_keep_their_single_precision_digits() {
-        assert_eq!(widen(1.1), 1.1);
-        assert_eq!(widen(-3.4028235e38), -3.4028235e38);
-        assert_eq!(widen(1e-45), 1e-45);
-        assert_eq!(widen(0.0), 0.0);
-        assert!(widen(f32::NAN).is_nan());
-        assert_eq!(widen(f32::INFINITY), f64::INFINITY);
     }
 
     #[test]

@@ -43,6 +43,7 @@ pub(crate) fn select_expr(column: &Column, quoted: &str) -> String {
         ValueKind::Int => format!("{quoted}::int8"),
         ValueKind::Text | ValueKind::Json => format!("{quoted}::text"),
         ValueKind::Array(ElementKind::Int) => format!("{quoted}::int8[]"),
+        ValueKind::Array(ElementKind::Float32) => format!("{quoted}::float4[]"),
         ValueKind::Array(ElementKind::Float) => format!("{quoted}::float8[]"),
         ValueKind::Array(ElementKind::Bool) => format!("{quoted}::bool[]"),
         ValueKind::Array(ElementKind::Text) => format!("{quoted}::text[]"),
@@ -73,7 +74,8 @@ pub(crate) fn kind_of(type_name: &str, category: &str, element: Option<(&str, &s
         "json" | "jsonb" => ValueKind::Json,
         _ if category == "A" => ValueKind::Array(match element {
             Some(("int2" | "int4" | "int8" | "oid", _)) => ElementKind::Int,
-            Some(("float4" | "float8", _)) => ElementKind::Float,
+            Some(("float4", _)) => ElementKind::Float32,
+            Some(("float8", _)) => ElementKind::Float,
             Some(("bool", _)) => ElementKind::Bool,
             _ => ElementKind::Text,
         }),

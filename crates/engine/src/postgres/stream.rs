@@ -60,10 +60,10 @@ fn write_value(w: &mut W, column: &Column, value: PgValueRef<'_>) -> Result<(), 
     let written = match column.kind {
         ValueKind::Int => w.i64(i64::from_be_bytes(fixed(bytes)?)),
         ValueKind::UInt => w.u64(u64::from_be_bytes(fixed(bytes)?)),
-        // `real` arrives as 4 bytes and is written with its own shortest digits (0.1, not the
-        // 0.10000000149011612 a widening to double would show).
+        // `real` arrives as 4 bytes and is written as Go writes a float32, with its own shortest
+        // digits (0.1, not the 0.10000000149011612 a widening to double would show).
         ValueKind::Float if bytes.len() == 4 => {
-            result::write_float(w, result::widen_f32(f32::from_be_bytes(fixed(bytes)?)))
+            result::write_float32(w, f32::from_be_bytes(fixed(bytes)?))
         }
         ValueKind::Float => result::write_float(w, f64::from_be_bytes(fixed(bytes)?)),
         ValueKind::Bool => w.bool(bytes.first().is_some_and(|b| *b != 0)),
@@ -130,6 +130,7 @@ fn write_array(w: &mut W, element: ElementKind, value: PgValueRef<'_>) -> Result
     }
     let written = match element {
         ElementKind::Int => items(w, decode::<i64>(value)?, |w, i| w.i64(i)),
+        ElementKind::Float32 => items(w, decode::<f32>(value)?, result::write_float32),
         ElementKind::Float => items(w, decode::<f64>(value)?, result::write_float),
         ElementKind::Bool => items(w, decode::<bool>(value)?, |w, b| w.bool(b)),
         ElementKind::Text => items(w, decode::<String>(value)?, |w, s| w.string(&s)),

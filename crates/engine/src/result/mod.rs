@@ -14,7 +14,8 @@ use contract::json::{JsonError, JsonWriter, Style};
 
 pub use budget::Budget;
 pub(crate) use values::{
-    from_micros, widen_f32, write_base64, write_date, write_float, write_json_text, write_timestamp,
+    from_micros, write_base64, write_date, write_float, write_float32, write_json_text,
+    write_timestamp,
 };
 
 use crate::error::{EngineError, Result};
@@ -176,5 +177,7 @@ fn json_error(error: JsonError) -> EngineError {
     EngineError::Result(error.to_string())
 }
 
+#[cfg(test)]
+mod go_reference;
 #[cfg(test)]
 mod tests;

@@ -2,8 +2,8 @@
 //! embedded JSON, dates and timestamps.
 
 use base64::Engine as _;
-use chrono::{DateTime, Datelike, NaiveDate, NaiveDateTime, Timelike};
-use contract::json::{JsonError, JsonWriter};
+use chrono::{DateTime, Datelike, NaiveDate, NaiveDateTime};
+use contract::json::{GoTime, JsonError, JsonWriter};
 
 type W = JsonWriter<Vec<u8>>;
 
@@ -22,14 +22,16 @@ pub(crate) fn write_float(w: &mut W, value: f64) -> Result<(), JsonError> {
     }
 }
 
-/// A single-precision float as the double with the same shortest decimal digits, so it is
-/// written as it was stored (`0.1`) rather than as its exact binary value (`0.10000000149011612`).
-pub(crate) fn widen_f32(value: f32) -> f64 {
-    if !value.is_finite() {
-        return f64::from(value);
+/// A single-precision float (PostgreSQL `real`, MySQL `FLOAT`) as Go writes a `float32`: its
+/// own shortest digits (`0.1`), ties as Go breaks them; NaN and the infinities as strings, as
+/// [`write_float`] writes them.
+#[inline]
+pub(crate) fn write_float32(w: &mut W, value: f32) -> Result<(), JsonError> {
+    if value.is_finite() {
+        w.f32(value)
+    } else {
+        write_float(w, f64::from(value))
     }
-    // `Display` of an f32 gives its shortest round-trip digits, which parse as an f64 exactly.
-    value.to_string().parse().unwrap_or(f64::from(value))
 }
 
 /// Binary data as standard base64 with padding (what Go writes for `[]byte`).
@@ -56,41 +58,7 @@ pub(crate) fn write_date(w: &mut W, date: NaiveDate) -> Result<(), JsonError> {
 /// A date and time as RFC 3339 in UTC with `Z`, the fraction trimmed of trailing zeros, as
 /// Go's `time.Time` marshals (`2026-07-13T18:04:11.2Z`).
 pub(crate) fn write_timestamp(w: &mut W, at: NaiveDateTime) -> Result<(), JsonError> {
-    let mut buf = [0u8; 40];
-    let mut len = format_date(&mut buf, at.date());
-    let time = at.time();
-    buf[len] = b'T';
-    len += 1;
-    for (i, part) in [time.hour(), time.minute(), time.second()]
-        .into_iter()
-        .enumerate()
-    {
-        if i > 0 {
-            buf[len] = b':';
-            len += 1;
-        }
-        buf[len] = b'0' + (part / 10) as u8;
-        buf[len + 1] = b'0' + (part % 10) as u8;
-        len += 2;
-    }
-    let mut nanos = time.nanosecond() % 1_000_000_000;
-    if nanos != 0 {
-        buf[len] = b'.';
-        len += 1;
-        let mut digits = 9;
-        while nanos.is_multiple_of(10) {
-            nanos /= 10;
-            digits -= 1;
-        }
-        for i in (0..digits).rev() {
-            buf[len + i] = b'0' + (nanos % 10) as u8;
-            nanos /= 10;
-        }
-        len += digits;
-    }
-    buf[len] = b'Z';
-    len += 1;
-    w.string_bytes(&buf[..len])
+    w.string(GoTime::new(at).as_str())
 }
 
 /// Microseconds since an epoch as a UTC date-time; `None` when out of chrono's range.
