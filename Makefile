@@ -7,9 +7,11 @@ CARGO ?= cargo
 demo:
 	bash scripts/demo.sh
 
-## Every test of the workspace, unit, property and integration; starts the servers they need.
+## Every test of the workspace, unit, property and integration; starts the servers they need
+## and installs the deploy kit's checkers (scripts/tools.sh).
 test:
 	bash scripts/services.sh postgres mariadb rabbitmq s3 mosquitto mongodb
+	bash scripts/tools.sh
 	$(CARGO) test --workspace --locked
 
 ## Formatting and lints, as CI checks them.

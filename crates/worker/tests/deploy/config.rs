@@ -73,7 +73,10 @@ pub fn readme_metrics() -> Vec<(String, String)> {
         .into_iter()
         .map(|row| (quoted(&row[0])[0].to_owned(), row[1].clone()))
         .collect();
-    assert!(metrics.len() > 20, "README's metrics table gave only {metrics:?}");
+    assert!(
+        metrics.len() > 20,
+        "README's metrics table gave only {metrics:?}"
+    );
     metrics
 }
 
@@ -84,8 +87,7 @@ pub fn metric_names(expr: &str) -> BTreeSet<String> {
     for (at, _) in expr.match_indices('{') {
         let end = at;
         let mut start = end;
-        while start > 0 && (bytes[start - 1].is_ascii_alphanumeric() || bytes[start - 1] == b'_')
-        {
+        while start > 0 && (bytes[start - 1].is_ascii_alphanumeric() || bytes[start - 1] == b'_') {
             start -= 1;
         }
         if start < end {

@@ -46,12 +46,16 @@ fn custom_schema(object: &Value) -> Option<PathBuf> {
     let api = object["apiVersion"].as_str().expect("apiVersion");
     (api.starts_with("keda.sh/") || api.starts_with("monitoring.coreos.com/")).then(|| {
         let kind = object["kind"].as_str().expect("kind").to_lowercase();
-        Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/deploy/schemas/{kind}.schema.json"))
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join(format!("tests/deploy/schemas/{kind}.schema.json"))
     })
 }
 
 fn validate_custom(schema: &Path, instance: &Path) -> std::process::Output {
-    run(check_jsonschema().arg("--schemafile").arg(schema).arg(instance))
+    run(check_jsonschema()
+        .arg("--schemafile")
+        .arg(schema)
+        .arg(instance))
 }
 
 #[test]
@@ -61,9 +65,16 @@ fn every_file_of_the_directory_is_in_the_kustomization() {
         .map(|(path, _)| path.file_name().unwrap().to_string_lossy().into_owned())
         .collect();
     for entry in std::fs::read_dir(dir()).expect("deploy/kubernetes") {
-        let name = entry.expect("entry").file_name().to_string_lossy().into_owned();
+        let name = entry
+            .expect("entry")
+            .file_name()
+            .to_string_lossy()
+            .into_owned();
         if name.ends_with(".yaml") && name != "kustomization.yaml" {
-            assert!(listed.contains(&name), "{name} is not in kustomization.yaml");
+            assert!(
+                listed.contains(&name),
+                "{name} is not in kustomization.yaml"
+            );
         }
     }
 }
@@ -80,7 +91,11 @@ fn the_core_objects_are_valid_kubernetes() {
     let said = text(&output);
     println!("{said}");
     assert!(output.status.success(), "kubernetes-validate:\n{said}");
-    assert_eq!(said.matches("passed for resource").count(), core.len(), "{said}");
+    assert_eq!(
+        said.matches("passed for resource").count(),
+        core.len(),
+        "{said}"
+    );
 }
 
 #[test]
@@ -93,22 +108,38 @@ fn a_misspelt_core_field_is_refused() {
     let output = run(kubernetes_validate().arg("--strict").arg(&path));
     std::fs::remove_dir_all(&tmp).ok();
     assert!(!output.status.success(), "passed: {}", text(&output));
-    assert!(text(&output).contains("readOnlyRootFileSystem"), "{}", text(&output));
+    assert!(
+        text(&output).contains("readOnlyRootFileSystem"),
+        "{}",
+        text(&output)
+    );
 }
 
 #[test]
 fn the_custom_resources_have_only_documented_fields() {
     let mut kinds = Vec::new();
     for (path, object) in objects() {
-        let Some(schema) = custom_schema(&object) else { continue };
+        let Some(schema) = custom_schema(&object) else {
+            continue;
+        };
         let output = validate_custom(&schema, &path);
-        assert!(output.status.success(), "{}: {}", path.display(), text(&output));
+        assert!(
+            output.status.success(),
+            "{}: {}",
+            path.display(),
+            text(&output)
+        );
         kinds.push(object["kind"].as_str().unwrap().to_owned());
     }
     kinds.sort();
     assert_eq!(
         kinds,
-        ["PrometheusRule", "ScaledObject", "ServiceMonitor", "TriggerAuthentication"]
+        [
+            "PrometheusRule",
+            "ScaledObject",
+            "ServiceMonitor",
+            "TriggerAuthentication"
+        ]
     );
 }
 
@@ -117,7 +148,9 @@ fn a_misspelt_custom_resource_field_is_refused() {
     // Each kind, with one of its spec's fields (and the trigger's mode) misspelt.
     let tmp = fresh_dir();
     for (path, object) in objects() {
-        let Some(schema) = custom_schema(&object) else { continue };
+        let Some(schema) = custom_schema(&object) else {
+            continue;
+        };
         let mut misspelt = object.clone();
         let spec = misspelt["spec"].as_object_mut().expect("spec");
         let first = spec.keys().next().expect("a spec field").clone();
@@ -126,7 +159,11 @@ fn a_misspelt_custom_resource_field_is_refused() {
         let file = tmp.join(path.file_name().unwrap()).with_extension("json");
         std::fs::write(&file, misspelt.to_string()).expect("write");
         let output = validate_custom(&schema, &file);
-        assert!(!output.status.success(), "{first}s passed in {}", path.display());
+        assert!(
+            !output.status.success(),
+            "{first}s passed in {}",
+            path.display()
+        );
     }
     let mut scaled = object("ScaledObject");
     scaled["spec"]["triggers"][0]["metadata"]["queueLenght"] = "5".into();
@@ -166,14 +203,20 @@ fn is_secret(name: &str) -> bool {
 fn every_variable_is_the_workers_and_every_secret_comes_from_a_secret() {
     let known = readme_variables();
     for name in settings().keys() {
-        assert!(is_worker_variable(name, &known), "the ConfigMap sets {name}, unknown to the Worker");
+        assert!(
+            is_worker_variable(name, &known),
+            "the ConfigMap sets {name}, unknown to the Worker"
+        );
         assert!(!is_secret(name), "the ConfigMap holds the secret {name}");
     }
     let env = container()["env"].as_array().expect("env").clone();
     let mut secrets = Vec::new();
     for var in &env {
         let name = var["name"].as_str().expect("name");
-        assert!(is_worker_variable(name, &known), "the Deployment sets {name}, unknown to the Worker");
+        assert!(
+            is_worker_variable(name, &known),
+            "the Deployment sets {name}, unknown to the Worker"
+        );
         if is_secret(name) {
             assert!(var.get("value").is_none(), "{name} is a literal");
             assert!(
@@ -184,7 +227,10 @@ fn every_variable_is_the_workers_and_every_secret_comes_from_a_secret() {
         }
     }
     for needed in ["APP_ENC_KEY", "DATABASE_URL", "RABBITMQ_DEFAULT_PASS"] {
-        assert!(secrets.iter().any(|s| s == needed), "{needed} is not a secret reference");
+        assert!(
+            secrets.iter().any(|s| s == needed),
+            "{needed} is not a secret reference"
+        );
     }
 }
 
@@ -218,7 +264,9 @@ fn ports_probes_and_grace_period_follow_the_configuration() {
     // must outlast it, by a small margin.
     let seconds = |name: &str| settings[name].parse::<u64>().expect(name);
     let bound = seconds("READYZ_DRAIN_DELAY_SEC") + seconds("SHUTDOWN_GRACE_SEC") + 15;
-    let grace = pod["terminationGracePeriodSeconds"].as_u64().expect("grace period");
+    let grace = pod["terminationGracePeriodSeconds"]
+        .as_u64()
+        .expect("grace period");
     assert!(
         grace > bound && grace <= bound + 30,
         "terminationGracePeriodSeconds {grace} vs the drain's bound {bound}"
@@ -244,11 +292,23 @@ fn the_autoscaler_reads_the_work_queue_at_the_workers_concurrency() {
     let trigger = &scaled["spec"]["triggers"][0];
     assert_eq!(trigger["type"], "rabbitmq");
     assert_eq!(trigger["metadata"]["mode"], "QueueLength");
-    assert_eq!(trigger["metadata"]["queueName"], settings["RABBITMQ_FETCHER_WORK_QUEUE"].as_str());
-    assert_eq!(trigger["metadata"]["value"], settings["RABBITMQ_NUMBERS_OF_WORKERS"].as_str());
-    assert_eq!(scaled["spec"]["scaleTargetRef"]["name"], object("Deployment")["metadata"]["name"]);
+    assert_eq!(
+        trigger["metadata"]["queueName"],
+        settings["RABBITMQ_FETCHER_WORK_QUEUE"].as_str()
+    );
+    assert_eq!(
+        trigger["metadata"]["value"],
+        settings["RABBITMQ_NUMBERS_OF_WORKERS"].as_str()
+    );
+    assert_eq!(
+        scaled["spec"]["scaleTargetRef"]["name"],
+        object("Deployment")["metadata"]["name"]
+    );
     let auth = object("TriggerAuthentication");
-    assert_eq!(trigger["authenticationRef"]["name"], auth["metadata"]["name"]);
+    assert_eq!(
+        trigger["authenticationRef"]["name"],
+        auth["metadata"]["name"]
+    );
     assert!(auth["spec"]["secretTargetRef"][0]["name"].is_string());
 }
 

@@ -63,8 +63,8 @@ fn every_alert_has_a_runbook_and_a_test_that_fires_and_one_that_does_not() {
             runbook.starts_with(&format!("docs/operations.md#{}:", name.to_lowercase())),
             "{name}'s runbook: {runbook:?}"
         );
-        let operations = std::fs::read_to_string(root().join("docs/operations.md"))
-            .expect("docs/operations.md");
+        let operations =
+            std::fs::read_to_string(root().join("docs/operations.md")).expect("docs/operations.md");
         assert!(
             operations.contains(&format!("### {name}")),
             "docs/operations.md has no section for {name}"

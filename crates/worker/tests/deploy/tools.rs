@@ -22,7 +22,9 @@ static INSTALL: Mutex<()> = Mutex::new(());
 
 /// Runs `scripts/tools.sh <group>` (idempotent; quick when installed) and panics when it fails.
 fn ensure(group: &str) {
-    let _one = INSTALL.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let _one = INSTALL
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
     let output = Command::new("bash")
         .arg(root().join("scripts/tools.sh"))
         .arg(group)

@@ -25,10 +25,16 @@ const TWO_REPAIR_INTERVALS: &str = "4";
 fn test_rules() -> String {
     let rules = std::fs::read_to_string(root().join("deploy/prometheus/rules.yml")).expect("rules");
     let outbox = "sink=\"amqp\"}) > 60";
-    assert!(rules.contains(outbox), "the outbox rule's threshold moved: update the test copy");
+    assert!(
+        rules.contains(outbox),
+        "the outbox rule's threshold moved: update the test copy"
+    );
     let mut shortened = 0;
     let text: Vec<String> = rules
-        .replace(outbox, &format!("sink=\"amqp\"}}) > {TWO_REPAIR_INTERVALS}"))
+        .replace(
+            outbox,
+            &format!("sink=\"amqp\"}}) > {TWO_REPAIR_INTERVALS}"),
+        )
         .lines()
         .map(|line| {
             if line.trim_start().starts_with("for: ") {
@@ -66,7 +72,9 @@ fn dashboard_queries() -> Vec<(String, String)> {
 /// README's metrics table: name and type.
 fn readme_metrics() -> Vec<(String, String)> {
     let readme = std::fs::read_to_string(root().join("README.md")).expect("README");
-    let start = readme.find("| metric | type |").expect("README's metrics table");
+    let start = readme
+        .find("| metric | type |")
+        .expect("README's metrics table");
     readme[start..]
         .lines()
         .skip(2)
@@ -79,7 +87,9 @@ fn readme_metrics() -> Vec<(String, String)> {
 }
 
 async fn wait_ended(world: &World, job_id: Uuid, status: &str) {
-    world.wait_status(job_id, status, Duration::from_secs(30)).await;
+    world
+        .wait_status(job_id, status, Duration::from_secs(30))
+        .await;
 }
 
 #[tokio::test]
@@ -111,7 +121,11 @@ async fn the_dashboard_queries_the_alerts_and_the_readme_metrics_hold_on_a_real_
     }
     let failed = Uuid::now_v7();
     world
-        .submit(&world.job_body(failed, "down", "payments", &["id"]), None, &[])
+        .submit(
+            &world.job_body(failed, "down", "payments", &["id"]),
+            None,
+            &[],
+        )
         .await;
     let now = chrono::Utc::now().timestamp().to_string();
     world
@@ -152,7 +166,14 @@ async fn the_dashboard_queries_the_alerts_and_the_readme_metrics_hold_on_a_real_
         assert!(Instant::now() < deadline, "the slow query never ran");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let (status, answer) = api.send("POST", canceled, "/cancel", None, br#"{"force":true}"#, Signing::Valid);
+    let (status, answer) = api.send(
+        "POST",
+        canceled,
+        "/cancel",
+        None,
+        br#"{"force":true}"#,
+        Signing::Valid,
+    );
     assert_eq!(status, 202, "{answer}");
     wait_ended(&world, canceled, "canceled").await;
     let (status, answer) = api.send("DELETE", completed[0], "", None, b"", Signing::Valid);
@@ -185,11 +206,21 @@ async fn the_dashboard_queries_the_alerts_and_the_readme_metrics_hold_on_a_real_
     // Back: the repairer publishes what waited, and the alert resolves.
     amqp.heal();
     prometheus
-        .wait_for("sum(events_republished_total{job=\"fetcher-worker\"}) > 0", Duration::from_secs(40))
+        .wait_for(
+            "sum(events_republished_total{job=\"fetcher-worker\"}) > 0",
+            Duration::from_secs(40),
+        )
         .await;
     let deadline = Instant::now() + Duration::from_secs(30);
-    while !prometheus.query(&alert.replace('%', "firing")).expect("ALERTS").is_empty() {
-        assert!(Instant::now() < deadline, "the outbox alert did not resolve");
+    while !prometheus
+        .query(&alert.replace('%', "firing"))
+        .expect("ALERTS")
+        .is_empty()
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the outbox alert did not resolve"
+        );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     wait_ended(&world, completed[1], "deleted").await;
@@ -223,7 +254,10 @@ async fn the_dashboard_queries_the_alerts_and_the_readme_metrics_hold_on_a_real_
             missing.push(declared);
         }
     }
-    assert!(missing.is_empty(), "not on /metrics as README says: {missing:#?}");
+    assert!(
+        missing.is_empty(),
+        "not on /metrics as README says: {missing:#?}"
+    );
     println!("the test took {:.1} s", started.elapsed().as_secs_f64());
     drop(worker);
     world.cleanup().await;

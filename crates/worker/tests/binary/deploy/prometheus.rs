@@ -48,8 +48,14 @@ impl Prometheus {
         std::fs::write(dir.join("prometheus.yml"), config).expect("config");
         let port = crate::harness::free_port();
         let child = Command::new("prometheus")
-            .arg(format!("--config.file={}", dir.join("prometheus.yml").display()))
-            .arg(format!("--storage.tsdb.path={}", dir.join("data").display()))
+            .arg(format!(
+                "--config.file={}",
+                dir.join("prometheus.yml").display()
+            ))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.join("data").display()
+            ))
             .arg(format!("--web.listen-address=127.0.0.1:{port}"))
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(dir.join("prometheus.log")).expect("log"))
@@ -82,7 +88,10 @@ impl Prometheus {
         if answer["status"] != "success" {
             return Err(format!("HTTP {status}: {answer}"));
         }
-        Ok(answer["data"]["result"].as_array().cloned().unwrap_or_default())
+        Ok(answer["data"]["result"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default())
     }
 
     /// Waits until `expr` returns at least one series; the series.
@@ -115,7 +124,9 @@ impl Drop for Prometheus {
 /// GET on 127.0.0.1:`port`: status and body.
 fn get(port: u16, path: &str) -> Option<(u16, String)> {
     let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
-    stream.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .ok()?;
     write!(stream, "GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").ok()?;
     let mut response = String::new();
     stream.read_to_string(&mut response).ok()?;
