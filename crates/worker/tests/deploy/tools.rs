@@ -1,6 +1,7 @@
 //! The tools the checks run, installed by `scripts/tools.sh` when absent, and the repository's
 //! files they read.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::Mutex;
@@ -17,14 +18,17 @@ fn venv() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("/opt/fetcher-test-venv"))
 }
 
-/// One installation at a time: apt and pip do not share their locks with themselves kindly.
-static INSTALL: Mutex<()> = Mutex::new(());
+/// The groups installed (or found) so far; one installation at a time, as apt and pip want.
+static INSTALLED: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
 
-/// Runs `scripts/tools.sh <group>` (idempotent; quick when installed) and panics when it fails.
+/// Runs `scripts/tools.sh <group>` once per test process (idempotent) and panics when it fails.
 fn ensure(group: &str) {
-    let _one = INSTALL
+    let mut installed = INSTALLED
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner());
+    if installed.contains(group) {
+        return;
+    }
     let output = Command::new("bash")
         .arg(root().join("scripts/tools.sh"))
         .arg(group)
@@ -35,6 +39,7 @@ fn ensure(group: &str) {
         "scripts/tools.sh {group} could not install the tool:\n{}",
         String::from_utf8_lossy(&output.stderr)
     );
+    installed.insert(group.to_owned());
 }
 
 /// `promtool`, from Debian's `prometheus` package.
@@ -55,9 +60,23 @@ pub fn kubernetes_validate() -> Command {
     Command::new(venv().join("bin/kubernetes-validate"))
 }
 
+/// The files read so far: a Python start per file and test would make the tests slow.
+static READ: Mutex<BTreeMap<PathBuf, Vec<serde_json::Value>>> = Mutex::new(BTreeMap::new());
+
 /// Every document of a YAML file as JSON, read by the environment's `ruamel.yaml` (which
 /// check-jsonschema brings): the workspace has no YAML parser of its own.
 pub fn yaml_documents(path: &Path) -> Vec<serde_json::Value> {
+    if let Some(docs) = READ.lock().unwrap_or_else(|p| p.into_inner()).get(path) {
+        return docs.clone();
+    }
+    let docs = read_yaml(path);
+    READ.lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .insert(path.to_owned(), docs.clone());
+    docs
+}
+
+fn read_yaml(path: &Path) -> Vec<serde_json::Value> {
     ensure("jsonschema");
     const SCRIPT: &str = "import json, sys\n\
         from ruamel.yaml import YAML\n\
