@@ -8,9 +8,11 @@ demo:
 	bash scripts/demo.sh
 
 ## Every test of the workspace, unit, property and integration; starts the servers they need
-## (and installs Go, whose encoding/json the JSON writer is compared with).
+## (installs Go, whose encoding/json the JSON writer is compared with, and the deploy kit's
+## checkers through scripts/tools.sh).
 test:
 	bash scripts/services.sh postgres mariadb rabbitmq s3 mosquitto mongodb go
+	bash scripts/tools.sh
 	$(CARGO) test --workspace --locked
 
 ## Formatting and lints, as CI checks them.

@@ -25,6 +25,8 @@
 //!   [`Store::claim_for_job`], [`Store::mark_published`], [`Store::mark_failed`],
 //!   [`Store::purge_published`]).
 //! - `stats.rs`: [`Store::stats`] and the outbox gauges.
+//! - `transitions.rs`: [`Store::transition_ages`]: how long jobs have been canceling or
+//!   deleting, and its gauge.
 //! - [`mod@backoff`]: when a failed publish is retried ([`backoff()`]).
 //! - [`error`]: [`OutboxError`] and whether an error is retriable.
 //!
@@ -43,6 +45,7 @@ mod sink;
 mod stats;
 mod store;
 mod terminal;
+mod transitions;
 
 pub use backoff::{backoff, Backoff};
 pub use control::{CancelListener, ControlRequest, Controlled, EndCancel, CANCEL_CHANNEL};
@@ -57,3 +60,4 @@ pub use sink::Sink;
 pub use stats::{OutboxStats, FAILING_EVENTS, OLDEST_UNPUBLISHED_AGE_SECONDS, PENDING_EVENTS};
 pub use store::Store;
 pub use terminal::{Recorded, TerminalOutcome, TerminalRecord};
+pub use transitions::{TransitionAges, OLDEST_IN_TRANSITION_AGE_SECONDS};

@@ -148,7 +148,8 @@ impl Repairer {
     }
 
     /// One pass: relay due unpublished rows batch by batch until none is left (or `stop`),
-    /// delete expired published rows, and refresh the outbox gauges.
+    /// delete expired published rows, and refresh the outbox gauges (and, for AMQP, the age of
+    /// the jobs stuck canceling or deleting).
     ///
     /// Several batches are relayed at once ([`RepairerConfig::batches_in_flight`]), so the state
     /// database's round trips for one overlap the broker's for another instead of adding to
@@ -163,6 +164,10 @@ impl Repairer {
             .await?;
         let sink = self.publisher.sink();
         self.store.stats(sink).await?.record(sink);
+        if sink == Sink::Amqp {
+            // Jobs are one per database, not per sink: the AMQP repairer (always on) reports them.
+            self.store.transition_ages().await?.record();
+        }
         Ok(report)
     }
 

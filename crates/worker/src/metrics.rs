@@ -19,6 +19,9 @@ pub const BYTES: &str = "bytes_extracted_total";
 pub const REJECTED: &str = "messages_rejected_total";
 /// Gauge: job messages being handled right now.
 pub const ACTIVE: &str = "consumers_active";
+/// Gauge: the prefetch this Worker consumes with (`RABBITMQ_NUMBERS_OF_WORKERS`): how many job
+/// messages it handles at most at once, the denominator of [`ACTIVE`]'s use.
+pub const PREFETCH: &str = "consumers_prefetch";
 /// Counter: job messages accepted on the legacy body-only signature
 /// (`RABBITMQ_ALLOW_LEGACY_BODY_SIGNATURE_FALLBACK`).
 pub const LEGACY_VERIFIED: &str = "messages_legacy_signature_total";
@@ -71,7 +74,28 @@ pub fn install() -> Result<PrometheusHandle, BuildError> {
         )?
         .install_recorder()?;
     describe();
+    register_at_zero();
     Ok(handle)
+}
+
+/// Exports the counters of rare events (and the busy gauge) from the start, at 0: a series that
+/// appears only with its first event makes `rate()` and the alerts blind to that first event.
+/// The labelled ones whose labels are few and known are registered for each.
+fn register_at_zero() {
+    for counter in [
+        ROWS,
+        BYTES,
+        LEGACY_VERIFIED,
+        STALE_REDELIVERIES,
+        STORAGE_RETRIES,
+        TIMEOUTS,
+    ] {
+        metrics::counter!(counter).absolute(0);
+    }
+    for server in ["health", "api"] {
+        metrics::counter!(HEALTH_REFUSED, "server" => server).absolute(0);
+    }
+    metrics::gauge!(ACTIVE).set(0.0);
 }
 
 fn describe() {
@@ -94,6 +118,10 @@ fn describe() {
     );
     metrics::describe_counter!(REJECTED, "Job messages not run, by reason.");
     metrics::describe_gauge!(ACTIVE, "Job messages being handled.");
+    metrics::describe_gauge!(
+        PREFETCH,
+        "The prefetch this Worker consumes with: job messages handled at most at once."
+    );
     metrics::describe_counter!(
         LEGACY_VERIFIED,
         "Job messages accepted on the legacy body-only signature."
@@ -150,6 +178,10 @@ pub(crate) fn extracted(rows: u64, bytes: u64) {
 
 pub(crate) fn rejected(reason: &'static str) {
     metrics::counter!(REJECTED, "reason" => reason).increment(1);
+}
+
+pub(crate) fn prefetch(prefetch: u16) {
+    metrics::gauge!(PREFETCH).set(f64::from(prefetch));
 }
 
 pub(crate) fn active(delta: f64) {

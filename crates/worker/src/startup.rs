@@ -122,6 +122,7 @@ impl Application {
                 ))
             }
         };
+        crate::metrics::prefetch(settings.amqp.consumers);
         let consumer = ConsumerConfig {
             uri: settings.amqp.uri.clone(),
             work_queue: settings.amqp.work_queue.clone(),

@@ -526,3 +526,70 @@ async fn a_cancel_of_a_running_job_is_announced_at_its_commit() {
     drop(listener);
     db.drop().await;
 }
+
+#[tokio::test]
+async fn transition_ages_time_a_cancel_from_its_request_and_a_deletion_from_its_start() {
+    let db = TestDb::migrated().await;
+    assert_eq!(
+        db.store.transition_ages().await.expect("ages"),
+        outbox::TransitionAges::default()
+    );
+    let canceling = claimed(&db.store, "worker-a").await;
+    db.store
+        .control(&request(canceling, FORCE_CANCEL))
+        .await
+        .expect("cancel");
+    let deleting = claimed(&db.store, "worker-b").await;
+    record(
+        &db.store,
+        deleting,
+        Some("worker-b"),
+        completed(deleting),
+        "worker-b",
+        LONG,
+    )
+    .await;
+    db.store
+        .control(&request(deleting, DELETE))
+        .await
+        .expect("delete");
+    // An hour ago the cancel was asked and the deletion began; the cancel's lease was renewed
+    // since (updated_at is now), which must not make it younger.
+    sqlx::query(
+        "UPDATE jobs SET cancel_requested_at = now() - interval '1 hour', updated_at = now()
+         WHERE job_id = $1",
+    )
+    .bind(canceling)
+    .execute(db.pool())
+    .await
+    .expect("backdate the cancel");
+    sqlx::query("UPDATE jobs SET updated_at = now() - interval '2 hours' WHERE job_id = $1")
+        .bind(deleting)
+        .execute(db.pool())
+        .await
+        .expect("backdate the deletion");
+    let ages = db.store.transition_ages().await.expect("ages");
+    let hour = Duration::from_secs(3600);
+    let canceling_age = ages.canceling.expect("a job canceling");
+    let deleting_age = ages.deleting.expect("a job deleting");
+    assert!(
+        canceling_age >= hour && canceling_age < hour + Duration::from_secs(60),
+        "{ages:?}"
+    );
+    assert!(
+        deleting_age >= 2 * hour && deleting_age < 2 * hour + Duration::from_secs(60),
+        "{ages:?}"
+    );
+
+    db.store
+        .object_deleted(deleting, true, SOURCE, "api-1", Duration::from_secs(30))
+        .await
+        .expect("deleted");
+    let ages = db.store.transition_ages().await.expect("ages");
+    assert_eq!(
+        ages.deleting, None,
+        "a deleted job is no longer in transition"
+    );
+    assert!(ages.canceling.is_some());
+    db.drop().await;
+}

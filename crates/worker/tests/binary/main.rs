@@ -6,15 +6,18 @@
 //!   search of everything the Worker wrote for every secret it was given;
 //! - [`security`]: one test per finding of the attacker's review, and the hostile sizes;
 //! - [`chaos`]: cuts at chosen points through fault proxies, and the `#[ignore]`d soak;
+//! - [`deploy`]: the deploy kit's dashboard and alert rules against Prometheus scraping the
+//!   Worker, and README's metrics on `/metrics`;
 //! - [`bench`]: `#[ignore]`d benchmarks of the binary (`make bench`).
 //!
 //! [`harness`] is what they run on, built on `testkit`. A suite alone:
-//! `cargo test -p worker --test binary -- e2e::` (or `hostile::`, `security::`, `chaos::`).
+//! `cargo test -p worker --test binary -- e2e::` (or `hostile::`, `security::`, `chaos::`, `deploy::`).
 
 mod harness;
 
 mod bench;
 mod chaos;
+mod deploy;
 mod e2e;
 mod hostile;
 mod security;

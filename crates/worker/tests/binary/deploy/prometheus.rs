@@ -1,0 +1,148 @@
+//! A private Prometheus (Debian's package, installed by `scripts/tools.sh` when absent): its own
+//! port and temporary storage, a 1 s scrape and evaluation interval, a test copy of the rules,
+//! and instant queries over its HTTP API.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// The repository's root.
+pub fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// A running Prometheus; stopped and its storage removed on drop.
+pub struct Prometheus {
+    child: Child,
+    port: u16,
+    dir: PathBuf,
+}
+
+impl Prometheus {
+    /// Starts Prometheus scraping `target` (`host:port` of a Worker's health server) as job
+    /// `fetcher-worker`, evaluating `rules` (a rule file's text), and waits until it is ready.
+    pub async fn start(target: &str, rules: &str) -> Prometheus {
+        let installed = Command::new("bash")
+            .arg(root().join("scripts/tools.sh"))
+            .arg("prometheus")
+            .output()
+            .expect("running scripts/tools.sh");
+        assert!(
+            installed.status.success(),
+            "Prometheus could not be installed: {}",
+            String::from_utf8_lossy(&installed.stderr)
+        );
+        let dir = std::env::temp_dir().join(format!("fetcher-prometheus-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(dir.join("data")).expect("Prometheus's directory");
+        std::fs::write(dir.join("rules.yml"), rules).expect("rules");
+        let config = format!(
+            "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\n\
+             rule_files:\n  - {rules}\n\
+             scrape_configs:\n  - job_name: fetcher-worker\n    static_configs:\n      - targets: ['{target}']\n",
+            rules = dir.join("rules.yml").display()
+        );
+        std::fs::write(dir.join("prometheus.yml"), config).expect("config");
+        let port = crate::harness::free_port();
+        let child = Command::new("prometheus")
+            .arg(format!(
+                "--config.file={}",
+                dir.join("prometheus.yml").display()
+            ))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.join("data").display()
+            ))
+            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(dir.join("prometheus.log")).expect("log"))
+            .spawn()
+            .expect("starting prometheus");
+        let prometheus = Prometheus { child, port, dir };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while get(port, "/-/ready").map(|(status, _)| status) != Some(200) {
+            assert!(
+                Instant::now() < deadline,
+                "Prometheus did not get ready: {}",
+                prometheus.log()
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        prometheus
+    }
+
+    /// Its log, for a failure's message.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("prometheus.log")).unwrap_or_default()
+    }
+
+    /// An instant query: the result's series, or the error Prometheus answered.
+    pub fn query(&self, expr: &str) -> Result<Vec<Value>, String> {
+        let (status, body) = get(self.port, &format!("/api/v1/query?query={}", encode(expr)))
+            .ok_or("Prometheus did not answer")?;
+        let answer: Value =
+            serde_json::from_str(&body).map_err(|e| format!("HTTP {status}: {e}: {body}"))?;
+        if answer["status"] != "success" {
+            return Err(format!("HTTP {status}: {answer}"));
+        }
+        Ok(answer["data"]["result"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default())
+    }
+
+    /// Waits until `expr` returns at least one series; the series.
+    pub async fn wait_for(&self, expr: &str, within: Duration) -> Vec<Value> {
+        let deadline = Instant::now() + within;
+        loop {
+            match self.query(expr) {
+                Ok(series) if !series.is_empty() => return series,
+                Ok(_) => {}
+                Err(error) => panic!("{expr}: {error}"),
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{expr} returned nothing within {within:?}; Prometheus said:\n{}",
+                self.log()
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+}
+
+impl Drop for Prometheus {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// GET on 127.0.0.1:`port`: status and body.
+fn get(port: u16, path: &str) -> Option<(u16, String)> {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .ok()?;
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").ok()?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).ok()?;
+    let status = response.split_whitespace().nth(1)?.parse().ok()?;
+    let body = response.split("\r\n\r\n").nth(1).unwrap_or("").to_owned();
+    Some((status, body))
+}
+
+/// Percent-encodes everything but unreserved characters.
+fn encode(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}

@@ -1,0 +1,120 @@
+//! The Worker's configuration and metrics as README documents them: the variables of its
+//! configuration table and the metrics of its metrics table (the documented source; the `binary`
+//! test's `deploy::` checks the metrics against a running Worker).
+
+use std::collections::BTreeSet;
+
+use crate::tools::root;
+
+fn readme() -> String {
+    std::fs::read_to_string(root().join("README.md")).expect("README.md")
+}
+
+/// The rows of the README table whose header row starts with `| <first> |`.
+fn table_rows(first: &str) -> Vec<Vec<String>> {
+    let readme = readme();
+    let header = format!("| {first} |");
+    let start = readme
+        .find(&header)
+        .unwrap_or_else(|| panic!("README has no table headed {header:?}"));
+    readme[start..]
+        .lines()
+        .skip(2)
+        .take_while(|line| line.starts_with('|'))
+        .map(|line| {
+            line.trim_matches('|')
+                .split(" | ")
+                .map(|cell| cell.trim().to_owned())
+                .collect()
+        })
+        .collect()
+}
+
+/// The backticked words of a cell.
+fn quoted(cell: &str) -> Vec<&str> {
+    cell.split('`').skip(1).step_by(2).collect()
+}
+
+/// The variables of README's configuration table. A name written `_X` continues the row's
+/// first name, whose first two words it shares (`OBJECT_STORAGE_ENDPOINT`, `_REGION`).
+/// `DATASOURCE_<NAME>_*` is returned as the prefix `DATASOURCE_`.
+pub fn readme_variables() -> BTreeSet<String> {
+    let mut names = BTreeSet::new();
+    for row in table_rows("variable") {
+        let words = quoted(&row[0]);
+        let Some(first) = words.first() else { continue };
+        for word in &words {
+            let name = if word.starts_with('_') {
+                let stem: Vec<&str> = first.splitn(3, '_').take(2).collect();
+                format!("{}{word}", stem.join("_"))
+            } else if let Some(prefix) = word.strip_suffix("<NAME>_*") {
+                prefix.to_owned()
+            } else {
+                (*word).to_owned()
+            };
+            names.insert(name);
+        }
+    }
+    assert!(names.len() > 40, "README's table gave only {names:?}");
+    names
+}
+
+/// Whether `name` is a variable the Worker reads: in the table, a `DATASOURCE_<NAME>_<FIELD>`
+/// group, or `RUST_MIN_STACK` (README's "Stack").
+pub fn is_worker_variable(name: &str, known: &BTreeSet<String>) -> bool {
+    known.contains(name)
+        || name == "RUST_MIN_STACK"
+        || (name.starts_with("DATASOURCE_") && name.matches('_').count() >= 2)
+}
+
+/// The metrics of README's metrics table, with their type.
+pub fn readme_metrics() -> Vec<(String, String)> {
+    let metrics: Vec<(String, String)> = table_rows("metric")
+        .into_iter()
+        .map(|row| (quoted(&row[0])[0].to_owned(), row[1].clone()))
+        .collect();
+    assert!(
+        metrics.len() > 20,
+        "README's metrics table gave only {metrics:?}"
+    );
+    metrics
+}
+
+/// The metric names a PromQL expression selects (`name{...}`).
+pub fn metric_names(expr: &str) -> BTreeSet<String> {
+    let mut names = BTreeSet::new();
+    let bytes = expr.as_bytes();
+    for (at, _) in expr.match_indices('{') {
+        let end = at;
+        let mut start = end;
+        while start > 0 && (bytes[start - 1].is_ascii_alphanumeric() || bytes[start - 1] == b'_') {
+            start -= 1;
+        }
+        if start < end {
+            names.insert(expr[start..end].to_owned());
+        }
+    }
+    names
+}
+
+#[test]
+fn readme_tables_parse() {
+    let variables = readme_variables();
+    for name in [
+        "OBJECT_STORAGE_REGION",
+        "OBJECT_STORAGE_SECRET_KEY",
+        "RABBITMQ_PORT_AMQP",
+        "DATASOURCE_",
+        "SHUTDOWN_GRACE_SEC",
+    ] {
+        assert!(variables.contains(name), "{name} not read from README");
+    }
+    assert!(!is_worker_variable("RABBITMQ_PASSWORD", &variables));
+    assert!(is_worker_variable("DATASOURCE_CRM_HOST", &variables));
+    let metrics = readme_metrics();
+    assert!(metrics.contains(&("jobs_total".to_owned(), "counter".to_owned())));
+    assert_eq!(
+        metric_names("sum by (a) (rate(x_total{a=\"b\"}[5m])) / y{}"),
+        BTreeSet::from(["x_total".to_owned(), "y".to_owned()])
+    );
+}
