@@ -4,11 +4,10 @@
 
 use mongodb::bson::doc;
 use serde_json::json;
-use uuid::Uuid;
 
-use super::job;
-use crate::harness::sources::{MariaDb, MongoDb, PgSource, SourceDb};
-use crate::harness::{assert_golden, World};
+use super::golden_job;
+use crate::harness::sources::{MariaDb, MongoDb, PgSource};
+use crate::harness::World;
 
 const PG_FIXTURE: &str = r#"
 CREATE TABLE invoices (id integer PRIMARY KEY, amount numeric(12,2), paid boolean,
@@ -43,15 +42,6 @@ async fn a_job_over_mongodb_postgresql_and_mariadb_matches_its_golden_file() {
     let pg = PgSource::create(PG_FIXTURE).await;
     let maria = MariaDb::create().await;
     maria.exec(MARIADB_FIXTURE).await;
-    let sources: [(&str, &dyn SourceDb); 3] = [("crm", &mongo), ("ledger", &pg), ("shop", &maria)];
-    let env = sources
-        .iter()
-        .flat_map(|(name, source)| source.datasource(name))
-        .collect();
-    let worker = world.start_worker_with(env).await;
-    let mut events = world.listen().await;
-
-    let job_id = Uuid::now_v7();
     let mapped = json!({
         "crm": {"customers": ["code", "tier", "tags", "address.city"]},
         "ledger": {"invoices": ["id", "amount", "paid", "issued", "note"]},
@@ -62,9 +52,14 @@ async fn a_job_over_mongodb_postgresql_and_mariadb_matches_its_golden_file() {
         "ledger": {"invoices": {"id": {"in": [1, 2, 3]}}},
         "shop": {"orders": {"sku": {"like": ["SKU-%"]}}},
     });
-    world.submit(&job(job_id, mapped, filters), None, &[]).await;
-    let result = world.completed_result(&mut events, job_id).await;
-    assert_golden("mixed.json", &result);
+    let worker = golden_job(
+        &world,
+        &[("crm", &mongo), ("ledger", &pg), ("shop", &maria)],
+        Vec::new(),
+        (mapped, filters),
+        "mixed.json",
+    )
+    .await;
 
     drop(worker);
     mongo.drop().await;

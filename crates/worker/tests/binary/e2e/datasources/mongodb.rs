@@ -8,12 +8,12 @@ use mongodb::bson::{doc, Binary, Bson, DateTime, Decimal128, Document, Regex, Ti
 use serde_json::json;
 use uuid::Uuid;
 
-use super::job;
-use crate::harness::sources::{MongoDb, SourceDb};
-use crate::harness::{assert_golden, World};
+use super::golden_job;
+use crate::harness::sources::MongoDb;
+use crate::harness::World;
 
 /// The fixture: three documents, the first with every type, the others sparse.
-pub(super) fn typed_documents() -> Vec<Document> {
+fn typed_documents() -> Vec<Document> {
     let uuid = Uuid::parse_str("550e8400-e29b-41d4-a716-446655440000").expect("uuid");
     vec![
         doc! {
@@ -56,7 +56,7 @@ pub(super) fn typed_documents() -> Vec<Document> {
 }
 
 /// The fields the job asks for: all of the first document's.
-pub(super) const FIELDS: [&str; 19] = [
+const FIELDS: [&str; 19] = [
     "_id",
     "int32",
     "int64",
@@ -83,20 +83,14 @@ async fn a_mongodb_collection_of_every_bson_type_matches_its_golden_file() {
     let world = World::new().await;
     let mongo = MongoDb::create().await;
     mongo.insert("typed", typed_documents()).await;
-    let worker = world.start_worker_with(mongo.datasource("docs")).await;
-    let mut events = world.listen().await;
-
-    let job_id = Uuid::now_v7();
-    world
-        .submit(
-            &job(job_id, json!({"docs": {"typed": FIELDS}}), json!(null)),
-            None,
-            &[],
-        )
-        .await;
-    let result = world.completed_result(&mut events, job_id).await;
-    assert_golden("mongodb.json", &result);
-
+    let worker = golden_job(
+        &world,
+        &[("docs", &mongo)],
+        Vec::new(),
+        (json!({"docs": {"typed": FIELDS}}), json!(null)),
+        "mongodb.json",
+    )
+    .await;
     drop(worker);
     mongo.drop().await;
     world.cleanup().await;
