@@ -3,6 +3,7 @@
 
 mod consume;
 mod control;
+mod datasources;
 mod delivery;
 mod executions;
 mod failures;

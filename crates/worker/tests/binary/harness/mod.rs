@@ -17,19 +17,27 @@
 //! - [`proxy`]: [`FaultProxy`], a TCP proxy in front of a dependency whose faults a test
 //!   switches (latency, stall, refuse, reset, cuts and traps).
 //! - [`s3`]: the S3 test server: the bucket of a world, and a client behind the Worker's back.
+//! - [`sources`]: source databases of every kind (MongoDB, MariaDB, PostgreSQL), one per test,
+//!   as the Worker's datasources.
+//! - [`results`]: a job's outcome as a consumer checks it (result opened, or failure message).
+//! - [`golden`]: a result's bytes checked against a golden file under `e2e/fixtures/`.
 
 mod control;
 mod dead_letters;
+mod golden;
 mod http;
 mod listener;
 mod process;
 mod proxy;
 mod publish;
+mod results;
 mod s3;
+pub mod sources;
 mod world;
 
 pub use control::{ControlClient, Signing};
 pub use dead_letters::DeadLetters;
+pub use golden::assert_golden;
 pub use http::{http_get, metric_sum};
 pub use listener::{Event, Listener};
 pub use process::{free_port, WorkerProcess};

@@ -14,10 +14,12 @@
 //!   server (the step never happens) or, with [`Trap::reply_lost`], after the server got them and
 //!   before its answer comes back (the step happens; the client cannot know). A `COMMIT`, an
 //!   `INSERT`, a publish to a named exchange: a transaction or a publish cut at a chosen point.
+//!   [`Trap::hold`] holds those bytes (and all the client sends after them on that connection)
+//!   instead, until `release_held()`: a step caught in flight, its connection left open.
 //! - `heal()`: clears every fault (it does not reopen what was closed).
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -43,6 +45,7 @@ pub struct Trap {
     on: Vec<u8>,
     reply_lost: bool,
     down: bool,
+    hold: bool,
 }
 
 impl Trap {
@@ -53,6 +56,16 @@ impl Trap {
             on: on.to_vec(),
             reply_lost: false,
             down: false,
+            hold: false,
+        }
+    }
+
+    /// Holds `on` (and whatever the client sends after it on that connection) before it reaches
+    /// the server, until [`FaultProxy::release_held`]; the connection stays open.
+    pub fn hold(on: &[u8]) -> Trap {
+        Trap {
+            hold: true,
+            ..Trap::before(on)
         }
     }
 
@@ -115,6 +128,8 @@ struct Shared {
     epoch: AtomicU64,
     killed: AtomicU64,
     fired: AtomicU64,
+    /// Bytes a [`Trap::hold`] caught may go on.
+    released: AtomicBool,
 }
 
 impl Shared {
@@ -156,6 +171,7 @@ impl FaultProxy {
             epoch: AtomicU64::new(0),
             killed: AtomicU64::new(0),
             fired: AtomicU64::new(0),
+            released: AtomicBool::new(false),
         });
         let accept = runtime().spawn(accept_loop(listener, shared.clone()));
         FaultProxy {
@@ -197,7 +213,13 @@ impl FaultProxy {
     /// Arms a one-shot [`Trap`] (replacing one not yet fired).
     pub fn set_trap(&self, trap: Trap) {
         let epoch = self.shared.epoch.fetch_add(1, Ordering::SeqCst) + 1;
+        self.shared.released.store(false, Ordering::SeqCst);
         self.update(|f| f.trap = Some((epoch, trap)));
+    }
+
+    /// Lets the bytes a [`Trap::hold`] caught go on to the server.
+    pub fn release_held(&self) {
+        self.shared.released.store(true, Ordering::SeqCst);
     }
 
     /// How many traps have fired.
@@ -329,6 +351,8 @@ enum Sprung {
     Before,
     /// Fired with `reply_lost`: forward, and reset on the server's next bytes.
     AfterForwarding,
+    /// Fired with `hold`: forward once released.
+    Hold,
 }
 
 impl Link<'_> {
@@ -376,7 +400,9 @@ impl Link<'_> {
             self.shared.reset_all();
             return Sprung::Before;
         }
-        if trap.reply_lost {
+        if trap.hold {
+            Sprung::Hold
+        } else if trap.reply_lost {
             state.drop_reply = true;
             Sprung::AfterForwarding
         } else {
@@ -407,6 +433,14 @@ where
                 let _ = to.write_all(&buf[..n]).await;
                 let _ = to.flush().await;
                 continue;
+            }
+            Sprung::Hold => {
+                while !shared.released.load(Ordering::SeqCst) {
+                    if token.is_cancelled() {
+                        return Err(Killed);
+                    }
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
             }
         }
         // Stalled: hold the bytes until the stall is lifted (or the connection is reset).
@@ -685,6 +719,31 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(proxy.trap_fired(), 1);
+    }
+
+    #[tokio::test]
+    async fn trap_hold_keeps_the_step_until_released_and_the_connection_open() {
+        let (target, received) = recording_echo().await;
+        let proxy = FaultProxy::start(target).await;
+        let mut s = TcpStream::connect(proxy.addr()).await.unwrap();
+        proxy.set_trap(Trap::hold(b"getMore"));
+        roundtrip(&mut s, b"find", Duration::from_secs(2))
+            .await
+            .unwrap();
+        assert!(roundtrip(&mut s, b"getMore", Duration::from_millis(300))
+            .await
+            .is_err());
+        assert_eq!(proxy.trap_fired(), 1);
+        // Other connections pass meanwhile.
+        let mut other = TcpStream::connect(proxy.addr()).await.unwrap();
+        roundtrip(&mut other, b"killCursors", Duration::from_secs(2))
+            .await
+            .unwrap();
+        assert_eq!(received.lock().unwrap().as_slice(), b"findkillCursors");
+        proxy.release_held();
+        let mut back = [0u8; 7];
+        s.read_exact(&mut back).await.unwrap();
+        assert_eq!(&back, b"getMore");
     }
 
     #[tokio::test]

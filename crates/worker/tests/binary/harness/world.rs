@@ -167,6 +167,17 @@ impl World {
         worker
     }
 
+    /// Starts a Worker with these variables besides the world's (datasources of other kinds,
+    /// keys) and waits until ready.
+    pub async fn start_worker_with(&self, extra: Vec<(String, String)>) -> WorkerProcess {
+        let port = super::free_port();
+        let mut env = self.env(port);
+        env.extend(extra);
+        let worker = WorkerProcess::spawn(env, port);
+        worker.wait_ready(Duration::from_secs(60)).await;
+        worker
+    }
+
     /// Starts a Worker with these variables besides the world's, waits until ready, and gives a
     /// client of its control API.
     pub async fn start_worker_with_api(
@@ -306,7 +317,7 @@ fn broker_env() -> Vec<(String, String)> {
 }
 
 /// The password of a `scheme://user:password@host/...` URL (`TEST_DATABASE_URL`), decoded.
-fn url_password(url: &str) -> Option<String> {
+pub(super) fn url_password(url: &str) -> Option<String> {
     let rest = &url[url.find("://")? + 3..];
     let authority = &rest[..rest.find(['/', '?']).unwrap_or(rest.len())];
     let userinfo = &authority[..authority.rfind('@')?];
