@@ -16,7 +16,8 @@
 //!     database: what the publisher costs apart from the outbox.
 //! `MIRROR_BENCH_ROUNDS` (default 3) rounds alternate (b) and (c); medians are reported and the
 //! ratio of (b) to (c), whose goal is at least 0.8. Each round also prints how many cores the
-//! whole machine kept busy during (b) and (c).
+//! whole machine kept busy during (b) and (c), and the run ends with the CPU time per event of
+//! PostgreSQL, Mosquitto and this process during (b) and during (c).
 //!
 //! Run: `cargo bench -p repairer --bench mirror_vs_rumqttc`.
 
@@ -181,6 +182,61 @@ fn cpu_ticks() -> (u64, u64) {
     (total - idle, total)
 }
 
+/// CPU time so far, in clock ticks, of: PostgreSQL's processes serving `database` (its backends
+/// and the server's own: WAL writer, checkpointer, ...; not other databases' backends), the
+/// Mosquitto processes, and this process (`/proc/<pid>/stat`'s utime and stime).
+fn process_ticks(database: &str) -> [u64; 3] {
+    let mut ticks = [0; 3];
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return ticks;
+    };
+    let own = std::process::id().to_string();
+    for entry in dir.flatten() {
+        let pid = entry.file_name().to_string_lossy().into_owned();
+        if !pid.bytes().all(|b| b.is_ascii_digit()) {
+            continue;
+        }
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        let Some((head, tail)) = stat.rsplit_once(')') else {
+            continue;
+        };
+        let comm = head.split_once('(').map_or("", |(_, c)| c);
+        let fields: Vec<&str> = tail.split_whitespace().collect();
+        // utime and stime: the stat's 14th and 15th fields, 12th and 13th after the `)`.
+        let used: u64 = fields
+            .get(11..13)
+            .map_or(0, |f| f.iter().filter_map(|v| v.parse::<u64>().ok()).sum());
+        let slot = if pid == own {
+            2
+        } else if comm == "mosquitto" {
+            1
+        } else if comm == "postgres" {
+            let args = std::fs::read_to_string(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            // A client backend names its database and client address; others are the server's.
+            if args.contains("127.0.0.1(") && !args.contains(database) {
+                continue;
+            }
+            0
+        } else {
+            continue;
+        };
+        ticks[slot] += used;
+    }
+    ticks
+}
+
+/// Microseconds of CPU per event of PostgreSQL, Mosquitto and this process between two
+/// `process_ticks`.
+fn per_event_us(before: [u64; 3], after: [u64; 3], events: usize) -> [f64; 3] {
+    // A clock tick is 10 ms (`sysconf(_SC_CLK_TCK)` is 100 on Linux).
+    let tick_us = 10_000.0;
+    std::array::from_fn(|i| {
+        after[i].saturating_sub(before[i]) as f64 * tick_us / events.max(1) as f64
+    })
+}
+
 /// Cores busy (all processes: PostgreSQL, Mosquitto, the bench) between two `cpu_ticks`.
 fn cores_busy(before: (u64, u64), after: (u64, u64)) -> f64 {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
@@ -244,6 +300,11 @@ async fn bench() {
 
     let (mut amqp_rates, mut mirror_rates, mut bare_rates) = (Vec::new(), Vec::new(), Vec::new());
     let (mut alone_rates, mut mirror_cores, mut bare_cores) = (Vec::new(), Vec::new(), Vec::new());
+    let database: String = sqlx::query_scalar("SELECT current_database()")
+        .fetch_one(db.pool())
+        .await
+        .expect("database name");
+    let (mut mirror_us, mut bare_us) = ([0.0; 3], [0.0; 3]);
     for round in 0..rounds {
         reset_amqp(&db).await;
         amqp_rates.push(drain(&amqp, events).await);
@@ -258,13 +319,17 @@ async fn bench() {
         for side in 0..2 {
             if (side == 0) == (round % 2 == 0) {
                 reset_mqtt(&db).await;
-                let before = cpu_ticks();
+                let (before, processes) = (cpu_ticks(), process_ticks(&database));
                 mirror_rates.push(drain(&mirror, events).await);
                 mirror_cores.push(cores_busy(before, cpu_ticks()));
+                let us = per_event_us(processes, process_ticks(&database), events);
+                (0..3).for_each(|i| mirror_us[i] += us[i] / rounds as f64);
             } else {
-                let before = cpu_ticks();
+                let (before, processes) = (cpu_ticks(), process_ticks(&database));
                 bare_rates.push(bare(&url, &messages, in_flight).await);
                 bare_cores.push(cores_busy(before, cpu_ticks()));
+                let us = per_event_us(processes, process_ticks(&database), events);
+                (0..3).for_each(|i| bare_us[i] += us[i] / rounds as f64);
                 alone_rates.push(publisher_only(&publisher, &messages, batch).await);
             }
         }
@@ -283,6 +348,11 @@ async fn bench() {
         median(&mut amqp_rates),
         median(&mut mirror_rates),
         median(&mut bare_rates),
+    );
+    println!(
+        "CPU per event (mean of rounds; PostgreSQL / Mosquitto / this process): MQTT relay \
+         {:.1} / {:.1} / {:.1} µs, bare rumqttc {:.1} / {:.1} / {:.1} µs",
+        mirror_us[0], mirror_us[1], mirror_us[2], bare_us[0], bare_us[1], bare_us[2]
     );
     println!(
         "median MqttPublisher alone (no database): {:.0} events/s",
