@@ -28,6 +28,12 @@ bench:
 fmt:
 	$(CARGO) fmt --all
 
+## Rewrite README's configuration table and deploy/worker.env.example from the Worker's
+## configuration reference (crates/worker/src/config/variables.rs); a test fails when they drift.
+.PHONY: config-reference
+config-reference:
+	UPDATE_CONFIG_REFERENCE=1 $(CARGO) test -p worker --lib config::reference_tests
+
 ## The chaos soak and hostile inputs (long; needs root for rabbitmqctl); appends to RELIABILITY.md.
 .PHONY: chaos
 chaos:
