@@ -37,6 +37,12 @@ float32-sweep:
 	bash scripts/services.sh go
 	$(CARGO) test --release --locked -p contract --test go_reference -- --ignored --nocapture every_float32
 
+## Rewrite README's configuration table and deploy/worker.env.example from the Worker's
+## configuration reference (crates/worker/src/config/variables.rs); a test fails when they drift.
+.PHONY: config-reference
+config-reference:
+	UPDATE_CONFIG_REFERENCE=1 $(CARGO) test -p worker --lib config::reference_tests
+
 ## The chaos soak and hostile inputs (long; needs root for rabbitmqctl); appends to RELIABILITY.md.
 .PHONY: chaos
 chaos:

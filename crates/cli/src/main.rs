@@ -2,7 +2,7 @@
 //!
 //! One module per command (`derive_key`, `submit`, `watch` with `watch_mqtt` for the MQTT mirror,
 //! `fetch`; `control` for `status`,
-//! `cancel` and `delete`); `keys`, `amqp` and
+//! `cancel` and `delete`; `dlq` with `dead_letter` for the dead-letter queue); `keys`, `amqp` and
 //! `broker_env` (the Worker's `RABBITMQ_*` variables) hold what they share, `dedupe` the check
 //! that makes an event's ce-id safe to deduplicate on, `max_age` how old a watched event's
 //! signature may be. No command prints a secret: not the master key, not the AMQP URI (it may
@@ -12,8 +12,10 @@
 mod amqp;
 mod broker_env;
 mod control;
+mod dead_letter;
 mod dedupe;
 mod derive_key;
+mod dlq;
 mod fetch;
 mod keys;
 mod max_age;
@@ -81,6 +83,12 @@ enum Command {
     /// Delete a finished job's stored result and mark it deleted; --force cancels a job that
     /// has not ended first.
     Delete(control::Change),
+
+    /// The dead-letter queue (fetcher.dlq): list, show, requeue or purge its messages.
+    ///
+    /// `list` and `show` consume nothing; `requeue` publishes a message unchanged (nothing is
+    /// re-signed) and acknowledges the dead letter only once the broker confirmed the copy.
+    Dlq(dlq::Args),
 }
 
 fn main() -> ExitCode {
@@ -92,6 +100,7 @@ fn main() -> ExitCode {
         Command::Status(args) => block_on(control::status(args)),
         Command::Cancel(args) => block_on(control::cancel(args)),
         Command::Delete(args) => block_on(control::delete(args)),
+        Command::Dlq(args) => block_on(dlq::run(args)),
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,

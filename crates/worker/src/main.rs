@@ -1,4 +1,6 @@
-//! `fetcher-worker`: the binary operators deploy. Everything it does lives in the library.
+//! `fetcher-worker`: the binary operators deploy (`fetcher-worker config reference | check`
+//! print its configuration reference or check an environment). Everything it does lives in the
+//! library.
 
 use std::process::ExitCode;
 
@@ -16,6 +18,12 @@ const THREAD_STACK_BYTES: usize = 1 << 30;
 const RUNTIME_STACK_BYTES: usize = 64 << 20;
 
 fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if let Some(done) = worker::config::command::run(&args, worker::config::env_vars()) {
+        print!("{}", done.stdout);
+        eprint!("{}", done.stderr);
+        return ExitCode::from(done.code);
+    }
     // Before any thread exists: the standard library reads this once, at the first spawn.
     let asked = std::env::var("RUST_MIN_STACK")
         .ok()

@@ -3,12 +3,18 @@
 //! 0 takes its default with a warning (as upstream), one out of range is refused; a bad
 //! `DATASOURCE_<NAME>_*` group is skipped with a warning (as upstream).
 
+pub mod command;
 mod number;
 mod reader;
 #[cfg(test)]
+mod reference_tests;
+#[cfg(test)]
 mod tests;
+mod variables;
 #[cfg(test)]
 mod walk_tests;
+
+pub use variables::{env_example, markdown};
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -179,13 +185,16 @@ impl fmt::Display for ConfigError {
 
 impl std::error::Error for ConfigError {}
 
+/// The process environment's variables whose name and value are UTF-8 (the others the Worker
+/// cannot read).
+pub fn env_vars() -> impl Iterator<Item = (String, String)> {
+    std::env::vars_os().filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+}
+
 impl Settings {
     /// Reads the process environment.
     pub fn from_env() -> Result<Settings, ConfigError> {
-        Settings::from_vars(
-            std::env::vars_os()
-                .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?))),
-        )
+        Settings::from_vars(env_vars())
     }
 
     /// Reads settings from variables (the environment, or a test's map).

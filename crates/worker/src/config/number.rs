@@ -123,6 +123,28 @@ impl Number {
         Reading::Value(u64::try_from(value).unwrap_or(self.default))
     }
 
+    /// The range and what a value outside it does, for the configuration reference:
+    /// `1 to 86400 seconds; 0 or below → the default, above → refused`.
+    pub(super) fn limits(&self) -> String {
+        let outside = |what: Outside| match what {
+            Outside::Refuse => "refused",
+            Outside::UseDefault => "the default",
+        };
+        let low = match self.min {
+            0 | 1 => String::new(),
+            2 => "1 → refused, ".to_owned(),
+            min => format!("1 to {} → refused, ", min - 1),
+        };
+        format!(
+            "{} to {}{}; 0 or below → {}, {low}above → {}",
+            self.min,
+            self.max,
+            self.unit,
+            outside(self.not_positive),
+            outside(self.too_large)
+        )
+    }
+
     fn must_be(&self) -> String {
         let what = match self.unit {
             Unit::Port => "a port number",

@@ -18,6 +18,9 @@ pub(super) struct Reader<'a> {
     warnings: Vec<String>,
     /// The numeric variables read, so a test can tell that it walked every one.
     numbers_read: Vec<&'static str>,
+    /// Every variable asked for, so a test can hold the configuration reference to the reader.
+    #[cfg(test)]
+    names_read: std::cell::RefCell<Vec<String>>,
 }
 
 impl<'a> Reader<'a> {
@@ -27,6 +30,8 @@ impl<'a> Reader<'a> {
             problems: Vec::new(),
             warnings: Vec::new(),
             numbers_read: Vec::new(),
+            #[cfg(test)]
+            names_read: std::cell::RefCell::default(),
         }
     }
 
@@ -68,8 +73,22 @@ impl<'a> Reader<'a> {
         Duration::from_secs(self.number(spec))
     }
 
+    /// Every variable asked for so far (numeric or not).
+    #[cfg(test)]
+    pub(super) fn names_read(&self) -> Vec<String> {
+        self.names_read.borrow().clone()
+    }
+
+    fn note(&self, name: &str) {
+        #[cfg(test)]
+        self.names_read.borrow_mut().push(name.to_owned());
+        #[cfg(not(test))]
+        let _ = name;
+    }
+
     /// The value, `None` when unset or blank.
     fn get(&self, name: &str) -> Option<&'a str> {
+        self.note(name);
         self.vars
             .get(name)
             .map(|v| v.trim())
@@ -78,6 +97,7 @@ impl<'a> Reader<'a> {
 
     /// The value exactly as set (a secret's spaces are its own); empty when unset.
     fn raw(&self, name: &str) -> String {
+        self.note(name);
         self.vars.get(name).cloned().unwrap_or_default()
     }
 

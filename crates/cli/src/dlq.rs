@@ -1,0 +1,416 @@
+//! `fetcherctl dlq list | show | requeue | purge`: the dead-letter queue (`fetcher.dlq`) for an
+//! operator.
+//!
+//! Reading never consumes for good: messages are taken with `basic.get` unacknowledged and, once
+//! read, all handed back with one `basic.nack` (requeue), which RabbitMQ puts back in their
+//! places. Meanwhile they are invisible to anyone else reading the queue, and each comes back
+//! marked redelivered. `requeue` publishes a selected message to the route it was first
+//! published with (the signature covers it), its body and properties (headers included) as they
+//! are, waits for the broker's confirm, and only then acknowledges the dead letter: a failure in
+//! between leaves it in the queue, and a crash after the confirm leaves one copy in each (the
+//! Worker runs a job once). Nothing is re-signed, so a message whose signature failed is refused
+//! again, and one older than `RABBITMQ_SIGNATURE_MAX_AGE_SEC` is refused as stale unless its job
+//! was accepted before.
+
+use anyhow::{anyhow, bail, Context as _};
+use chrono::Utc;
+use lapin::message::Delivery;
+use lapin::options::{
+    BasicAckOptions, BasicGetOptions, BasicNackOptions, BasicPublishOptions, BasicQosOptions,
+    ConfirmSelectOptions, QueueDeclareOptions, QueuePurgeOptions,
+};
+use lapin::types::{AMQPValue, FieldTable};
+use lapin::{Channel, Confirmation, Connection};
+
+use crate::amqp::BrokerArgs;
+use crate::dead_letter::DeadLetter;
+
+#[derive(clap::Args)]
+pub struct Args {
+    #[command(subcommand)]
+    command: DlqCommand,
+}
+
+#[derive(clap::Subcommand)]
+enum DlqCommand {
+    /// One line per dead letter: position, job id, reason and queue, age, size, deaths.
+    /// Nothing is consumed: the messages are read and handed back in their places.
+    List(List),
+    /// One dead letter's properties, headers and body (capped), by job id or position.
+    Show(Show),
+    /// Publish the selected dead letters, unchanged, to the route they were first published
+    /// with (the work queue), each acknowledged only once the broker confirmed its copy.
+    Requeue(Requeue),
+    /// Delete every message of the dead-letter queue for good (needs --yes).
+    Purge(Purge),
+}
+
+#[derive(clap::Args)]
+struct Queue {
+    #[command(flatten)]
+    broker: BrokerArgs,
+
+    /// The dead-letter queue.
+    #[arg(long, value_name = "QUEUE", default_value = "fetcher.dlq")]
+    dlq: String,
+}
+
+#[derive(clap::Args)]
+struct List {
+    #[command(flatten)]
+    queue: Queue,
+
+    /// Read at most this many messages.
+    #[arg(long, default_value_t = 1000)]
+    limit: usize,
+}
+
+#[derive(clap::Args)]
+#[command(group(clap::ArgGroup::new("which").required(true)))]
+struct Show {
+    #[command(flatten)]
+    queue: Queue,
+
+    /// The first dead letter of this job.
+    #[arg(long, group = "which")]
+    job: Option<String>,
+
+    /// The dead letter at this position (1 is the oldest, as `list` numbers them).
+    #[arg(long, group = "which")]
+    index: Option<usize>,
+
+    /// Print at most this many bytes of the body.
+    #[arg(long, default_value_t = 4096)]
+    max_bytes: usize,
+}
+
+#[derive(clap::Args)]
+#[command(group(clap::ArgGroup::new("which").required(true).multiple(false)))]
+struct Requeue {
+    #[command(flatten)]
+    queue: Queue,
+
+    /// The dead letters of this job (repeatable).
+    #[arg(long, group = "which")]
+    job: Vec<String>,
+
+    /// The dead letters with this reason (`rejected`, `expired`, `maxlen`).
+    #[arg(long, group = "which")]
+    reason: Option<String>,
+
+    /// Every dead letter.
+    #[arg(long, group = "which")]
+    all: bool,
+}
+
+#[derive(clap::Args)]
+struct Purge {
+    #[command(flatten)]
+    queue: Queue,
+
+    /// Really delete them.
+    #[arg(long)]
+    yes: bool,
+}
+
+pub async fn run(args: Args) -> anyhow::Result<()> {
+    let queue = match &args.command {
+        DlqCommand::List(list) => &list.queue,
+        DlqCommand::Show(show) => &show.queue,
+        DlqCommand::Requeue(requeue) => &requeue.queue,
+        DlqCommand::Purge(purge) => &purge.queue,
+    };
+    let (connection, channel) = open(queue).await?;
+    let outcome = match &args.command {
+        DlqCommand::List(list) => self::list(list, &channel).await,
+        DlqCommand::Show(show) => self::show(show, &channel).await,
+        DlqCommand::Requeue(requeue) => self::requeue(requeue, &channel).await,
+        DlqCommand::Purge(purge) => self::purge(purge, &channel).await,
+    };
+    // Closed and answered before the process ends, so whatever was handed back is in the queue
+    // again by the time the command returns.
+    let _ = channel.close(200, "OK".into()).await;
+    let _ = connection.close(200, "OK".into()).await;
+    outcome
+}
+
+async fn list(args: &List, channel: &Channel) -> anyhow::Result<()> {
+    let depth = depth(channel, &args.queue.dlq).await?;
+    let letters = peek(channel, &args.queue.dlq, args.limit.min(depth)).await?;
+    release(channel, &letters).await?;
+    let now = Utc::now();
+    println!(
+        "{} message(s) in {}{}",
+        depth,
+        args.queue.dlq,
+        if letters.len() < depth {
+            format!(", the first {} shown", letters.len())
+        } else {
+            String::new()
+        }
+    );
+    println!("#\tjob\treason\tage\tsize\tdeaths");
+    for (index, delivery) in letters.iter().enumerate() {
+        let letter = DeadLetter::read(delivery);
+        println!(
+            "{}\t{}\t{} from {}\t{}\t{} B\t{}",
+            index + 1,
+            letter.job_id,
+            letter.reason,
+            letter.queue,
+            letter.age(now),
+            letter.size,
+            letter.deaths
+        );
+    }
+    Ok(())
+}
+
+async fn show(args: &Show, channel: &Channel) -> anyhow::Result<()> {
+    let depth = depth(channel, &args.queue.dlq).await?;
+    let letters = peek(channel, &args.queue.dlq, depth).await?;
+    release(channel, &letters).await?;
+    let found = letters.iter().enumerate().find(|(index, delivery)| {
+        args.index == Some(index + 1)
+            || args.job.as_deref() == Some(DeadLetter::read(delivery).job_id.as_str())
+    });
+    let Some((index, delivery)) = found else {
+        bail!("no such dead letter in {}", args.queue.dlq);
+    };
+    print!("{}", describe(index + 1, delivery, args.max_bytes));
+    Ok(())
+}
+
+/// A dead letter for `show`: what `list` says, the route, properties, headers and the body's
+/// first `max_bytes`. Texts go through [`contract::redact`], so a connection string a body or a
+/// header might carry is not printed.
+fn describe(position: usize, delivery: &Delivery, max_bytes: usize) -> String {
+    let letter = DeadLetter::read(delivery);
+    let properties = &delivery.properties;
+    let mut out = format!(
+        "position: {position}\njob: {}\nreason: {} from {}\ndeaths: {}\nage: {}\n",
+        letter.job_id,
+        letter.reason,
+        letter.queue,
+        letter.deaths,
+        letter.age(Utc::now())
+    );
+    if let Some((exchange, key)) = &letter.route {
+        out.push_str(&format!(
+            "route: exchange {exchange:?}, routing key {key:?}\n"
+        ));
+    }
+    let optional = |value: Option<String>| value.unwrap_or_else(|| "-".into());
+    out.push_str(&format!(
+        "content-type: {}\ndelivery-mode: {}\nmessage-id: {}\ntimestamp: {}\nheaders:\n",
+        optional(properties.content_type().as_ref().map(|v| v.to_string())),
+        optional(properties.delivery_mode().map(|v| v.to_string())),
+        optional(properties.message_id().as_ref().map(|v| v.to_string())),
+        optional(properties.timestamp().map(|v| v.to_string())),
+    ));
+    if let Some(headers) = properties.headers() {
+        for (name, value) in headers.inner() {
+            out.push_str(&format!("  {name}: {}\n", cap(&render(value), 512)));
+        }
+    }
+    let shown = &delivery.data[..delivery.data.len().min(max_bytes)];
+    out.push_str(&format!(
+        "body ({} bytes):\n{}\n",
+        letter.size,
+        contract::redact(&String::from_utf8_lossy(shown))
+    ));
+    if shown.len() < delivery.data.len() {
+        out.push_str(&format!(
+            "… {} more bytes not shown (--max-bytes)\n",
+            delivery.data.len() - shown.len()
+        ));
+    }
+    out
+}
+
+fn render(value: &AMQPValue) -> String {
+    let text = match value {
+        AMQPValue::LongString(s) => String::from_utf8_lossy(s.as_bytes()).into_owned(),
+        AMQPValue::ShortString(s) => s.to_string(),
+        AMQPValue::ByteArray(b) => String::from_utf8_lossy(b.as_slice()).into_owned(),
+        other => format!("{other:?}"),
+    };
+    contract::redact(&text)
+}
+
+fn cap(text: &str, chars: usize) -> String {
+    match text.char_indices().nth(chars) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text.to_owned(),
+    }
+}
+
+async fn requeue(args: &Requeue, channel: &Channel) -> anyhow::Result<()> {
+    let dlq = &args.queue.dlq;
+    channel
+        .confirm_select(ConfirmSelectOptions::default())
+        .await
+        .context("Failed to enable publisher confirms")?;
+    // Only the messages there now: one the Worker refuses again lands behind them.
+    let depth = depth(channel, dlq).await?;
+    let mut kept: Vec<Delivery> = Vec::new();
+    let mut requeued = 0;
+    for _ in 0..depth {
+        let Some(delivery) = get(channel, dlq).await? else {
+            break;
+        };
+        let letter = DeadLetter::read(&delivery);
+        let selected = args.all
+            || args.job.contains(&letter.job_id)
+            || args.reason.as_deref() == Some(letter.reason.as_str());
+        if !selected {
+            kept.push(delivery);
+            continue;
+        }
+        let Some((exchange, key)) = letter.route.clone() else {
+            eprintln!(
+                "Kept the dead letter of job {}: it has no x-death route to requeue it to",
+                letter.job_id
+            );
+            kept.push(delivery);
+            continue;
+        };
+        if let Err(error) = republish(channel, &delivery, &exchange, &key).await {
+            kept.push(delivery);
+            release(channel, &kept).await?;
+            return Err(error.context(format!(
+                "Failed to requeue the dead letter of job {} (it stays in {dlq}; {requeued} \
+                 requeued before it)",
+                letter.job_id
+            )));
+        }
+        channel
+            .basic_ack(delivery.delivery_tag, BasicAckOptions::default())
+            .await
+            .context("Failed to acknowledge a requeued dead letter")?;
+        requeued += 1;
+        println!(
+            "Requeued job {} to exchange {exchange:?}, routing key {key:?}",
+            letter.job_id
+        );
+    }
+    release(channel, &kept).await?;
+    println!("Requeued {requeued} of {depth} message(s) in {dlq}");
+    Ok(())
+}
+
+/// Publishes the dead letter's body and properties as they are, mandatory, and waits for the
+/// broker's confirm.
+async fn republish(
+    channel: &Channel,
+    delivery: &Delivery,
+    exchange: &str,
+    key: &str,
+) -> anyhow::Result<()> {
+    let options = BasicPublishOptions {
+        mandatory: true,
+        immediate: false,
+    };
+    let confirmation = channel
+        .basic_publish(
+            exchange.into(),
+            key.into(),
+            options,
+            &delivery.data,
+            delivery.properties.clone(),
+        )
+        .await
+        .context("Failed to publish")?
+        .await
+        .context("Failed to get the broker's confirm")?;
+    match confirmation {
+        Confirmation::Ack(None) => Ok(()),
+        Confirmation::Ack(Some(_)) | Confirmation::Nack(Some(_)) => Err(anyhow!(
+            "the broker returned it as unroutable: is the work queue there?"
+        )),
+        Confirmation::Nack(None) => Err(anyhow!("the broker refused it (nack)")),
+        Confirmation::NotRequested => Err(anyhow!("the broker did not confirm it")),
+    }
+}
+
+async fn purge(args: &Purge, channel: &Channel) -> anyhow::Result<()> {
+    let dlq = &args.queue.dlq;
+    if !args.yes {
+        let depth = depth(channel, dlq).await?;
+        bail!("purge deletes the {depth} message(s) of {dlq} for good; run it again with --yes");
+    }
+    let purged = channel
+        .queue_purge(dlq.as_str().into(), QueuePurgeOptions::default())
+        .await
+        .with_context(|| format!("Failed to purge {dlq}"))?;
+    println!("Purged {purged} message(s) from {dlq}");
+    Ok(())
+}
+
+/// A connection and a channel that takes one message at a time.
+async fn open(queue: &Queue) -> anyhow::Result<(Connection, Channel)> {
+    let connection = queue.broker.connect("fetcherctl dlq").await?;
+    let channel = connection
+        .create_channel()
+        .await
+        .context("Failed to open a channel")?;
+    channel
+        .basic_qos(0, BasicQosOptions::default())
+        .await
+        .context("Failed to set the channel's prefetch")?;
+    Ok((connection, channel))
+}
+
+/// How many messages the queue holds now (it must exist).
+async fn depth(channel: &Channel, queue: &str) -> anyhow::Result<usize> {
+    let options = QueueDeclareOptions {
+        passive: true,
+        ..QueueDeclareOptions::default()
+    };
+    let declared = channel
+        .queue_declare(queue.into(), options, FieldTable::default())
+        .await
+        .with_context(|| format!("Failed to find the queue {queue}"))?;
+    Ok(declared.message_count() as usize)
+}
+
+async fn get(channel: &Channel, queue: &str) -> anyhow::Result<Option<Delivery>> {
+    let got = channel
+        .basic_get(queue.into(), BasicGetOptions { no_ack: false })
+        .await
+        .with_context(|| format!("Failed to read {queue}"))?;
+    Ok(got.map(|message| message.delivery))
+}
+
+/// Up to `limit` messages, unacknowledged.
+async fn peek(channel: &Channel, queue: &str, limit: usize) -> anyhow::Result<Vec<Delivery>> {
+    let mut letters = Vec::new();
+    while letters.len() < limit {
+        match get(channel, queue).await {
+            Ok(Some(delivery)) => letters.push(delivery),
+            Ok(None) => break,
+            Err(error) => {
+                release(channel, &letters).await?;
+                return Err(error);
+            }
+        }
+    }
+    Ok(letters)
+}
+
+/// Hands every message still unacknowledged on the channel back to its queue, in its place.
+async fn release(channel: &Channel, letters: &[Delivery]) -> anyhow::Result<()> {
+    let Some(last) = letters.iter().map(|d| d.delivery_tag).max() else {
+        return Ok(());
+    };
+    channel
+        .basic_nack(
+            last,
+            BasicNackOptions {
+                multiple: true,
+                requeue: true,
+            },
+        )
+        .await
+        .context("Failed to hand the messages back to the queue")
+}

@@ -1,0 +1,329 @@
+//! Every variable the Worker reads, once: its name, default, meaning, whether it is a secret,
+//! its limits (a numeric one's come from its [`Number`]) and what `deploy/worker.env.example`
+//! sets it to. README's configuration table and the example are printed from this list
+//! (`fetcher-worker config reference`), and tests hold the reader, README and the example to it.
+
+use super::number::{self, Number};
+
+/// One variable of the reference.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Variable {
+    pub(super) name: &'static str,
+    pub(super) default: DefaultValue,
+    /// One sentence or a few clauses, Markdown.
+    pub(super) meaning: &'static str,
+    /// Never printed by the Worker, and left empty in the example.
+    pub(super) secret: bool,
+    pub(super) example: Example,
+}
+
+/// What an unset variable means.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum DefaultValue {
+    /// Unset refuses the start.
+    Required,
+    /// This value, exactly as the reader takes it.
+    Value(&'static str),
+    /// A numeric variable, with its range.
+    Number(&'static Number),
+    /// No value: the words say what unset means (`off`, `provider chain`, ...).
+    Unset(&'static str),
+}
+
+/// The line `deploy/worker.env.example` has for a variable.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Example {
+    /// `NAME=<the default>` (empty for a required one and for a secret).
+    Default,
+    /// `NAME=<this>`.
+    Value(&'static str),
+    /// `# NAME=<this>`: an optional feature, shown off.
+    Off(&'static str),
+}
+
+const fn var(name: &'static str, default: DefaultValue, meaning: &'static str) -> Variable {
+    Variable {
+        name,
+        default,
+        meaning,
+        secret: false,
+        example: Example::Default,
+    }
+}
+
+const fn secret(name: &'static str, default: DefaultValue, meaning: &'static str) -> Variable {
+    Variable {
+        secret: true,
+        ..var(name, default, meaning)
+    }
+}
+
+const fn num(spec: &'static Number, meaning: &'static str) -> Variable {
+    var(spec.name, DefaultValue::Number(spec), meaning)
+}
+
+const fn example(variable: Variable, example: Example) -> Variable {
+    Variable {
+        example,
+        ..variable
+    }
+}
+
+use DefaultValue::{Required, Unset, Value};
+
+/// The Worker's variables, in README's order.
+pub(super) const VARIABLES: &[Variable] = &[
+    secret("APP_ENC_KEY", Required, "standard base64 of ≥ 32 bytes; the four keys of contract §1 are derived from it"),
+    var("APP_ENC_KEY_VERSION", Value("1"), "the key version stored connection passwords must carry"),
+    example(
+        var("STREAMING_ENABLED", Required, "must be `true`: the Worker publishes job events"),
+        Example::Value("true"),
+    ),
+    example(
+        var("STREAMING_CLOUDEVENTS_SOURCE", Required, "`ce-source` of every event"),
+        Example::Value("//lerian/fetcher"),
+    ),
+    example(
+        var("RABBITMQ_JOB_EVENTS_EXCHANGE", Required, "topic exchange of `job.completed` / `job.failed`"),
+        Example::Value("fetcher.job.events"),
+    ),
+    var("RABBITMQ_URI", Value("amqp"), "the scheme (`amqp`, `amqps`), or a whole `amqp://` URI (then a secret: it holds the password)"),
+    example(
+        var("RABBITMQ_HOST", Value("127.0.0.1"), "broker host"),
+        Example::Value("rabbitmq"),
+    ),
+    num(&number::RABBITMQ_PORT_AMQP, "broker port"),
+    var("RABBITMQ_DEFAULT_USER", Value("guest"), "broker user"),
+    secret("RABBITMQ_DEFAULT_PASS", Value("guest"), "broker password"),
+    var("RABBITMQ_VHOST", Value("/"), "broker virtual host"),
+    var("RABBITMQ_FETCHER_WORK_QUEUE", Value(contract::wire::DEFAULT_WORK_QUEUE), "the work queue"),
+    num(&number::RABBITMQ_NUMBERS_OF_WORKERS, "prefetch and jobs run at once"),
+    var("RABBITMQ_ALLOW_LEGACY_BODY_SIGNATURE_FALLBACK", Value("false"), "also accept `HMAC(\"<t>.\" + body)` signatures; see \"Legacy signatures\" below"),
+    num(&number::RABBITMQ_SIGNATURE_MAX_AGE_SEC, "the freshness window of a job's first acceptance (upstream: 5 min)"),
+    num(&number::RABBITMQ_MAX_MESSAGE_BYTES, "a larger job message is dead-lettered (reason `message_too_large`) without being parsed; its job fails only when its signature holds"),
+    num(&number::EVENT_MAX_METADATA_BYTES, "a job whose `metadata` is larger as compact JSON fails as invalid (its event carries only the error)"),
+    example(
+        secret("DATABASE_URL", Required, "the Worker's PostgreSQL state database (jobs, outbox, connections)"),
+        Example::Value("postgres://fetcher@postgres:5432/fetcher"),
+    ),
+    num(&number::DATABASE_MAX_CONNECTIONS, "state database pool size"),
+    var("DATABASE_RUN_MIGRATIONS", Value("true"), "apply `migrations/` at start"),
+    example(
+        var("OBJECT_STORAGE_BUCKET", Required, "where results are stored"),
+        Example::Value("fetcher-results"),
+    ),
+    example(
+        var("OBJECT_STORAGE_ENDPOINT", Unset("AWS"), "S3-compatible endpoint"),
+        Example::Value(""),
+    ),
+    var("OBJECT_STORAGE_REGION", Value("us-east-1"), "the bucket's region"),
+    example(
+        var("OBJECT_STORAGE_ACCESS_KEY_ID", Unset("provider chain"), "static credentials, with `OBJECT_STORAGE_SECRET_KEY`: both or neither"),
+        Example::Off(""),
+    ),
+    example(
+        secret("OBJECT_STORAGE_SECRET_KEY", Unset("provider chain"), "static credentials, with `OBJECT_STORAGE_ACCESS_KEY_ID`: both or neither"),
+        Example::Off(""),
+    ),
+    var("OBJECT_STORAGE_KEY_PREFIX", Value(""), "prepended to every object key"),
+    var("OBJECT_STORAGE_USE_PATH_STYLE", Value("false"), "path-style addressing (MinIO, s3s)"),
+    num(&number::OBJECT_STORAGE_RETRY_SEC, "how long a failed result write is retried in the same run, never past the job's timeout"),
+    num(&number::ENGINE_MAX_RESULT_BYTES, "result JSON size cap"),
+    num(&number::ENGINE_EXTRACTION_TIMEOUT_SEC, "whole-extraction timeout"),
+    example(
+        secret(crypto::CRM_HASH_KEY_VAR, Unset("unset"), "the `plugin_crm` path's HMAC key for `search.*` filters (its bytes as given); needed by a CRM job with filters or decrypted fields"),
+        Example::Off(""),
+    ),
+    example(
+        secret(crypto::CRM_ENCRYPT_KEY_VAR, Unset("unset"), "the `plugin_crm` path's AES-GCM key, hex of 16, 24 or 32 bytes; needed when a CRM job's fields are decrypted"),
+        Example::Off(""),
+    ),
+    num(&number::JOB_LEASE_SEC, "a job's claim, renewed while it runs and given back at once when an unreachable dependency sends the message back; a lost Worker's job is taken over when it lapses, or failed (`worker lost during extraction`) two leases later"),
+    num(&number::OUTBOX_REPAIR_INTERVAL_SEC, "how often unpublished events are republished"),
+    num(&number::OUTBOX_REPAIR_BATCH, "rows leased per repair batch"),
+    num(&number::OUTBOX_REPAIR_GRACE_SEC, "events younger than this are left to the Worker that recorded them"),
+    num(&number::OUTBOX_RETENTION_HOURS, "published outbox rows are deleted after this long (the mirror's MQTT rows go once delivered)"),
+    example(
+        var("MQTT_URL", Unset("off"), "turns the MQTT mirror on (below): `mqtt://host[:port]` (1883) or `mqtts://host[:port]` (8883, TLS with the system's roots or `MQTT_CA_FILE`); credentials in the URL are refused"),
+        Example::Off("mqtt://mosquitto:1883"),
+    ),
+    example(
+        var("MQTT_CLIENT_ID", Unset("the Worker id"), "the mirror's client id; its session is persistent (`clean_session` off)"),
+        Example::Off(""),
+    ),
+    example(
+        var("MQTT_USERNAME", Unset("none"), "the MQTT broker's user"),
+        Example::Off(""),
+    ),
+    example(
+        secret("MQTT_PASSWORD", Unset("none"), "the MQTT broker's password"),
+        Example::Off(""),
+    ),
+    example(
+        var("MQTT_TOPIC_PREFIX", Value("fetcher"), "replaces IoT's `$aws`; `$`, `+`, `#` and empty levels are refused at start"),
+        Example::Off("fetcher"),
+    ),
+    example(
+        num(&number::MQTT_KEEP_ALIVE_SEC, "MQTT keep-alive"),
+        Example::Off("30"),
+    ),
+    example(
+        var("MQTT_CA_FILE", Unset("none"), "PEM CA certificates to trust for `mqtts://`"),
+        Example::Off(""),
+    ),
+    var("HEALTH_BIND", Value("0.0.0.0"), "the health server's address (all interfaces, so probes from outside the pod reach it; `127.0.0.1` keeps it local)"),
+    num(&number::HEALTH_PORT, "health and metrics server: at most 64 connections at once (more are closed on accept), request headers within 5 s, answers within 10 s, connections closed after 60 s; `/readyz` runs its checks at most once per 1.5 s however many probes ask"),
+    var("API_ENABLED", Value("true"), "serve the control API (below); `false` turns it off"),
+    num(&number::API_PORT, "the control API's port, on `HEALTH_BIND`, with the health server's connection limits"),
+    num(&number::READYZ_DRAIN_DELAY_SEC, "after SIGTERM, `/readyz` says 503 this long before consuming stops (upstream maps a negative value to 1 s, this Worker to the default)"),
+    num(&number::SHUTDOWN_GRACE_SEC, "how long in-flight jobs get to finish during the drain"),
+    var("LOG_LEVEL", Value("info"), "a `tracing` filter (`debug`, `worker=debug,info`, ...); lapin's per-message lines for returned (unroutable) events stay off unless the filter names `lapin::returned_messages` (`events_returned_total` counts them)"),
+    example(
+        var("LOG_FORMAT", Value("text"), "`json` for JSON lines"),
+        Example::Value("json"),
+    ),
+    example(
+        var("WORKER_ID", Unset("host-pid-random"), "this replica's name in claims and leases"),
+        Example::Off(""),
+    ),
+];
+
+/// The `DATASOURCE_<NAME>_*` group (below: "Datasources"), with the example's one datasource.
+pub(super) const DATASOURCE_VARIABLES: &[Variable] = &[
+    example(
+        var("DATASOURCE_<NAME>_CONFIG_NAME", Unset("`<name>` in lower case"), "the connection name jobs use"),
+        Example::Off(""),
+    ),
+    example(
+        var("DATASOURCE_<NAME>_TYPE", Required, "`POSTGRESQL`, `MYSQL`, `MONGODB` (see \"Datasources\")"),
+        Example::Value("POSTGRESQL"),
+    ),
+    example(
+        var("DATASOURCE_<NAME>_HOST", Required, "the datasource's host"),
+        Example::Value("ledger-db"),
+    ),
+    example(
+        var("DATASOURCE_<NAME>_PORT", Unset("the type's port"), "the datasource's port"),
+        Example::Value("5432"),
+    ),
+    example(
+        var("DATASOURCE_<NAME>_DATABASE", Required, "the database jobs read"),
+        Example::Value("ledger"),
+    ),
+    example(
+        var("DATASOURCE_<NAME>_USER", Required, "its user (MongoDB may go without: no authentication); **its grants are the boundary of what jobs can read** unless `_SCHEMAS` narrows it"),
+        Example::Value("fetcher_reader"),
+    ),
+    secret("DATASOURCE_<NAME>_PASSWORD", Unset("none"), "its password"),
+    example(
+        var("DATASOURCE_<NAME>_SSLMODE", Value("prefer"), "`disable`, `prefer`, `require`, `verify-ca`, `verify-full` (see \"Datasources\")"),
+        Example::Value("require"),
+    ),
+    example(
+        var("DATASOURCE_<NAME>_OPTIONS", Unset("none"), "`key=value` pairs (see \"Datasources\")"),
+        Example::Off(""),
+    ),
+    example(
+        var("DATASOURCE_<NAME>_SCHEMAS", Unset("the user's grants"), "the schemas (MySQL: databases) jobs may read, comma-separated"),
+        Example::Value("public"),
+    ),
+];
+
+/// The name the example's datasource has.
+const EXAMPLE_DATASOURCE: &str = "LEDGER";
+
+impl Variable {
+    /// The `default` column.
+    pub(super) fn default_text(&self) -> String {
+        match self.default {
+            Required => "required".to_owned(),
+            Value("") => "empty".to_owned(),
+            Value(value) => format!("`{value}`"),
+            DefaultValue::Number(spec) => match human_bytes(spec) {
+                Some(human) => format!("`{}` ({human})", spec.default),
+                None => format!("`{}`", spec.default),
+            },
+            Unset(words) => words.to_owned(),
+        }
+    }
+
+    /// The `meaning` column: the meaning, a numeric variable's limits, and whether it is secret.
+    pub(super) fn meaning_text(&self) -> String {
+        let mut text = self.meaning.to_owned();
+        if let DefaultValue::Number(spec) = self.default {
+            text.push_str("; ");
+            text.push_str(&spec.limits());
+        }
+        if self.secret {
+            text.push_str(" (secret: never printed)");
+        }
+        text
+    }
+
+    /// The value the example gives the variable, `None` for a line commented out.
+    fn example_value(&self) -> (bool, String) {
+        match self.example {
+            Example::Off(value) => (false, value.to_owned()),
+            _ if self.secret => (true, String::new()),
+            Example::Value(value) => (true, value.to_owned()),
+            Example::Default => match self.default {
+                Required | Unset(_) => (true, String::new()),
+                Value(value) => (true, value.to_owned()),
+                DefaultValue::Number(spec) => (true, spec.default.to_string()),
+            },
+        }
+    }
+}
+
+/// README's configuration table, as Markdown.
+pub fn markdown() -> String {
+    let mut out = String::from("| variable | default | meaning |\n|---|---|---|\n");
+    for variable in VARIABLES.iter().chain(DATASOURCE_VARIABLES) {
+        out.push_str(&format!(
+            "| `{}` | {} | {} |\n",
+            variable.name,
+            variable.default_text(),
+            variable.meaning_text()
+        ));
+    }
+    out
+}
+
+/// `deploy/worker.env.example`: every variable, optional features commented out, secrets empty.
+pub fn env_example() -> String {
+    let mut out = String::from(
+        "# fetcher-worker configuration, printed by `fetcher-worker config reference --env-example`\n\
+         # (README's configuration reference says what each variable means). Secrets are left\n\
+         # empty: they belong in a secret store, not in this file. Lines commented out are\n\
+         # optional features, off.\n",
+    );
+    let line = |out: &mut String, name: &str, variable: &Variable| {
+        let (on, value) = variable.example_value();
+        let hash = if on { "" } else { "# " };
+        out.push_str(&format!("{hash}{name}={value}\n"));
+    };
+    for variable in VARIABLES {
+        line(&mut out, variable.name, variable);
+    }
+    out.push_str(&format!(
+        "# One datasource (more: DATASOURCE_<NAME>_*), named {}.\n",
+        EXAMPLE_DATASOURCE.to_ascii_lowercase()
+    ));
+    for variable in DATASOURCE_VARIABLES {
+        let name = variable.name.replace("<NAME>", EXAMPLE_DATASOURCE);
+        line(&mut out, &name, variable);
+    }
+    out
+}
+
+/// `4 MiB` for a byte count that is a whole number of KiB, MiB, GiB or TiB.
+fn human_bytes(spec: &Number) -> Option<String> {
+    if spec.unit != number::Unit::Bytes {
+        return None;
+    }
+    ["TiB", "GiB", "MiB", "KiB"]
+        .iter()
+        .zip([40, 30, 20, 10])
+        .find(|(_, shift)| spec.default >= 1 << shift && spec.default.is_multiple_of(1 << shift))
+        .map(|(unit, shift)| format!("{} {unit}", spec.default >> shift))
+}
