@@ -37,7 +37,8 @@ fn quoted(cell: &str) -> Vec<&str> {
 
 /// The variables of README's configuration table. A name written `_X` continues the row's
 /// first name, whose first two words it shares (`OBJECT_STORAGE_ENDPOINT`, `_REGION`).
-/// `DATASOURCE_<NAME>_*` is returned as the prefix `DATASOURCE_`.
+/// `DATASOURCE_<NAME>_*` and each `DATASOURCE_<NAME>_<FIELD>` are returned as the prefix
+/// `DATASOURCE_`.
 pub fn readme_variables() -> BTreeSet<String> {
     let mut names = BTreeSet::new();
     for row in table_rows("variable") {
@@ -47,7 +48,7 @@ pub fn readme_variables() -> BTreeSet<String> {
             let name = if word.starts_with('_') {
                 let stem: Vec<&str> = first.splitn(3, '_').take(2).collect();
                 format!("{}{word}", stem.join("_"))
-            } else if let Some(prefix) = word.strip_suffix("<NAME>_*") {
+            } else if let Some((prefix, _)) = word.split_once("<NAME>_") {
                 prefix.to_owned()
             } else {
                 (*word).to_owned()
