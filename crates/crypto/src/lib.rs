@@ -43,6 +43,7 @@
 
 mod crm;
 mod error;
+mod gcm;
 mod keys;
 mod seal;
 mod secret;
