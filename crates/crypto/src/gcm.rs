@@ -70,6 +70,17 @@ impl Gcm {
         }
     }
 
+    /// Plaintext (= ciphertext) bytes processed so far.
+    pub(crate) fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// Pretends `len` bytes were processed, to test the length limit without 64 GiB of data.
+    #[cfg(test)]
+    pub(crate) fn skip_to(&mut self, len: u64) {
+        self.len = len;
+    }
+
     /// Encrypts `data` in place, continuing where the previous call stopped.
     pub(crate) fn encrypt(&mut self, data: &mut [u8]) -> Result<(), TooLong> {
         self.advance(data.len())?;
