@@ -32,6 +32,7 @@
 //! - `seal`: [`CipherKey`], sealing and opening.
 //! - `seal_stream`: [`SealStream`], the same sealed text produced piece by piece in constant
 //!   memory.
+//! - `open_stream`: [`OpenStream`], its inverse, for a stored object read piece by piece.
 //! - `gcm`: the private incremental AES-256-GCM behind it, composed from `aes`, `ctr` and `ghash`.
 //! - `sign`: [`HmacKey`] and [`HmacStream`].
 //! - `secret`: the private zeroizing 32-byte buffer behind every key.
@@ -48,6 +49,7 @@ mod crm;
 mod error;
 mod gcm;
 mod keys;
+mod open_stream;
 mod seal;
 mod seal_stream;
 mod secret;
@@ -59,6 +61,7 @@ pub use keys::{
     KeySet, CREDENTIALS_LABEL, EXTERNAL_HMAC_LABEL, INTERNAL_HMAC_LABEL, MIN_MASTER_LEN,
     STORAGE_LABEL,
 };
+pub use open_stream::OpenStream;
 pub use seal::{CipherKey, NONCE_LEN, TAG_LEN};
 pub use seal_stream::SealStream;
 pub use sign::{HmacKey, HmacStream};
