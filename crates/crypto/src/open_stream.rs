@@ -86,7 +86,7 @@ impl OpenStream {
     /// [`OpenError::AuthenticationFailed`] if the tag does not verify: then the whole plaintext
     /// appended so far must be discarded.
     pub fn finish(mut self, out: &mut Vec<u8>) -> Result<(), OpenError> {
-        if self.text.len() % 4 != 0 {
+        if !self.text.len().is_multiple_of(4) {
             return Err(OpenError::NotBase64);
         }
         let before = self.raw.len();
