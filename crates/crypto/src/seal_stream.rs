@@ -24,6 +24,22 @@ const STEP: usize = 3 * 16 * 1024;
 ///
 /// Memory is one 48 KiB scratch buffer plus the cipher state, whatever the length. `Debug`
 /// prints nothing of the key-derived state.
+///
+/// ```
+/// use crypto::{CipherKey, SealStream};
+///
+/// let key = CipherKey::from_bytes([7; 32]);
+/// let mut stream = SealStream::new(&key);
+/// let mut text = Vec::new();
+/// for piece in [&b"{\"pg\":"[..], b"{}", b"}"] {
+///     stream.update(piece, &mut text)?;
+///     // Here each piece of `text` could go to an upload and be cleared.
+/// }
+/// stream.finish(&mut text);
+/// assert_eq!(text.len() as u64, SealStream::sealed_len(9));
+/// assert_eq!(key.open_bytes(&text)?, br#"{"pg":{}}"#);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub struct SealStream {
     gcm: Gcm,
     /// `pending` bytes carried from the previous piece (the nonce at first, then at most two bytes
