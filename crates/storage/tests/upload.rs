@@ -100,6 +100,21 @@ async fn stored_parts(bucket: &TestBucket, key: &str, upload_id: &str) -> Vec<i3
     }
 }
 
+/// Whether the server still takes parts for `upload_id` (an aborted upload refuses them).
+async fn accepts_parts(bucket: &TestBucket, key: &str, upload_id: &str) -> bool {
+    bucket
+        .client
+        .upload_part()
+        .bucket(&bucket.name)
+        .key(key)
+        .upload_id(upload_id)
+        .part_number(9_999)
+        .body(b"probe".to_vec().into())
+        .send()
+        .await
+        .is_ok()
+}
+
 /// Waits until the server holds `count` parts of `upload_id` (sent in the background).
 async fn wait_for_parts(bucket: &TestBucket, key: &str, upload_id: &str, count: usize) {
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -156,8 +171,8 @@ async fn a_body_of_exactly_one_part_is_still_one_put_object() {
 #[tokio::test]
 async fn a_multi_part_result_is_the_one_shot_seal_and_opens_and_verifies_its_hmac() {
     with_bucket(five_mib_parts, |bucket| async move {
-        // 12 MiB of plaintext: 16 MiB of text, four parts of 5 MiB (the last one shorter).
-        let plain = plaintext(12 * MIB);
+        // 8 MiB of plaintext: 10.7 MiB of text, three parts of 5 MiB (the last one shorter).
+        let plain = plaintext(8 * MIB);
         let hmac_key = HmacKey::from_bytes([11; 32]);
         let mut hmac = hmac_key.start();
         for piece in plain.chunks(100_000) {
@@ -174,7 +189,7 @@ async fn a_multi_part_result_is_the_one_shot_seal_and_opens_and_verifies_its_hma
         let expected = cipher().seal_with_nonce(&plain, NONCE);
         assert_eq!(stored, expected.len() as u64);
         let parts = expected.len().div_ceil(PART);
-        assert_eq!(parts, 4);
+        assert_eq!(parts, 3);
         let e_tag = e_tag(&bucket, &key).await;
         assert!(e_tag.ends_with(&format!("-{parts}")), "{e_tag}");
         let body = bucket.store.get(&key).await.expect("get");
@@ -217,6 +232,7 @@ async fn a_refused_check_after_parts_were_uploaded_leaves_no_object_and_no_parts
         assert!(!refused.is_retriable());
         assert!(!bucket.store.exists(&key).await.expect("exists"));
         assert_eq!(stored_parts(&bucket, &key, &upload_id).await, Vec::<i32>::new());
+        assert!(!accepts_parts(&bucket, &key, &upload_id).await, "upload still open");
         assert!(bucket.keys().await.is_empty());
     })
     .await;
@@ -254,6 +270,10 @@ async fn an_explicit_abort_removes_the_uploaded_parts() {
             stored_parts(&bucket, &key, &upload_id).await,
             Vec::<i32>::new()
         );
+        assert!(
+            !accepts_parts(&bucket, &key, &upload_id).await,
+            "upload still open"
+        );
         assert!(bucket.keys().await.is_empty());
     })
     .await;
@@ -272,18 +292,81 @@ async fn dropping_an_upload_midway_aborts_it_in_the_background() {
         wait_for_parts(&bucket, &key, &upload_id, 2).await;
         drop(upload);
 
-        // The abort runs in a spawned task: wait for its effect, not for a guessed time.
+        // The abort runs in a spawned task: wait for its effects, not for a guessed time. The
+        // server removes the parts first, then forgets the upload; the parts are watched with
+        // reads only, so that no probe part can slip in while they are being removed.
         let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            if stored_parts(&bucket, &key, &upload_id).await.is_empty() {
-                break;
-            }
+        while !stored_parts(&bucket, &key, &upload_id).await.is_empty() {
             assert!(
                 Instant::now() < deadline,
                 "parts of a dropped upload still stored after 30 s"
             );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
+        while accepts_parts(&bucket, &key, &upload_id).await {
+            assert!(
+                Instant::now() < deadline,
+                "a dropped upload still open after 30 s"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert!(bucket.keys().await.is_empty());
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn s3_refusing_the_upload_midway_fails_it_and_leaves_no_object_and_no_parts() {
+    with_bucket(five_mib_parts, |bucket| async move {
+        let key = new_key();
+        let mut upload = bucket.store.upload(&key);
+        upload
+            .write(&vec![b'R'; 2 * PART + 1])
+            .await
+            .expect("write");
+        let upload_id = upload.upload_id().expect("multipart started").to_owned();
+        wait_for_parts(&bucket, &key, &upload_id, 2).await;
+        // Behind the store's back, the upload is aborted: the server now refuses what follows.
+        bucket
+            .client
+            .abort_multipart_upload()
+            .bucket(&bucket.name)
+            .key(&key)
+            .upload_id(&upload_id)
+            .send()
+            .await
+            .expect("abort behind the store's back");
+
+        // Three more parts go out in the background; sending the fourth waits for one of them,
+        // which the server refused.
+        let failed = upload
+            .write(&vec![b'R'; 4 * PART + 1])
+            .await
+            .expect_err("the server refuses the parts");
+        assert!(
+            matches!(failed, StorageError::UploadPart { .. }),
+            "{failed}"
+        );
+        // The failed upload was aborted and refuses further use.
+        let again = upload.write(b"more").await.expect_err("aborted");
+        assert!(
+            matches!(again, StorageError::UploadAborted { .. }),
+            "{again}"
+        );
+        let again = upload.finish(async { Ok(()) }).await.expect_err("aborted");
+        assert!(
+            matches!(again, StorageError::UploadAborted { .. }),
+            "{again}"
+        );
+        assert!(!bucket.store.exists(&key).await.expect("exists"));
+        assert_eq!(
+            stored_parts(&bucket, &key, &upload_id).await,
+            Vec::<i32>::new()
+        );
+        assert!(
+            !accepts_parts(&bucket, &key, &upload_id).await,
+            "upload still open"
+        );
         assert!(bucket.keys().await.is_empty());
     })
     .await;
