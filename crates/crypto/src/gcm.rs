@@ -1,7 +1,8 @@
 //! Incremental AES-256-GCM (96-bit nonce, no associated data) composed from `aes`, `ctr` and
 //! `ghash`, exactly as `aes-gcm` computes it in one shot.
 //!
-//! `aes-gcm` 0.10 only works on a whole buffer, and no well-kept crate offers an incremental GCM,
+//! `aes-gcm` 0.10 only works on a whole buffer, and no well-kept pure-Rust crate offers an
+//! incremental GCM (the ones found wrap C libraries or are one-person projects),
 //! so the streamed seal builds it from the same RustCrypto parts `aes-gcm` uses: the keystream
 //! from `Ctr32BE` starting at `J0 = nonce || 1`, the tag `GHASH_H(C || len) ^ E_K(J0)` with
 //! `H = E_K(0)`. The tests below prove it byte-equal to `aes-gcm` (NIST vectors and a property

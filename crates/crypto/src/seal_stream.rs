@@ -87,7 +87,7 @@ impl SealStream {
     /// [`SealError::TooLong`] if the plaintext so far would pass AES-GCM's limit for one nonce;
     /// nothing of `plaintext` is consumed or appended then.
     pub fn update(&mut self, plaintext: &[u8], out: &mut Vec<u8>) -> Result<(), SealError> {
-        if self.gcm.len() + plaintext.len() as u64 > MAX_PLAINTEXT {
+        if self.gcm.len().saturating_add(plaintext.len() as u64) > MAX_PLAINTEXT {
             return Err(SealError::TooLong);
         }
         out.reserve((self.pending + plaintext.len()) / 3 * 4);
