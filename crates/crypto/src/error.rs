@@ -43,3 +43,12 @@ pub enum OpenError {
     #[error("sealed blob failed authentication (wrong key, or the blob was altered)")]
     AuthenticationFailed,
 }
+
+/// Why a streamed seal refused a piece of plaintext.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum SealError {
+    /// The plaintext would pass AES-GCM's limit for one nonce (64 GiB - 32 bytes). The piece was
+    /// not consumed; the stream cannot seal more.
+    #[error("plaintext exceeds the AES-GCM limit of 68719476704 bytes for one nonce")]
+    TooLong,
+}

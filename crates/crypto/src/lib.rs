@@ -30,11 +30,15 @@
 //!
 //! - `keys`: [`KeySet`] and the HKDF labels.
 //! - `seal`: [`CipherKey`], sealing and opening.
+//! - `seal_stream`: [`SealStream`], the same sealed text produced piece by piece in constant
+//!   memory.
+//! - `open_stream`: [`OpenStream`], its inverse, for a stored object read piece by piece.
+//! - `gcm`: the private incremental AES-256-GCM behind it, composed from `aes`, `ctr` and `ghash`.
 //! - `sign`: [`HmacKey`] and [`HmacStream`].
 //! - `secret`: the private zeroizing 32-byte buffer behind every key.
 //! - `crm`: [`CrmHashKey`] and [`CrmCipher`], upstream `plugin_crm`'s filter hashes and field
 //!   decryption (AES-128/192/256-GCM under a hex key).
-//! - `error`: [`KeyError`] and [`OpenError`].
+//! - `error`: [`KeyError`], [`OpenError`] and [`SealError`].
 //!
 //! # Dependencies
 //!
@@ -43,18 +47,23 @@
 
 mod crm;
 mod error;
+mod gcm;
 mod keys;
+mod open_stream;
 mod seal;
+mod seal_stream;
 mod secret;
 mod sign;
 
 pub use crm::{CrmCipher, CrmHashKey, CrmKeyError, CRM_ENCRYPT_KEY_VAR, CRM_HASH_KEY_VAR};
-pub use error::{KeyError, OpenError};
+pub use error::{KeyError, OpenError, SealError};
 pub use keys::{
     KeySet, CREDENTIALS_LABEL, EXTERNAL_HMAC_LABEL, INTERNAL_HMAC_LABEL, MIN_MASTER_LEN,
     STORAGE_LABEL,
 };
+pub use open_stream::OpenStream;
 pub use seal::{CipherKey, NONCE_LEN, TAG_LEN};
+pub use seal_stream::SealStream;
 pub use sign::{HmacKey, HmacStream};
 
 /// Length in bytes of every derived key.

@@ -34,7 +34,6 @@ impl CipherKey {
         Self(secret)
     }
 
-    #[cfg(test)]
     pub(crate) fn secret(&self) -> &Secret32 {
         &self.0
     }
@@ -141,7 +140,7 @@ impl fmt::Debug for CipherKey {
 }
 
 /// A fresh nonce from the OS random source.
-fn random_nonce() -> [u8; NONCE_LEN] {
+pub(crate) fn random_nonce() -> [u8; NONCE_LEN] {
     let mut nonce = [0u8; NONCE_LEN];
     // `OsRng::fill_bytes` panics only if the OS cannot provide randomness, in which case no
     // nonce could be trusted and sealing must not go on.

@@ -1,7 +1,8 @@
 //! Known answers from the repository's `tests/vectors/{keys,sealed}.json`: derivation, sealing, HMAC.
 
 use crypto::{
-    CipherKey, KeySet, CREDENTIALS_LABEL, EXTERNAL_HMAC_LABEL, INTERNAL_HMAC_LABEL, STORAGE_LABEL,
+    CipherKey, KeySet, OpenStream, SealStream, CREDENTIALS_LABEL, EXTERNAL_HMAC_LABEL,
+    INTERNAL_HMAC_LABEL, STORAGE_LABEL,
 };
 use serde_json::Value;
 
@@ -110,6 +111,35 @@ fn result_sealed_with_the_fixed_nonce_matches_the_vector() {
         nonce(text(&vectors, "/fixed_nonce_hex")),
     );
     assert_eq!(sealed, text(&vectors, "/sealed"));
+}
+
+#[test]
+fn result_sealed_as_a_stream_matches_the_vector_in_any_split() {
+    let vectors = json(SEALED_JSON);
+    let keys = first_master_keys();
+    let plaintext = text(&vectors, "/plaintext").as_bytes();
+    let expected = text(&vectors, "/sealed");
+    for cut in 0..=plaintext.len() {
+        let mut stream =
+            SealStream::with_nonce(keys.storage(), nonce(text(&vectors, "/fixed_nonce_hex")));
+        let mut out = Vec::new();
+        stream.update(&plaintext[..cut], &mut out).expect("short");
+        stream.update(&plaintext[cut..], &mut out).expect("short");
+        stream.finish(&mut out);
+        assert_eq!(out, expected.as_bytes(), "cut at {cut}");
+
+        let mut opener = OpenStream::new(keys.storage());
+        let mut opened = Vec::new();
+        let text_cut = cut.min(expected.len());
+        opener
+            .update(&expected.as_bytes()[..text_cut], &mut opened)
+            .expect("base64");
+        opener
+            .update(&expected.as_bytes()[text_cut..], &mut opened)
+            .expect("base64");
+        opener.finish(&mut opened).expect("authentic");
+        assert_eq!(opened, plaintext);
+    }
 }
 
 #[test]

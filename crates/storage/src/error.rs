@@ -46,6 +46,15 @@ pub enum StorageError {
     #[error("Failed to complete the multipart upload of object {key}: {cause}")]
     CompleteMultipart { key: String, cause: Cause },
 
+    /// The caller's check right before publishing a streamed upload failed: the object was not
+    /// stored and its parts were aborted. `reason` is the caller's text.
+    #[error("Object {key} was not published: {reason}")]
+    Refused { key: String, reason: String },
+
+    /// A streamed upload was used again after one of its steps had failed (and aborted it).
+    #[error("The upload of object {key} already failed and was aborted")]
+    UploadAborted { key: String },
+
     /// `get` of a key that holds no object.
     #[error("Object {key} does not exist")]
     NotFound { key: String },
@@ -82,7 +91,9 @@ impl StorageError {
             | StorageError::InvalidKey { .. }
             | StorageError::ObjectTooLarge { .. }
             | StorageError::NotFound { .. }
-            | StorageError::BucketNotFound { .. } => false,
+            | StorageError::BucketNotFound { .. }
+            | StorageError::Refused { .. }
+            | StorageError::UploadAborted { .. } => false,
             StorageError::Put { cause, .. }
             | StorageError::CreateMultipart { cause, .. }
             | StorageError::UploadPart { cause, .. }

@@ -4,6 +4,8 @@
 //! - [`key`]: [`object_key`], the key rule (`prefix + [tenant/] + external-data/<jobId>.json`).
 //! - [`store`]: [`ObjectStore`], the SDK client wrapped as a service (put, get, delete, exists,
 //!   readiness); its multipart upload lives in `multipart`.
+//! - `upload`: [`Upload`], a body streamed into the store part by part and published only after
+//!   the caller's last check ([`ObjectStore::upload`]).
 //! - [`error`]: [`StorageError`], named after the failed step, with `is_retriable`; `scrubber`
 //!   takes credentials and the endpoint's host out of every SDK error text.
 
@@ -13,8 +15,10 @@ pub mod key;
 mod multipart;
 mod scrubber;
 pub mod store;
+mod upload;
 
 pub use config::{StaticCredentials, StorageConfig};
 pub use error::{Cause, StorageError};
 pub use key::{object_key, ObjectKey};
 pub use store::ObjectStore;
+pub use upload::Upload;

@@ -13,10 +13,10 @@ use super::error::{Result, StorageError};
 use super::store::{ObjectStore, CONTENT_TYPE};
 
 /// Most parts S3 accepts in one multipart upload.
-const MAX_PARTS: u64 = 10_000;
+pub(super) const MAX_PARTS: u64 = 10_000;
 /// Parts uploaded at once. Each holds one part's base64 text in memory, so this bounds the
 /// memory of an upload to the sealed bytes plus this many parts.
-const PARTS_IN_FLIGHT: usize = 3;
+pub(super) const PARTS_IN_FLIGHT: usize = 3;
 
 impl ObjectStore {
     pub(super) async fn put_multipart(
@@ -34,26 +34,7 @@ impl ObjectStore {
                 max_parts: MAX_PARTS,
             });
         }
-        let created = self
-            .client
-            .create_multipart_upload()
-            .bucket(&self.bucket)
-            .key(key)
-            .content_type(CONTENT_TYPE)
-            .send()
-            .await
-            .map_err(|error| StorageError::CreateMultipart {
-                key: key.to_owned(),
-                cause: self.scrubber.sdk(&error),
-            })?;
-        let Some(upload_id) = created.upload_id().map(str::to_owned) else {
-            return Err(StorageError::CreateMultipart {
-                key: key.to_owned(),
-                cause: self
-                    .scrubber
-                    .other(&"the response carries no upload id", false),
-            });
-        };
+        let upload_id = self.create_upload(key).await?;
         tracing::debug!(
             key,
             parts,
@@ -61,12 +42,7 @@ impl ObjectStore {
             "Multipart upload started."
         );
 
-        let mut guard = AbortOnDrop {
-            client: self.client.clone(),
-            bucket: self.bucket.clone(),
-            key: key.to_owned(),
-            upload_id: Some(upload_id.clone()),
-        };
+        let mut guard = self.abort_on_drop(key, &upload_id);
         let outcome = async {
             let parts = self.upload_parts(key, &upload_id, sealed_raw).await?;
             self.complete(key, &upload_id, parts).await
@@ -82,6 +58,41 @@ impl ObjectStore {
                 guard.abort_now().await;
                 Err(error)
             }
+        }
+    }
+
+    /// Starts a multipart upload and returns its id.
+    pub(super) async fn create_upload(&self, key: &str) -> Result<String> {
+        let created = self
+            .client
+            .create_multipart_upload()
+            .bucket(&self.bucket)
+            .key(key)
+            .content_type(CONTENT_TYPE)
+            .send()
+            .await
+            .map_err(|error| StorageError::CreateMultipart {
+                key: key.to_owned(),
+                cause: self.scrubber.sdk(&error),
+            })?;
+        created
+            .upload_id()
+            .map(str::to_owned)
+            .ok_or_else(|| StorageError::CreateMultipart {
+                key: key.to_owned(),
+                cause: self
+                    .scrubber
+                    .other(&"the response carries no upload id", false),
+            })
+    }
+
+    /// A guard that aborts the upload `upload_id` unless disarmed.
+    pub(super) fn abort_on_drop(&self, key: &str, upload_id: &str) -> AbortOnDrop {
+        AbortOnDrop {
+            client: self.client.clone(),
+            bucket: self.bucket.clone(),
+            key: key.to_owned(),
+            upload_id: Some(upload_id.to_owned()),
         }
     }
 
@@ -103,15 +114,7 @@ impl ObjectStore {
             let part_number = i32::try_from(index + 1).unwrap_or(i32::MAX);
             // Encoded only now, so at most `PARTS_IN_FLIGHT` part texts exist at once.
             let text = STANDARD.encode(chunk).into_bytes();
-            let request = self
-                .client
-                .upload_part()
-                .bucket(&self.bucket)
-                .key(key)
-                .upload_id(upload_id)
-                .part_number(part_number)
-                .body(ByteStream::from(text));
-            in_flight.spawn(async move { (part_number, request.send().await) });
+            self.spawn_part(&mut in_flight, key, upload_id, part_number, text);
         }
         while !in_flight.is_empty() {
             completed.push(self.next_uploaded(key, &mut in_flight).await?);
@@ -120,7 +123,28 @@ impl ObjectStore {
         Ok(completed)
     }
 
-    async fn next_uploaded(
+    /// Sends part `part_number` in the background; [`next_uploaded`](Self::next_uploaded) collects
+    /// it.
+    pub(super) fn spawn_part(
+        &self,
+        in_flight: &mut JoinSet<UploadPartResult>,
+        key: &str,
+        upload_id: &str,
+        part_number: i32,
+        text: Vec<u8>,
+    ) {
+        let request = self
+            .client
+            .upload_part()
+            .bucket(&self.bucket)
+            .key(key)
+            .upload_id(upload_id)
+            .part_number(part_number)
+            .body(ByteStream::from(text));
+        in_flight.spawn(async move { (part_number, request.send().await) });
+    }
+
+    pub(super) async fn next_uploaded(
         &self,
         key: &str,
         in_flight: &mut JoinSet<UploadPartResult>,
@@ -163,7 +187,12 @@ impl ObjectStore {
             .build())
     }
 
-    async fn complete(&self, key: &str, upload_id: &str, parts: Vec<CompletedPart>) -> Result<()> {
+    pub(super) async fn complete(
+        &self,
+        key: &str,
+        upload_id: &str,
+        parts: Vec<CompletedPart>,
+    ) -> Result<()> {
         self.client
             .complete_multipart_upload()
             .bucket(&self.bucket)
@@ -184,7 +213,7 @@ impl ObjectStore {
     }
 }
 
-type UploadPartResult = (
+pub(super) type UploadPartResult = (
     i32,
     std::result::Result<
         aws_sdk_s3::operation::upload_part::UploadPartOutput,
@@ -194,7 +223,7 @@ type UploadPartResult = (
 
 /// Aborts a multipart upload that neither completed nor was aborted explicitly, so a dropped
 /// `put_sealed` leaves no parts behind (best effort: the abort runs in the background).
-struct AbortOnDrop {
+pub(super) struct AbortOnDrop {
     client: Client,
     bucket: String,
     key: String,
@@ -202,13 +231,13 @@ struct AbortOnDrop {
 }
 
 impl AbortOnDrop {
-    fn disarm(&mut self) {
+    pub(super) fn disarm(&mut self) {
         self.upload_id = None;
     }
 
     /// Aborts now and waits; a failure is logged, not returned: the caller is already reporting
     /// the error that made it abort.
-    async fn abort_now(&mut self) {
+    pub(super) async fn abort_now(&mut self) {
         if let Some(upload_id) = self.upload_id.take() {
             abort_upload(&self.client, &self.bucket, &self.key, &upload_id).await;
         }

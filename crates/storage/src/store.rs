@@ -136,7 +136,12 @@ impl ObjectStore {
     }
 
     async fn put_single(&self, key: &str, sealed_raw: &[u8]) -> Result<()> {
-        let text = STANDARD.encode(sealed_raw).into_bytes();
+        self.put_text(key, STANDARD.encode(sealed_raw).into_bytes())
+            .await
+    }
+
+    /// One PutObject of text that is already the stored body.
+    pub(super) async fn put_text(&self, key: &str, text: Vec<u8>) -> Result<()> {
         self.client
             .put_object()
             .bucket(&self.bucket)

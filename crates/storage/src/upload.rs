@@ -1,0 +1,236 @@
+//! `Upload`: a stored body written piece by piece as it is produced, in parts of the configured
+//! size with a few in flight, published only after the caller's last check.
+
+use std::fmt;
+use std::future::Future;
+
+use aws_sdk_s3::types::CompletedPart;
+use tokio::task::JoinSet;
+
+use super::error::{Result, StorageError};
+use super::multipart::{AbortOnDrop, UploadPartResult, MAX_PARTS, PARTS_IN_FLIGHT};
+use super::store::ObjectStore;
+
+/// An object being written, started by [`ObjectStore::upload`].
+///
+/// [`write`](Self::write) takes the body (for a sealed result, the base64 text a
+/// `crypto::SealStream` appends) in pieces of any size. Once more than one part
+/// (`part_size_bytes`) has arrived, a multipart upload is started and each full part is sent in
+/// the background, at most 3 at a time: memory stays near 4 parts whatever the object's size.
+/// [`finish`](Self::finish) runs the caller's check and only then publishes the object
+/// (`CompleteMultipartUpload`, or a single `PutObject` for a body of at most one part): a run
+/// that fails the check, fails anywhere, or is dropped, never leaves an object behind.
+///
+/// Every failure aborts the multipart upload before the error is returned; dropping an `Upload`
+/// midway spawns the abort in the background (best effort, like `put_sealed`). After a failure,
+/// further calls fail with [`StorageError::UploadAborted`].
+pub struct Upload {
+    store: ObjectStore,
+    key: String,
+    part_size: usize,
+    /// The part being filled; sent once full and followed by more data, so that a body of
+    /// exactly one part stays a single `PutObject`.
+    buffer: Vec<u8>,
+    multipart: Option<Multipart>,
+    written: u64,
+    failed: bool,
+}
+
+/// The parts side of an upload, from the first full part on.
+struct Multipart {
+    upload_id: String,
+    /// Declared before `guard`: fields drop in order, so on a drop the running part requests are
+    /// cancelled first and the abort is spawned after them.
+    in_flight: JoinSet<UploadPartResult>,
+    guard: AbortOnDrop,
+    completed: Vec<CompletedPart>,
+    /// Number of the next part to send (the first is 1).
+    next_part: i32,
+}
+
+impl fmt::Debug for Upload {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Upload")
+            .field("key", &self.key)
+            .field("written", &self.written)
+            .field("upload_id", &self.upload_id())
+            .field("failed", &self.failed)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ObjectStore {
+    /// Starts writing the object `key`. Nothing is sent until a part is full or
+    /// [`Upload::finish`] is called.
+    pub fn upload(&self, key: &str) -> Upload {
+        let part_size = self.config().part_size_bytes;
+        Upload {
+            store: self.clone(),
+            key: key.to_owned(),
+            part_size,
+            buffer: Vec::with_capacity(part_size),
+            multipart: None,
+            written: 0,
+            failed: false,
+        }
+    }
+}
+
+impl Upload {
+    /// The object's key.
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+
+    /// Bytes written so far.
+    pub fn written(&self) -> u64 {
+        self.written
+    }
+
+    /// The multipart upload's id, once one was started (for logs and tests).
+    pub fn upload_id(&self) -> Option<&str> {
+        self.multipart
+            .as_ref()
+            .map(|multipart| multipart.upload_id.as_str())
+    }
+
+    /// Appends `bytes` to the body, sending every part that fills up and is followed by more.
+    ///
+    /// Waits when 3 parts are already in flight. On failure the upload is aborted first.
+    pub async fn write(&mut self, mut bytes: &[u8]) -> Result<()> {
+        self.usable()?;
+        while !bytes.is_empty() {
+            if self.buffer.len() == self.part_size {
+                if let Err(error) = self.send_part().await {
+                    self.fail().await;
+                    return Err(error);
+                }
+            }
+            let take = (self.part_size - self.buffer.len()).min(bytes.len());
+            self.buffer.extend_from_slice(&bytes[..take]);
+            self.written += take as u64;
+            bytes = &bytes[take..];
+        }
+        Ok(())
+    }
+
+    /// Sends what is left, waits for every part, awaits `check` and, if it passes, publishes the
+    /// object. Returns the object's length.
+    ///
+    /// `check` runs after every byte is in the store and right before the object becomes
+    /// visible (for the Worker: that the job's claim is still held). Its `Err` text becomes
+    /// [`StorageError::Refused`]; it must not carry secrets.
+    pub async fn finish(mut self, check: impl Future<Output = Result<(), String>>) -> Result<u64> {
+        self.usable()?;
+        let outcome = self.publish(check).await;
+        if outcome.is_err() {
+            self.fail().await;
+        }
+        outcome.map(|()| self.written)
+    }
+
+    /// Abandons the upload: aborts the multipart upload, if any, and waits for the abort.
+    pub async fn abort(mut self) {
+        self.fail().await;
+    }
+
+    async fn publish(&mut self, check: impl Future<Output = Result<(), String>>) -> Result<()> {
+        if self.multipart.is_none() {
+            self.checked(check).await?;
+            let body = std::mem::take(&mut self.buffer);
+            return self.store.put_text(&self.key, body).await;
+        }
+        // A part is only sent when more data follows it, so the buffer holds the last part.
+        self.send_part().await?;
+        let Some(multipart) = self.multipart.as_mut() else {
+            unreachable!("a multipart upload was started above");
+        };
+        while !multipart.in_flight.is_empty() {
+            let part = self
+                .store
+                .next_uploaded(&self.key, &mut multipart.in_flight)
+                .await?;
+            multipart.completed.push(part);
+        }
+        let mut parts = std::mem::take(&mut multipart.completed);
+        parts.sort_by_key(|part| part.part_number());
+        let upload_id = multipart.upload_id.clone();
+        self.checked(check).await?;
+        self.store.complete(&self.key, &upload_id, parts).await?;
+        if let Some(multipart) = self.multipart.as_mut() {
+            multipart.guard.disarm();
+        }
+        tracing::debug!(key = %self.key, bytes = self.written, "Streamed upload completed.");
+        Ok(())
+    }
+
+    async fn checked(&self, check: impl Future<Output = Result<(), String>>) -> Result<()> {
+        check.await.map_err(|reason| StorageError::Refused {
+            key: self.key.clone(),
+            reason,
+        })
+    }
+
+    /// Sends the buffer as the next part, starting the multipart upload first if needed and
+    /// waiting for a part to finish when 3 are in flight.
+    async fn send_part(&mut self) -> Result<()> {
+        if self.multipart.is_none() {
+            let upload_id = self.store.create_upload(&self.key).await?;
+            tracing::debug!(key = %self.key, "Streamed multipart upload started.");
+            self.multipart = Some(Multipart {
+                guard: self.store.abort_on_drop(&self.key, &upload_id),
+                upload_id,
+                in_flight: JoinSet::new(),
+                completed: Vec::new(),
+                next_part: 1,
+            });
+        }
+        let Some(multipart) = self.multipart.as_mut() else {
+            unreachable!("a multipart upload was started above");
+        };
+        if u64::try_from(multipart.next_part).unwrap_or(u64::MAX) > MAX_PARTS {
+            return Err(StorageError::ObjectTooLarge {
+                key: self.key.clone(),
+                text_bytes: self.written,
+                parts: MAX_PARTS + 1,
+                max_parts: MAX_PARTS,
+            });
+        }
+        if multipart.in_flight.len() >= PARTS_IN_FLIGHT {
+            let part = self
+                .store
+                .next_uploaded(&self.key, &mut multipart.in_flight)
+                .await?;
+            multipart.completed.push(part);
+        }
+        let body = std::mem::replace(&mut self.buffer, Vec::with_capacity(self.part_size));
+        self.store.spawn_part(
+            &mut multipart.in_flight,
+            &self.key,
+            &multipart.upload_id,
+            multipart.next_part,
+            body,
+        );
+        multipart.next_part += 1;
+        Ok(())
+    }
+
+    /// Stops the part requests still running, then aborts the upload and waits for the abort.
+    async fn fail(&mut self) {
+        self.failed = true;
+        self.buffer = Vec::new();
+        if let Some(multipart) = self.multipart.as_mut() {
+            multipart.in_flight.shutdown().await;
+            multipart.guard.abort_now().await;
+        }
+    }
+
+    fn usable(&self) -> Result<()> {
+        if self.failed {
+            return Err(StorageError::UploadAborted {
+                key: self.key.clone(),
+            });
+        }
+        Ok(())
+    }
+}
