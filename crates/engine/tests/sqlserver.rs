@@ -51,3 +51,169 @@ async fn a_table_is_read_with_its_values_and_dbo_stripped_from_the_key() {
         )
     );
 }
+
+#[tokio::test]
+async fn a_missing_table_or_column_fails_before_any_row_is_read() {
+    let server = SqlBridge::start(&[("people", people())]);
+    let engine = server.engine("ledger", EngineConfig::default(), &[]);
+    let missing_table = extract(
+        &engine,
+        json!({"mappedFields": {"ledger": {"people": ["id"], "nope": ["id"]}}}),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(
+        missing_table.to_string(),
+        "datasource ledger failed schema validation: table \"nope\" does not exist"
+    );
+    let missing_column = extract(
+        &engine,
+        json!({"mappedFields": {"ledger": {"people": ["id", "Name"]}}}),
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        matches!(missing_column, EngineError::Schema { .. }),
+        "{missing_column}"
+    );
+    assert!(
+        missing_column.to_string().contains("Name"),
+        "{missing_column}"
+    );
+    // The server saw the catalog queries and nothing that reads the table.
+    let log = server.queries();
+    assert!(log.contains("INFORMATION_SCHEMA.COLUMNS"), "{log}");
+    assert!(!log.contains("FROM [dbo].[people]"), "{log}");
+}
+
+#[tokio::test]
+async fn system_and_role_schemas_do_not_exist_for_a_job() {
+    let server = SqlBridge::start(&[("people", people())]);
+    let engine = server.engine("ledger", EngineConfig::default(), &[]);
+    // pysqlbridge serves sys.tables and INFORMATION_SCHEMA views: they exist on the server.
+    for (table, field) in [
+        ("sys.tables", "name"),
+        ("SYS.tables", "name"),
+        ("INFORMATION_SCHEMA.COLUMNS", "TABLE_NAME"),
+        ("information_schema.tables", "TABLE_NAME"),
+        ("db_owner.people", "id"),
+    ] {
+        let error = extract(
+            &engine,
+            json!({"mappedFields": {"ledger": {table: [field]}}}),
+        )
+        .await
+        .unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            format!("datasource ledger failed schema validation: table {table:?} does not exist"),
+        );
+    }
+}
+
+#[tokio::test]
+async fn names_match_case_insensitively_and_keep_the_requested_key() {
+    let server = SqlBridge::start(&[("people", people())]);
+    let engine = server.engine("ledger", EngineConfig::default(), &[]);
+    let result = extract(
+        &engine,
+        json!({"mappedFields": {"ledger": {"PEOPLE": ["id"], "ledger.dbo.people": ["name"]}}}),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", server.server_log()));
+    assert_eq!(
+        compact(&result),
+        r#"{"ledger":{"PEOPLE":[{"id":1},{"id":2}],"people":[{"name":"Ada"},{"name":"Bob"}]}}"#
+    );
+}
+
+#[tokio::test]
+async fn every_filter_operator_binds_its_values_and_hostile_ones_match_literally() {
+    let rows: Vec<serde_json::Value> = (1..=6)
+        .map(|i| json!({"n": i, "s": format!("item-{i}"), "tag": if i % 2 == 0 { "even" } else { "odd" }}))
+        .chain([
+            json!({"n": 100, "s": "'; DROP TABLE items --", "tag": "hostile"}),
+            json!({"n": 101, "s": "[a]", "tag": "bracket"}),
+            json!({"n": 102, "s": "a", "tag": "bracket"}),
+            json!({"n": 103, "s": "a%b", "tag": "percent"}),
+            json!({"n": 104, "s": "axb", "tag": "percent"}),
+            json!({"n": 105, "s": "]x[", "tag": "bracket"}),
+        ])
+        .collect();
+    let server = SqlBridge::start(&[("items", json!(rows))]);
+    let engine = server.engine("inv", EngineConfig::default(), &[]);
+    let ns = |filters: serde_json::Value| {
+        let engine = engine.clone();
+        async move {
+            let text = extract(
+                &engine,
+                json!({"mappedFields": {"inv": {"items": ["n"]}}, "filters": {"inv": {"items": filters}}}),
+            )
+            .await?;
+            let value: serde_json::Value = serde_json::from_str(&text).unwrap();
+            let mut ns: Vec<i64> = value["inv"]["items"]
+                .as_array()
+                .map(|rows| rows.iter().map(|r| r["n"].as_i64().unwrap()).collect())
+                .unwrap_or_default();
+            ns.sort_unstable();
+            Ok::<_, EngineError>(ns)
+        }
+    };
+    assert_eq!(ns(json!({"n": {"eq": [3]}})).await.unwrap(), [3]);
+    assert_eq!(ns(json!({"n": {"eq": [3, 4]}})).await.unwrap(), [3, 4]);
+    assert_eq!(
+        ns(json!({"n": {"gt": [4], "lte": [6]}})).await.unwrap(),
+        [5, 6]
+    );
+    assert_eq!(
+        ns(json!({"n": {"gte": [5], "lt": [7]}})).await.unwrap(),
+        [5, 6]
+    );
+    assert_eq!(ns(json!({"n": {"between": [2, 3]}})).await.unwrap(), [2, 3]);
+    assert_eq!(ns(json!({"n": {"in": [1, 6]}})).await.unwrap(), [1, 6]);
+    assert_eq!(
+        ns(json!({"tag": {"nin": ["odd", "bracket", "hostile", "percent"]}}))
+            .await
+            .unwrap(),
+        [2, 4, 6]
+    );
+    assert_eq!(
+        ns(json!({"tag": {"ne": ["odd"]}, "n": {"lt": [7]}}))
+            .await
+            .unwrap(),
+        [2, 4, 6]
+    );
+    assert_eq!(
+        ns(json!({"s": {"like": ["item-%"]}, "n": {"gte": [5]}}))
+            .await
+            .unwrap(),
+        [5, 6]
+    );
+    // Values are values: SQL in a value matches the row holding that text, nothing else.
+    assert_eq!(
+        ns(json!({"s": {"eq": ["'; DROP TABLE items --"]}}))
+            .await
+            .unwrap(),
+        [100]
+    );
+    assert_eq!(
+        ns(json!({"s": {"in": ["' OR 1=1 --", "a"]}}))
+            .await
+            .unwrap(),
+        [102]
+    );
+    // T-SQL's character classes are literals in a contract pattern; `\` escapes a wildcard.
+    assert_eq!(ns(json!({"s": {"like": ["[a]"]}})).await.unwrap(), [101]);
+    assert_eq!(ns(json!({"s": {"like": ["]x["]}})).await.unwrap(), [105]);
+    assert_eq!(ns(json!({"s": {"like": ["a\\%b"]}})).await.unwrap(), [103]);
+    assert_eq!(
+        ns(json!({"s": {"like": ["a%b"]}})).await.unwrap(),
+        [103, 104]
+    );
+    assert_eq!(
+        ns(json!({"s": {"like": ["a_b"]}})).await.unwrap(),
+        [103, 104]
+    );
+    // The table was never written to.
+    assert_eq!(ns(json!({})).await.unwrap().len(), 12);
+}

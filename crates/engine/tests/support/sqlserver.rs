@@ -47,7 +47,13 @@ impl SqlBridge {
         let port = free_port();
         let log = std::fs::File::create(dir.join("server.log")).expect("create the log");
         let child = Command::new(&bin)
-            .args(["--host", "127.0.0.1", "--port", &port.to_string(), "--config"])
+            .args([
+                "--host",
+                "127.0.0.1",
+                "--port",
+                &port.to_string(),
+                "--config",
+            ])
             .arg(dir.join("config.json"))
             .arg("--log")
             .arg(dir.join("queries.log"))
