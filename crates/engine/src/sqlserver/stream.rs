@@ -42,7 +42,7 @@ pub(crate) async fn stream_table(
         .map_err(|e| query_error(connection, &e))?
     {
         let w = out.begin_row()?;
-        for (column, cell) in plan.columns.iter().zip(row.into_iter()) {
+        for (column, cell) in plan.columns.iter().zip(row) {
             w.key(&column.name)
                 .map_err(|e| EngineError::Result(e.to_string()))?;
             super::values::write_value(w, &cell).map_err(|detail| EngineError::Query {
