@@ -1,13 +1,16 @@
 //! SQL Server datasources against a private pysqlbridge per test (the TDS stand-in,
 //! docs/TEST-SERVERS.md §2): login, validation before any query, `dbo` in keys, every filter
-//! operator with hostile values, and the result's bytes.
+//! operator with hostile values, the result's bytes, and the connection closed when another
+//! datasource fails the job mid-read.
 
 mod support;
+
+use std::time::{Duration, Instant};
 
 use engine::{EngineConfig, EngineError};
 use serde_json::json;
 use support::harness::job;
-use support::sqlserver::SqlBridge;
+use support::sqlserver::{client_connections, SqlBridge};
 
 async fn extract(engine: &engine::Engine, body: serde_json::Value) -> Result<String, EngineError> {
     let message = job(body);
@@ -216,4 +219,77 @@ async fn every_filter_operator_binds_its_values_and_hostile_ones_match_literally
     );
     // The table was never written to.
     assert_eq!(ns(json!({})).await.unwrap().len(), 12);
+}
+
+/// A PostgreSQL view that waits for the test's advisory lock, then divides by zero.
+const GATE: &str = "CREATE TABLE one (n int); INSERT INTO one VALUES (1); \
+     CREATE VIEW gate AS SELECT n / (SELECT count(*)::int - 1 \
+     FROM (SELECT pg_advisory_xact_lock_shared(4242)) l) AS n FROM one;";
+
+#[tokio::test]
+async fn a_failing_datasource_closes_the_sql_server_connection_mid_read() {
+    let rows: Vec<serde_json::Value> = (0..50_000).map(|n| json!({"n": n})).collect();
+    let server = SqlBridge::start(&[("big", json!(rows))]);
+    let pg = support::TestDb::create().await;
+    sqlx::raw_sql(GATE)
+        .execute(&pg.pool)
+        .await
+        .expect("fixture");
+    let mut lock = pg.pool.acquire().await.expect("a connection");
+    sqlx::query("SELECT pg_advisory_lock(4242)")
+        .execute(&mut *lock)
+        .await
+        .expect("lock");
+
+    let mut vars = server.vars("MSSQL0", "mssql", &[]);
+    for (suffix, value) in [
+        ("CONFIG_NAME", "pg".to_owned()),
+        ("TYPE", "POSTGRESQL".to_owned()),
+        ("HOST", pg.options.get_host().to_owned()),
+        ("PORT", pg.options.get_port().to_string()),
+        ("DATABASE", pg.name.clone()),
+        ("USER", pg.options.get_username().to_owned()),
+        ("SSLMODE", "disable".to_owned()),
+    ] {
+        vars.push((format!("DATASOURCE_PG0_{suffix}"), value));
+    }
+    let env = engine::connection::from_env_vars(vars).expect("valid datasources");
+    let engine = engine::Engine::new(
+        EngineConfig::default(),
+        engine::connection::Resolver::new(env, None),
+    );
+    let running = tokio::spawn(async move {
+        extract(
+            &engine,
+            json!({"mappedFields": {"mssql": {"big": ["n"]}, "pg": {"gate": ["n"]}}}),
+        )
+        .await
+    });
+
+    // The SQL Server statement has been sent, and its connection is open.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !server.queries().contains("FROM [dbo].[big]") {
+        assert!(Instant::now() < deadline, "no SELECT reached the server");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(client_connections(server.port), 1);
+    sqlx::query("SELECT pg_advisory_unlock(4242)")
+        .execute(&mut *lock)
+        .await
+        .expect("unlock");
+
+    let error = running.await.expect("the task").unwrap_err();
+    assert!(
+        matches!(error, EngineError::Query { ref connection, .. } if connection == "pg"),
+        "{error}"
+    );
+    assert!(error.to_string().contains("division by zero"), "{error}");
+    // The SQL Server read was abandoned: its connection is closed.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while client_connections(server.port) > 0 {
+        assert!(Instant::now() < deadline, "the connection is still open");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    drop(lock);
+    pg.drop().await;
 }

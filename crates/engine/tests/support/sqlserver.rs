@@ -128,6 +128,21 @@ impl SqlBridge {
     }
 }
 
+/// The established TCP connections to `port` on 127.0.0.1 made from this machine (its clients'
+/// side, from `/proc/net/tcp`).
+pub fn client_connections(port: u16) -> usize {
+    let table = std::fs::read_to_string("/proc/net/tcp").expect("/proc/net/tcp");
+    let remote = format!("0100007F:{port:04X}");
+    table
+        .lines()
+        .skip(1)
+        .filter(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            fields.get(2) == Some(&remote.as_str()) && fields.get(3) == Some(&"01")
+        })
+        .count()
+}
+
 impl Drop for SqlBridge {
     fn drop(&mut self) {
         let _ = self.child.kill();
