@@ -293,3 +293,43 @@ async fn a_failing_datasource_closes_the_sql_server_connection_mid_read() {
     drop(lock);
     pg.drop().await;
 }
+
+#[tokio::test]
+async fn every_tls_mode_the_stand_in_supports_logs_in() {
+    let server = SqlBridge::start(&[("people", people())]);
+    // prefer (the default; the probe then requires a fully encrypted session), disable
+    // (login-only TLS) and require (full TLS, certificate unchecked).
+    for mode in [None, Some("disable"), Some("require")] {
+        let extra: Vec<(&str, &str)> = mode.iter().map(|m| ("SSLMODE", *m)).collect();
+        let engine = server.engine("ledger", EngineConfig::default(), &extra);
+        let result = extract(
+            &engine,
+            json!({"mappedFields": {"ledger": {"people": ["id"]}}}),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{mode:?}: {e}\n{}", server.server_log()));
+        assert_eq!(
+            compact(&result),
+            r#"{"ledger":{"people":[{"id":1},{"id":2}]}}"#,
+            "{mode:?}"
+        );
+    }
+    // verify-full: the stand-in's certificate is self-signed, so the login fails, and says so
+    // without the password.
+    let engine = server.engine(
+        "ledger",
+        EngineConfig::default(),
+        &[("SSLMODE", "verify-full")],
+    );
+    let error = extract(
+        &engine,
+        json!({"mappedFields": {"ledger": {"people": ["id"]}}}),
+    )
+    .await
+    .unwrap_err();
+    assert!(matches!(error, EngineError::Connect { .. }), "{error:?}");
+    assert!(
+        !error.to_string().contains(support::sqlserver::PASSWORD),
+        "{error}"
+    );
+}
