@@ -161,4 +161,24 @@ mod tests {
         assert_eq!(naming.catalog.as_deref(), Some("shop"));
         assert_eq!(naming.keys, Keys::DefaultSchemaStripped);
     }
+
+    #[test]
+    fn dbo_is_stripped_from_keys_in_any_case_and_other_schemas_kept() {
+        use crate::plan::{parse_table_key, result_key};
+        let naming = naming("shop");
+        for (key, expected) in [
+            ("people", "people"),
+            ("dbo.people", "people"),
+            ("DBO.people", "people"),
+            ("shop.dbo.people", "people"),
+            ("shop.Dbo.people", "people"),
+            ("sales.orders", "sales.orders"),
+            ("shop.sales.orders", "sales.orders"),
+        ] {
+            let name = parse_table_key(key, &naming).unwrap();
+            assert_eq!(result_key(key, &name, &naming), expected, "{key}");
+        }
+        assert!(parse_table_key("other.dbo.people", &naming).is_err());
+        assert!(parse_table_key("a.b.c.d", &naming).is_err());
+    }
 }
