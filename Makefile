@@ -8,9 +8,10 @@ demo:
 	bash scripts/demo.sh
 
 ## Every test of the workspace, unit, property and integration; starts the servers they need
-## (and installs Go, whose encoding/json the JSON writer is compared with).
+## (installs Go, whose encoding/json the JSON writer is compared with, and pysqlbridge, which
+## the SQL Server tests start one of per test).
 test:
-	bash scripts/services.sh postgres mariadb rabbitmq s3 mosquitto mongodb go
+	bash scripts/services.sh postgres mariadb rabbitmq s3 mosquitto mongodb sqlserver go
 	$(CARGO) test --workspace --locked
 
 ## Formatting and lints, as CI checks them.
