@@ -35,7 +35,7 @@ fn people() -> serde_json::Value {
 #[tokio::test]
 async fn a_table_is_read_with_its_values_and_dbo_stripped_from_the_key() {
     let server = SqlBridge::start(&[("people", people())]);
-    let engine = server.engine("ledger", EngineConfig::default(), &[]);
+    let engine = support::sqlserver::engine(&server, "ledger", EngineConfig::default(), &[]);
     let result = extract(
         &engine,
         json!({"mappedFields": {"ledger": {"DBO.people": ["id", "name", "score", "big", "note"]}}}),
@@ -58,7 +58,7 @@ async fn a_table_is_read_with_its_values_and_dbo_stripped_from_the_key() {
 #[tokio::test]
 async fn a_missing_table_or_column_fails_before_any_row_is_read() {
     let server = SqlBridge::start(&[("people", people())]);
-    let engine = server.engine("ledger", EngineConfig::default(), &[]);
+    let engine = support::sqlserver::engine(&server, "ledger", EngineConfig::default(), &[]);
     let missing_table = extract(
         &engine,
         json!({"mappedFields": {"ledger": {"people": ["id"], "nope": ["id"]}}}),
@@ -92,7 +92,7 @@ async fn a_missing_table_or_column_fails_before_any_row_is_read() {
 #[tokio::test]
 async fn system_and_role_schemas_do_not_exist_for_a_job() {
     let server = SqlBridge::start(&[("people", people())]);
-    let engine = server.engine("ledger", EngineConfig::default(), &[]);
+    let engine = support::sqlserver::engine(&server, "ledger", EngineConfig::default(), &[]);
     // pysqlbridge serves sys.tables and INFORMATION_SCHEMA views: they exist on the server.
     for (table, field) in [
         ("sys.tables", "name"),
@@ -117,7 +117,7 @@ async fn system_and_role_schemas_do_not_exist_for_a_job() {
 #[tokio::test]
 async fn names_match_case_insensitively_and_keep_the_requested_key() {
     let server = SqlBridge::start(&[("people", people())]);
-    let engine = server.engine("ledger", EngineConfig::default(), &[]);
+    let engine = support::sqlserver::engine(&server, "ledger", EngineConfig::default(), &[]);
     let result = extract(
         &engine,
         json!({"mappedFields": {"ledger": {"PEOPLE": ["id"], "ledger.dbo.people": ["name"]}}}),
@@ -144,7 +144,7 @@ async fn every_filter_operator_binds_its_values_and_hostile_ones_match_literally
         ])
         .collect();
     let server = SqlBridge::start(&[("items", json!(rows))]);
-    let engine = server.engine("inv", EngineConfig::default(), &[]);
+    let engine = support::sqlserver::engine(&server, "inv", EngineConfig::default(), &[]);
     let ns = |filters: serde_json::Value| {
         let engine = engine.clone();
         async move {
@@ -301,7 +301,7 @@ async fn every_tls_mode_the_stand_in_supports_logs_in() {
     // (login-only TLS) and require (full TLS, certificate unchecked).
     for mode in [None, Some("disable"), Some("require")] {
         let extra: Vec<(&str, &str)> = mode.iter().map(|m| ("SSLMODE", *m)).collect();
-        let engine = server.engine("ledger", EngineConfig::default(), &extra);
+        let engine = support::sqlserver::engine(&server, "ledger", EngineConfig::default(), &extra);
         let result = extract(
             &engine,
             json!({"mappedFields": {"ledger": {"people": ["id"]}}}),
@@ -316,7 +316,8 @@ async fn every_tls_mode_the_stand_in_supports_logs_in() {
     }
     // verify-full: the stand-in's certificate is self-signed, so the login fails, and says so
     // without the password.
-    let engine = server.engine(
+    let engine = support::sqlserver::engine(
+        &server,
         "ledger",
         EngineConfig::default(),
         &[("SSLMODE", "verify-full")],
