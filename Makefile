@@ -8,10 +8,10 @@ demo:
 	bash scripts/demo.sh
 
 ## Every test of the workspace, unit, property and integration; starts the servers they need
-## (installs Go, whose encoding/json the JSON writer is compared with, and the deploy kit's
-## checkers through scripts/tools.sh).
+## (installs Go, whose encoding/json the JSON writer is compared with, pysqlbridge, which the
+## SQL Server tests start one of per test, and the deploy kit's checkers through scripts/tools.sh).
 test:
-	bash scripts/services.sh postgres mariadb rabbitmq s3 mosquitto mongodb go
+	bash scripts/services.sh postgres mariadb rabbitmq s3 mosquitto mongodb sqlserver go
 	bash scripts/tools.sh
 	$(CARGO) test --workspace --locked
 
@@ -25,6 +25,8 @@ bench:
 	bash scripts/services.sh postgres
 	$(CARGO) bench -p contract --bench json_writer
 	$(CARGO) bench -p engine --bench extract_vs_copy
+	bash scripts/services.sh sqlserver
+	$(CARGO) bench -p engine --bench extract_sqlserver
 	bash scripts/services.sh postgres rabbitmq s3
 	$(CARGO) test --release -p worker --test binary -- --ignored --nocapture bench::
 

@@ -17,7 +17,7 @@ use crate::plan::{self, Naming};
 use crate::pools::{Pool, Pools};
 use crate::result::{self, Budget, ConnectionResult, Extraction, Part};
 use crate::watch::{DatasourceEnd, Observer, Progress, Watch};
-use crate::{mongo, mysql, plugin_crm, postgres};
+use crate::{mongo, mysql, plugin_crm, postgres, sqlserver};
 
 /// Extracts jobs' data. Cheap to share: clone it, or keep one in an `Arc`.
 #[derive(Clone)]
@@ -238,6 +238,11 @@ impl Inner {
             Pool::MongoDb(client) => {
                 let session = mongo::Session::new(client, self.config.timeout);
                 self.extract_from::<mongo::Source>(session, job, &config)
+                    .await
+            }
+            Pool::SqlServer(target) => {
+                let client = target.connect(name).await?;
+                self.extract_from::<sqlserver::Source>(client, job, &config)
                     .await
             }
             Pool::MySql(pool) => {

@@ -42,6 +42,7 @@ mod pools;
 mod postgres;
 pub mod result;
 pub mod sql;
+mod sqlserver;
 pub mod watch;
 
 pub use config::EngineConfig;

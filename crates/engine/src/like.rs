@@ -1,5 +1,5 @@
 //! A contract `like` pattern as a regular expression, for datasources without `LIKE` (MongoDB's
-//! `$regex`, issue 15).
+//! `$regex`, issue 15), and as a T-SQL pattern (SQL Server's `LIKE` has character classes).
 //!
 //! The pattern means what SQL `LIKE` means with its default escape: `%` is any run of
 //! characters, `_` any one character, `\` makes the next character literal (a trailing `\` is
@@ -32,6 +32,28 @@ pub fn like_to_regex(pattern: &str) -> String {
     }
     regex.push('$');
     regex
+}
+
+/// The pattern as T-SQL `LIKE … ESCAPE '\'` reads it with the same meaning: SQL Server's
+/// `LIKE` also has `[…]` character classes, so every `[` is escaped (`\[`), and a trailing `\`
+/// (which would make T-SQL's pattern invalid) becomes `\\`. `%`, `_` and `\x` are kept.
+pub fn like_to_tsql(pattern: &str) -> String {
+    let mut out = String::with_capacity(pattern.len() + 4);
+    let mut chars = pattern.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '[' => out.push_str("\\["),
+            '\\' => match chars.next() {
+                Some(escaped) => {
+                    out.push('\\');
+                    out.push(escaped);
+                }
+                None => out.push_str("\\\\"),
+            },
+            other => out.push(other),
+        }
+    }
+    out
 }
 
 /// Appends `c` so that it matches only itself.
@@ -78,6 +100,17 @@ mod tests {
         assert_eq!(like_to_regex(r"a\\b"), r"^a\\b$");
         assert_eq!(like_to_regex(r"a\.b"), r"^a\.b$");
         assert_eq!(like_to_regex(r"trailing\"), r"^trailing\\$");
+    }
+
+    #[test]
+    fn tsql_patterns_escape_brackets_and_a_trailing_backslash() {
+        assert_eq!(like_to_tsql("50%_off"), "50%_off");
+        assert_eq!(like_to_tsql("[a-h]%"), r"\[a-h]%");
+        assert_eq!(like_to_tsql("[^x]]"), r"\[^x]]");
+        assert_eq!(like_to_tsql(r"100\%"), r"100\%");
+        assert_eq!(like_to_tsql(r"a\["), r"a\[");
+        assert_eq!(like_to_tsql(r"trailing\"), r"trailing\\");
+        assert_eq!(like_to_tsql("' OR 1=1 --"), "' OR 1=1 --");
     }
 
     #[test]

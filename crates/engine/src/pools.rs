@@ -19,6 +19,8 @@ pub(crate) enum Pool {
     MySql(MySqlPool),
     /// The driver's client: its own pool per server, connected lazily.
     MongoDb(mongodb::Client),
+    /// Where to connect: each datasource read opens its own connection.
+    SqlServer(crate::sqlserver::Target),
 }
 
 impl Pool {
@@ -29,6 +31,7 @@ impl Pool {
                 Pool::MySql(pool) => pool.close().await,
                 // Its connections close once the jobs still holding a clone are done.
                 Pool::MongoDb(client) => drop(client),
+                Pool::SqlServer(target) => drop(target),
             }
         });
     }
@@ -124,6 +127,9 @@ impl Pools {
                     mongodb::Client::with_options(options)
                         .map_err(|e| config.invalid(contract::redact(&e.to_string())))?,
                 )
+            }
+            DatasourceKind::SqlServer => {
+                Pool::SqlServer(crate::sqlserver::Target::new(config, self.connect_timeout)?)
             }
             DatasourceKind::MySql => {
                 let options = config.mysql_options()?;

@@ -11,11 +11,13 @@ use crate::plan::{Predicate, TablePlan};
 pub enum Dialect {
     Postgres,
     MySql,
+    /// `[]` quotes, `@P1…` parameters, `LIKE … ESCAPE '\'`.
+    SqlServer,
 }
 
 /// A parameter to bind. PostgreSQL gets every value as text and casts it to the column's type
 /// in SQL (its typed protocol would refuse `'42'` for an integer otherwise); MySQL converts
-/// natively and gets the JSON types.
+/// and SQL Server convert natively and get the JSON types.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Param {
     Text(String),
@@ -33,14 +35,16 @@ pub struct Query {
 }
 
 impl Dialect {
-    /// Quotes an identifier by the dialect's rules: the quote character is doubled inside.
+    /// Quotes an identifier by the dialect's rules: the closing quote character is doubled
+    /// inside (`"`, `` ` ``, or SQL Server's `]` of `[…]`).
     pub fn quote(self, ident: &str) -> String {
-        let q = match self {
-            Dialect::Postgres => '"',
-            Dialect::MySql => '`',
+        let (open, q) = match self {
+            Dialect::Postgres => ('"', '"'),
+            Dialect::MySql => ('`', '`'),
+            Dialect::SqlServer => ('[', ']'),
         };
         let mut out = String::with_capacity(ident.len() + 2);
-        out.push(q);
+        out.push(open);
         for c in ident.chars() {
             if c == q {
                 out.push(q);
@@ -108,6 +112,10 @@ impl Builder {
                 self.params.push(native(value));
                 "?".to_owned()
             }
+            Dialect::SqlServer => {
+                self.params.push(native(value));
+                format!("@P{}", self.params.len())
+            }
         }
     }
 
@@ -116,6 +124,7 @@ impl Builder {
         match self.dialect {
             Dialect::Postgres => format!("${}", self.params.len()),
             Dialect::MySql => "?".to_owned(),
+            Dialect::SqlServer => format!("@P{}", self.params.len()),
         }
     }
 
@@ -161,10 +170,16 @@ impl Builder {
                 }
             }
             Operator::Like => {
-                let pattern = self.bind_text(text_of(&p.values[0]));
+                let text = text_of(&p.values[0]);
                 match self.dialect {
-                    Dialect::Postgres => format!("CAST({col} AS text) LIKE {pattern}"),
-                    Dialect::MySql => format!("{col} LIKE {pattern}"),
+                    Dialect::Postgres => {
+                        format!("CAST({col} AS text) LIKE {}", self.bind_text(text))
+                    }
+                    Dialect::MySql => format!("{col} LIKE {}", self.bind_text(text)),
+                    Dialect::SqlServer => {
+                        let pattern = self.bind_text(crate::like::like_to_tsql(&text));
+                        format!("{col} LIKE {pattern} ESCAPE '\\'")
+                    }
                 }
             }
         }

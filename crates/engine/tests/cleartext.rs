@@ -1,6 +1,7 @@
 //! A datasource password is never sent in the clear over an unencrypted connection unless
 //! `sslmode=disable` was chosen explicitly. Fake servers (a TCP listener speaking just enough of
-//! each wire protocol) play a server without TLS that asks for a cleartext password, and record
+//! each wire protocol) play a server without TLS that asks for a cleartext password (SQL Server:
+//! one answering `ENCRYPT_NOT_SUP`, which never gets the login), and record
 //! every byte the client sends; the real PostgreSQL checks the TLS path.
 
 mod support;
@@ -357,4 +358,62 @@ async fn mysql_native_password_without_tls_proceeds_scrambled() {
     let received = received.lock().unwrap();
     assert_eq!(received.password_messages, 1);
     assert!(!received.saw_password());
+}
+
+// ---- SQL Server ------------------------------------------------------------------------------
+
+/// A SQL Server without TLS: the first `PRELOGIN` is answered `ENCRYPT_NOT_SUP`; a `LOGIN7`
+/// (packet type 0x10, where the password travels) is counted; anything else (a TLS handshake
+/// inside `PRELOGIN` packets) closes the connection, as a server without TLS would.
+async fn serve_sqlserver(mut socket: TcpStream, state: Shared) -> std::io::Result<()> {
+    let mut answered = false;
+    loop {
+        let mut header = [0u8; 8];
+        socket.read_exact(&mut header).await?;
+        let len = usize::from(u16::from_be_bytes([header[2], header[3]]));
+        let mut body = vec![0u8; len.saturating_sub(8)];
+        socket.read_exact(&mut body).await?;
+        record(&state, &header);
+        record(&state, &body);
+        match header[0] {
+            0x12 if !answered => {
+                answered = true;
+                // VERSION 17.0.1000, ENCRYPTION = ENCRYPT_NOT_SUP.
+                let payload = [
+                    0x00, 0, 11, 0, 6, 0x01, 0, 17, 0, 1, 0xff, 0x11, 0, 0x03, 0xe8, 0, 0, 0x02,
+                ];
+                let mut reply = vec![0x04, 0x01, 0, (8 + payload.len()) as u8, 0, 0, 1, 0];
+                reply.extend_from_slice(&payload);
+                socket.write_all(&reply).await?;
+            }
+            0x10 => {
+                state.lock().unwrap().password_messages += 1;
+                return Ok(());
+            }
+            _ => return Ok(()),
+        }
+    }
+}
+
+async fn fake_sqlserver() -> (u16, Shared) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    (port, spawn_fake(listener, serve_sqlserver))
+}
+
+#[tokio::test]
+async fn sqlserver_without_encryption_never_gets_the_login_in_any_mode() {
+    for sslmode in [None, Some("prefer"), Some("disable"), Some("require")] {
+        let (port, received) = fake_sqlserver().await;
+        let error = extract(&engine("SQL_SERVER", port, sslmode))
+            .await
+            .expect_err("the server has no TLS");
+        assert!(matches!(error, EngineError::Connect { .. }), "{error:?}");
+        let received = received.lock().unwrap();
+        assert_eq!(
+            received.password_messages, 0,
+            "{sslmode:?}: a LOGIN7 was sent"
+        );
+        assert!(!received.saw_password());
+    }
 }

@@ -18,11 +18,13 @@
 //!   private Mosquitto a test may stop and start.
 //! - [`metrics`]: what the code under test recorded, read back from a thread-local recorder.
 //! - [`cleanup`]: the cleanup a test resource runs from `Drop` after a panic.
+//! - [`sqlbridge`]: [`sqlbridge::SqlBridge`], a private pysqlbridge (the SQL Server stand-in)
+//!   per test, serving the test's JSON tables.
 //!
 //! # Dependencies
 //!
-//! `sqlx`, `lapin`, `tokio`, `metrics`/`metrics-util` and `schema` (the embedded migrations)
-//! only; MQTT through the distribution's `mosquitto` programs. Never `worker`, and nothing of the domain: the fixtures (jobs, events, stores) stay in
+//! `sqlx`, `lapin`, `tokio`, `metrics`/`metrics-util`, `serde_json` and `schema` (the embedded
+//! migrations) only; MQTT through the distribution's `mosquitto` programs. Never `worker`, and nothing of the domain: the fixtures (jobs, events, stores) stay in
 //! each crate's `tests/` support module, on top of this crate.
 
 pub mod amqp;
@@ -30,6 +32,7 @@ pub mod cleanup;
 pub mod metrics;
 pub mod mqtt;
 pub mod pg;
+pub mod sqlbridge;
 
 /// A local TCP port nothing listens on, never the same twice in one test process: a port the
 /// OS reports free stays free only until someone binds it, and two servers started by one test

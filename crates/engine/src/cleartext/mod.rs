@@ -8,10 +8,13 @@
 //! `mysql_clear_password` (`sqlx-mysql-0.8.6/src/connection/auth.rs`, `scramble`; only an
 //! auth *switch* to that plugin is refused unless `enable_cleartext_plugin`, which this engine
 //! never sets). Neither driver can be told to refuse, so before a pool is built for such a
-//! connection the server is probed over raw TCP, without a password:
+//! connection the server is probed over raw TCP, without a password (SQL Server too, though
+//! tiberius always encrypts its login: there the probe only upgrades `prefer` to a fully
+//! encrypted session when the server can encrypt):
 //!
 //! - The server offers TLS: the pool is built with `require` instead of `prefer`, so a later
-//!   connection that is suddenly refused TLS fails instead of falling back to plain.
+//!   connection that is suddenly refused TLS fails instead of falling back to plain (SQL
+//!   Server: the whole session is encrypted, not only the login).
 //! - It does not, and asks for a cleartext password: the job fails with
 //!   [`CLEARTEXT_REFUSED`].
 //! - It does not, and asks for anything else (MD5, SCRAM, native or SHA-2 scrambles, no
@@ -26,6 +29,7 @@
 
 mod mysql;
 mod postgres;
+mod sqlserver;
 
 use std::time::Duration;
 
@@ -85,6 +89,7 @@ pub(crate) async fn check(config: &ConnectionConfig, timeout: Duration) -> Resul
                 postgres::probe(&config.host, config.port, &config.user, &config.database).await
             }
             DatasourceKind::MySql => mysql::probe(&config.host, config.port).await,
+            DatasourceKind::SqlServer => sqlserver::probe(&config.host, config.port).await,
             _ => Ok(Offer::PlainOther),
         }
     };

@@ -3,8 +3,8 @@
 use std::fmt;
 use std::str::FromStr;
 
-/// A datasource type. Every type of the contract resolves; PostgreSQL, MySQL and MongoDB have
-/// a connector in this engine ([`is_supported`](Self::is_supported)).
+/// A datasource type. Every type of the contract resolves; PostgreSQL, MySQL, MongoDB and SQL
+/// Server have a connector in this engine (Oracle does not) ([`is_supported`](Self::is_supported)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum DatasourceKind {
     Postgres,
@@ -50,7 +50,10 @@ impl DatasourceKind {
     pub fn is_supported(self) -> bool {
         matches!(
             self,
-            DatasourceKind::Postgres | DatasourceKind::MySql | DatasourceKind::MongoDb
+            DatasourceKind::Postgres
+                | DatasourceKind::MySql
+                | DatasourceKind::MongoDb
+                | DatasourceKind::SqlServer
         )
     }
 }
@@ -105,7 +108,7 @@ mod tests {
     }
 
     #[test]
-    fn postgres_mysql_and_mongodb_are_supported() {
+    fn every_kind_but_oracle_is_supported() {
         let supported: Vec<_> = DatasourceKind::ALL
             .into_iter()
             .filter(|k| k.is_supported())
@@ -115,7 +118,8 @@ mod tests {
             [
                 DatasourceKind::Postgres,
                 DatasourceKind::MySql,
-                DatasourceKind::MongoDb
+                DatasourceKind::MongoDb,
+                DatasourceKind::SqlServer
             ]
         );
     }

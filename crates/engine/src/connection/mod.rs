@@ -44,7 +44,9 @@
 //! - MongoDB: `authSource`, `authMechanism` (SCRAM only), `replicaSet`, `directConnection`,
 //!   `sslrootcert` (alias `tlsCAFile`), `appName`; any other key is an error (the private
 //!   `mongo::client` module).
-//! - Other types: kept as given, for the connectors this engine does not have.
+//! - SQL Server: `sslrootcert` (alias `ssl-ca`, the CA of `verify-ca`/`verify-full`) and
+//!   `application_name`; any other key is an error (the private `sqlserver::client` module).
+//! - Oracle: kept as given; this engine has no Oracle connector.
 //!
 //! # Secrets
 //!
@@ -96,7 +98,7 @@ pub struct ConnectionConfig {
 
 impl ConnectionConfig {
     /// Fails with `datasource type X is not supported` for the types this engine has no
-    /// connector for (SQL Server, Oracle). Those still resolve, so the job fails with
+    /// connector for (Oracle). It still resolves, so the job fails with
     /// that clear message rather than "connection not found".
     pub fn ensure_supported(&self) -> Result<()> {
         if self.kind.is_supported() {
@@ -123,7 +125,8 @@ impl ConnectionConfig {
                 };
                 crate::mongo::client_options(self, limits).map(drop)
             }
-            _ => Ok(()),
+            DatasourceKind::SqlServer => crate::sqlserver::client_config(self).map(drop),
+            DatasourceKind::Oracle => Ok(()),
         }
     }
 

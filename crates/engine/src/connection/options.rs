@@ -322,6 +322,15 @@ mod tests {
         assert!(config(DatasourceKind::MongoDb, "bogus=1")
             .validate()
             .is_err());
+        assert!(config(DatasourceKind::SqlServer, "bogus=1")
+            .validate()
+            .is_err());
+        assert!(config(
+            DatasourceKind::SqlServer,
+            "sslrootcert=/ca.pem&application_name=x"
+        )
+        .validate()
+        .is_ok());
         assert!(config(DatasourceKind::Oracle, "bogus=1").validate().is_ok());
     }
 
@@ -335,6 +344,9 @@ mod tests {
             "connection ledger: datasource type ORACLE is not supported"
         );
         assert!(config(DatasourceKind::MySql, "").ensure_supported().is_ok());
+        assert!(config(DatasourceKind::SqlServer, "")
+            .ensure_supported()
+            .is_ok());
     }
 
     #[test]

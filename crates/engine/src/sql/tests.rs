@@ -1,4 +1,4 @@
-//! SQL text and parameters for every operator, in both dialects.
+//! SQL text and parameters for every operator, in every dialect.
 
 use super::*;
 use crate::catalog::TableName;
@@ -44,6 +44,11 @@ fn plain(_: &Column, quoted: &str) -> String {
 fn identifiers_are_quoted_with_doubled_quotes() {
     assert_eq!(Dialect::Postgres.quote(r#"a"b"#), r#""a""b""#);
     assert_eq!(Dialect::MySql.quote("a`b"), "`a``b`");
+    assert_eq!(Dialect::SqlServer.quote("a]b[c"), "[a]]b[c]");
+    assert_eq!(
+        Dialect::SqlServer.quote("x]; DROP TABLE y --"),
+        "[x]]; DROP TABLE y --]"
+    );
     assert_eq!(
         Dialect::Postgres.quote("x; DROP TABLE y --"),
         r#""x; DROP TABLE y --""#
@@ -110,6 +115,42 @@ fn tables_are_always_qualified_with_the_catalogs_schema() {
     assert_eq!(
         Dialect::Postgres.select(&p, plain).sql,
         r#"SELECT "id" FROM "we""ird"."or`ders""#
+    );
+}
+
+#[test]
+fn sqlserver_binds_native_values_as_numbered_at_parameters() {
+    let id = column("id", ValueKind::Int, "int");
+    let name = column("na]me", ValueKind::Text, "nvarchar");
+    let mut p = plan(vec![
+        predicate(id.clone(), Operator::Eq, vec![n(1)]),
+        predicate(id.clone(), Operator::Ne, vec![n(2), n(3)]),
+        predicate(id.clone(), Operator::Between, vec![n(4), n(5)]),
+        predicate(id, Operator::Nin, vec![FilterValue::Bool(true)]),
+        predicate(name, Operator::Like, vec![s("[a]%'--")]),
+    ]);
+    p.schema = "dbo".into();
+    p.name.table = "us]ers".into();
+    let q = Dialect::SqlServer.select(&p, plain);
+    assert_eq!(
+        q.sql,
+        concat!(
+            "SELECT [id] FROM [dbo].[us]]ers] WHERE [id] = @P1",
+            " AND ([id] <> @P2 AND [id] <> @P3) AND ([id] >= @P4 AND [id] <= @P5)",
+            r" AND [id] NOT IN (@P6) AND [na]]me] LIKE @P7 ESCAPE '\'"
+        )
+    );
+    assert_eq!(
+        q.params,
+        [
+            Param::Int(1),
+            Param::Int(2),
+            Param::Int(3),
+            Param::Int(4),
+            Param::Int(5),
+            Param::Bool(true),
+            Param::Text(r"\[a]%'--".into())
+        ]
     );
 }
 

@@ -12,5 +12,6 @@
 pub mod harness;
 pub mod mongo;
 pub mod mysql;
+pub mod sqlserver;
 
 pub use testkit::pg::{admin_url, TestDb, DEFAULT_DATABASE_URL};

@@ -1,5 +1,6 @@
 //! End-to-end tests: the built `fetcher-worker` binary against real RabbitMQ, PostgreSQL and
-//! S3 (s3s-fs), driven as an operator and a consumer would.
+//! S3 (s3s-fs), and a private pysqlbridge for the SQL Server job, driven as an operator and a
+//! consumer would.
 
 mod consume;
 mod control;
@@ -10,5 +11,6 @@ mod failures;
 mod lifecycle;
 mod mirror;
 mod settings;
+mod sqlserver;
 mod topology;
 mod world;
