@@ -195,7 +195,7 @@ pub(super) const DATASOURCE_VARIABLES: &[Variable] = &[
         Example::Off(""),
     ),
     example(
-        var("DATASOURCE_<NAME>_TYPE", Required, "`POSTGRESQL`, `MYSQL`, `MONGODB` (see \"Datasources\")"),
+        var("DATASOURCE_<NAME>_TYPE", Required, "`POSTGRESQL`, `MYSQL`, `MONGODB`, `SQL_SERVER` (see \"Datasources\")"),
         Example::Value("POSTGRESQL"),
     ),
     example(
