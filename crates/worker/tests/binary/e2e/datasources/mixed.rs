@@ -1,9 +1,10 @@
-//! One job over a MongoDB collection, a PostgreSQL table and a MariaDB table at once: it
-//! completes, and its one result (each datasource under its name) is the golden file
-//! `mixed.json` byte for byte.
+//! One job over a MongoDB collection, a PostgreSQL table, a MariaDB table and a SQL Server
+//! table (the pysqlbridge stand-in) at once: it completes, and its one result (each datasource
+//! under its name) is the golden file `mixed.json` byte for byte.
 
 use mongodb::bson::doc;
 use serde_json::json;
+use testkit::sqlbridge::SqlBridge;
 
 use super::golden_job;
 use crate::harness::sources::{MariaDb, MongoDb, PgSource};
@@ -27,7 +28,7 @@ INSERT INTO orders VALUES
 "#;
 
 #[tokio::test]
-async fn a_job_over_mongodb_postgresql_and_mariadb_matches_its_golden_file() {
+async fn a_job_over_mongodb_postgresql_mariadb_and_sql_server_matches_its_golden_file() {
     let world = World::new().await;
     let mongo = MongoDb::create().await;
     mongo
@@ -42,19 +43,34 @@ async fn a_job_over_mongodb_postgresql_and_mariadb_matches_its_golden_file() {
     let pg = PgSource::create(PG_FIXTURE).await;
     let maria = MariaDb::create().await;
     maria.exec(MARIADB_FIXTURE).await;
+    let mssql = SqlBridge::start(&[(
+        "payments",
+        json!([
+            {"id": 7, "payer": "Zoë ]'; --", "amount": 10.25, "batch": 9007199254740993i64},
+            {"id": 8, "payer": "O'Brien", "amount": -0.5, "batch": null},
+            {"id": 9, "payer": "skipped", "amount": 1.0, "batch": 1},
+        ]),
+    )]);
     let mapped = json!({
         "crm": {"customers": ["code", "tier", "tags", "address.city"]},
         "ledger": {"invoices": ["id", "amount", "paid", "issued", "note"]},
         "shop": {"orders": ["id", "total", "sku", "placed", "qty"]},
+        "sales": {"dbo.payments": ["id", "payer", "amount", "batch"]},
     });
     let filters = json!({
         "crm": {"customers": {"tier": {"gte": [1]}}},
         "ledger": {"invoices": {"id": {"in": [1, 2, 3]}}},
         "shop": {"orders": {"sku": {"like": ["SKU-%"]}}},
+        "sales": {"dbo.payments": {"id": {"lt": [9]}}},
     });
     let worker = golden_job(
         &world,
-        &[("crm", &mongo), ("ledger", &pg), ("shop", &maria)],
+        &[
+            ("crm", &mongo),
+            ("ledger", &pg),
+            ("shop", &maria),
+            ("sales", &mssql),
+        ],
         Vec::new(),
         (mapped, filters),
         "mixed.json",
@@ -65,5 +81,6 @@ async fn a_job_over_mongodb_postgresql_and_mariadb_matches_its_golden_file() {
     mongo.drop().await;
     pg.drop().await;
     maria.drop().await;
+    drop(mssql);
     world.cleanup().await;
 }

@@ -1,15 +1,18 @@
 //! Source databases of every kind the Worker reads, one per test on the shared servers, each
 //! seeded by its test and reachable by the Worker as a datasource: [`SourceDb`] is what a kind
 //! gives (its `DATASOURCE_<NAME>_*` variables, direct or through a proxy), so a test over several
-//! kinds (and a kind added later, SQL Server) is a list of them.
+//! kinds is a list of them.
 //!
 //! - [`mongo`]: [`MongoDb`], a MongoDB database, and the server's open cursors on it.
 //! - [`mariadb`]: [`MariaDb`], a MySQL/MariaDB database.
 //! - [`postgres`]: [`PgSource`], a PostgreSQL database, and its running statements.
+//! - [`sqlserver`]: a private pysqlbridge (`testkit::sqlbridge::SqlBridge`), the SQL Server
+//!   stand-in.
 
 mod mariadb;
 mod mongo;
 mod postgres;
+mod sqlserver;
 
 use std::net::SocketAddr;
 
