@@ -2,13 +2,13 @@
 //! port and temporary storage, a 1 s scrape and evaluation interval, a test copy of the rules,
 //! and instant queries over its HTTP API.
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
+
+use crate::harness::http_get;
 
 /// The repository's root.
 pub fn root() -> PathBuf {
@@ -63,7 +63,7 @@ impl Prometheus {
             .expect("starting prometheus");
         let prometheus = Prometheus { child, port, dir };
         let deadline = Instant::now() + Duration::from_secs(30);
-        while get(port, "/-/ready").map(|(status, _)| status) != Some(200) {
+        while http_get(port, "/-/ready").map(|(status, _)| status) != Some(200) {
             assert!(
                 Instant::now() < deadline,
                 "Prometheus did not get ready: {}",
@@ -81,7 +81,7 @@ impl Prometheus {
 
     /// An instant query: the result's series, or the error Prometheus answered.
     pub fn query(&self, expr: &str) -> Result<Vec<Value>, String> {
-        let (status, body) = get(self.port, &format!("/api/v1/query?query={}", encode(expr)))
+        let (status, body) = http_get(self.port, &format!("/api/v1/query?query={}", encode(expr)))
             .ok_or("Prometheus did not answer")?;
         let answer: Value =
             serde_json::from_str(&body).map_err(|e| format!("HTTP {status}: {e}: {body}"))?;
@@ -119,20 +119,6 @@ impl Drop for Prometheus {
         let _ = self.child.wait();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
-}
-
-/// GET on 127.0.0.1:`port`: status and body.
-fn get(port: u16, path: &str) -> Option<(u16, String)> {
-    let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
-    stream
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .ok()?;
-    write!(stream, "GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").ok()?;
-    let mut response = String::new();
-    stream.read_to_string(&mut response).ok()?;
-    let status = response.split_whitespace().nth(1)?.parse().ok()?;
-    let body = response.split("\r\n\r\n").nth(1).unwrap_or("").to_owned();
-    Some((status, body))
 }
 
 /// Percent-encodes everything but unreserved characters.
