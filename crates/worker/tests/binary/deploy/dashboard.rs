@@ -211,6 +211,14 @@ async fn the_dashboard_queries_the_alerts_and_the_readme_metrics_hold_on_a_real_
             Duration::from_secs(40),
         )
         .await;
+    // The counter's series begins with the republish, and `rate` needs two samples of it: the
+    // panels are queried only once the scrapes have them.
+    prometheus
+        .wait_for(
+            "count(rate(events_republished_total{job=\"fetcher-worker\"}[30s])) > 0",
+            Duration::from_secs(40),
+        )
+        .await;
     let deadline = Instant::now() + Duration::from_secs(30);
     while !prometheus
         .query(&alert.replace('%', "firing"))
