@@ -1,11 +1,16 @@
 //! The engine's own settings (the Worker maps its environment onto these).
 
 use std::fmt;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use zeroize::Zeroizing;
 
 use crate::plan::Limits;
+use crate::result::SpillPlace;
+
+/// Bytes of its part a datasource behind the first may hold in memory before it spills to disk.
+pub const SPILL_AFTER_BYTES: usize = 1024 * 1024;
 
 /// How much a job may ask for and how long it may take.
 #[derive(Debug, Clone)]
@@ -25,6 +30,17 @@ pub struct EngineConfig {
     pub connect_timeout: Duration,
     /// The `plugin_crm` path's keys.
     pub crm: CrmSecrets,
+    /// `ENGINE_SPILL_DIR`: where parts of a result waiting their turn spill (unnamed files).
+    pub spill_dir: PathBuf,
+}
+
+impl EngineConfig {
+    pub(crate) fn spill(&self) -> SpillPlace {
+        SpillPlace {
+            dir: self.spill_dir.clone(),
+            memory_bytes: SPILL_AFTER_BYTES,
+        }
+    }
 }
 
 /// `CRYPTO_HASH_SECRET_KEY_PLUGIN_CRM` and `CRYPTO_ENCRYPT_SECRET_KEY_PLUGIN_CRM` as configured
@@ -60,6 +76,7 @@ impl Default for EngineConfig {
             pool_idle_timeout: Duration::from_secs(60),
             connect_timeout: Duration::from_secs(10),
             crm: CrmSecrets::default(),
+            spill_dir: std::env::temp_dir(),
         }
     }
 }

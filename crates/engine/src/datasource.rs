@@ -119,8 +119,9 @@ where
     }
 }
 
-/// Writes one database row as a result row: each planned column, in plan order (sorted by
-/// name), through the datasource's value decoder.
+/// Writes one database row's members: each planned column, in plan order (sorted by name),
+/// through the datasource's value decoder. The caller then ends the row
+/// ([`ConnectionResult::end_row`], which may wait to hand a chunk on).
 pub(crate) fn write_row<R>(
     row: &R,
     connection: &str,
@@ -148,5 +149,5 @@ where
             detail: format!("column {:?}: {detail}", column.name),
         })?;
     }
-    out.end_row()
+    Ok(())
 }

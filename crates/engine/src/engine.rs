@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use contract::message::{FilterCondition, Filters, MappedFields};
 use std::collections::BTreeMap;
+use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
 use crate::cancel::Session;
@@ -15,7 +16,7 @@ use crate::datasource::Datasource;
 use crate::error::{EngineError, Result};
 use crate::plan::{self, Naming};
 use crate::pools::{Pool, Pools};
-use crate::result::{self, Budget, ConnectionResult, Extraction, Part};
+use crate::result::{Assembly, Budget, ConnectionResult, Extracted, Extraction, Part};
 use crate::watch::{DatasourceEnd, Observer, Progress, Watch};
 use crate::{mongo, mysql, plugin_crm, postgres, sqlserver};
 
@@ -67,7 +68,12 @@ struct DatasourceJob {
     first: bool,
     budget: Arc<Budget>,
     observer: Arc<dyn Observer>,
+    /// Where its part of the document goes ([`Assembly`]).
+    chunks: mpsc::Sender<Vec<u8>>,
 }
+
+/// Chunks of the document the engine may have put out and its consumer not yet taken.
+pub const OUTPUT_CHUNKS: usize = 4;
 
 impl Engine {
     pub fn new(config: EngineConfig, resolver: Resolver) -> Engine {
@@ -92,20 +98,15 @@ impl Engine {
     }
 
     /// Extracts a job's tables into the result JSON within `ENGINE_EXTRACTION_TIMEOUT_SEC`,
-    /// unwatched; see [`Engine::extract_within`].
+    /// unwatched, collected whole; see [`Engine::extract_within`].
     pub async fn extract(&self, mapped: &MappedFields, filters: &Filters) -> Result<Extraction> {
         let limit = TimeLimit::fresh(self.inner.config.timeout);
         self.extract_within(mapped, filters, limit, Watch::none())
             .await
     }
 
-    /// Extracts a job's tables into the result JSON, at most `ENGINE_MAX_PARALLEL_DATASOURCES`
-    /// at a time, telling `watch.observer` how each datasource goes. The first failing
-    /// datasource ends the extraction: the others are cancelled (their statements on the source
-    /// servers too) and no partial result is returned. When `limit` runs out, the extraction
-    /// ends the same way, with [`EngineError::Timeout`] naming the job's whole timeout. A
-    /// graceful stop ([`Watch::graceful`]) lets the running datasources finish and starts no
-    /// other, then ends with [`EngineError::Canceled`].
+    /// [`Engine::extract_streamed`], with the document collected whole: for tests, benchmarks
+    /// and tools; the Worker streams.
     pub async fn extract_within(
         &self,
         mapped: &MappedFields,
@@ -113,6 +114,45 @@ impl Engine {
         limit: TimeLimit,
         watch: Watch,
     ) -> Result<Extraction> {
+        let (out, mut chunks) = mpsc::channel::<Vec<u8>>(OUTPUT_CHUNKS);
+        let collect = async {
+            let mut plaintext = Vec::new();
+            while let Some(chunk) = chunks.recv().await {
+                plaintext.extend_from_slice(&chunk);
+            }
+            plaintext
+        };
+        let (extracted, plaintext) = tokio::join!(
+            self.extract_streamed(mapped, filters, limit, watch, out),
+            collect
+        );
+        extracted.map(|extracted| Extraction {
+            plaintext,
+            row_count: extracted.row_count,
+        })
+    }
+
+    /// Extracts a job's tables into the result JSON, sent in order on `out` in chunks
+    /// ([`crate::Chunks`] is the receiving end), at most `ENGINE_MAX_PARALLEL_DATASOURCES` at a time,
+    /// telling `watch.observer` how each datasource goes. The first datasource in name order
+    /// streams straight to `out` at its pace; the others are spooled meanwhile (memory, then
+    /// an unnamed file in `ENGINE_SPILL_DIR`) and follow in order.
+    ///
+    /// The document is complete only when this returns `Ok`: the first failing datasource ends
+    /// the extraction, the others are cancelled (their statements on the source servers too),
+    /// and whatever was sent must be discarded. When `limit` runs out, the extraction ends the
+    /// same way, with [`EngineError::Timeout`] naming the job's whole timeout. A graceful stop
+    /// ([`Watch::graceful`]) lets the running datasources finish and starts no other, then ends
+    /// with [`EngineError::Canceled`]. A dropped `out` receiver ends it with
+    /// [`EngineError::Abandoned`].
+    pub async fn extract_streamed(
+        &self,
+        mapped: &MappedFields,
+        filters: &Filters,
+        limit: TimeLimit,
+        watch: Watch,
+        out: mpsc::Sender<Vec<u8>>,
+    ) -> Result<Extracted> {
         self.check_limits(mapped)?;
         for connection in filters.keys() {
             if !mapped.contains_key(connection) {
@@ -124,7 +164,7 @@ impl Engine {
         let Some(remaining) = limit.remaining() else {
             return Err(EngineError::Timeout(limit.timeout));
         };
-        match tokio::time::timeout(remaining, self.run(mapped, filters, watch)).await {
+        match tokio::time::timeout(remaining, self.run(mapped, filters, watch, out)).await {
             Ok(result) => result,
             Err(_) => Err(EngineError::Timeout(limit.timeout)),
         }
@@ -135,12 +175,15 @@ impl Engine {
         mapped: &MappedFields,
         filters: &Filters,
         watch: Watch,
-    ) -> Result<Extraction> {
+        out: mpsc::Sender<Vec<u8>>,
+    ) -> Result<Extracted> {
         let budget = Arc::new(Budget::new(self.inner.config.max_result_bytes));
+        let (mut assembly, senders) = Assembly::new(mapped.len(), out, self.inner.config.spill());
         let mut pending = mapped
             .iter()
+            .zip(senders)
             .enumerate()
-            .map(|(index, (connection, tables))| {
+            .map(|(index, ((connection, tables), chunks))| {
                 (
                     index,
                     DatasourceJob {
@@ -150,13 +193,15 @@ impl Engine {
                         first: index == 0,
                         budget: budget.clone(),
                         observer: watch.observer.clone(),
+                        chunks,
                     },
                 )
             })
             .collect::<Vec<_>>()
             .into_iter();
-        let mut parts: Vec<Option<Part>> = (0..mapped.len()).map(|_| None).collect();
-        // Dropping the set (on error, timeout or cancellation) aborts every running datasource.
+        let mut row_count = 0;
+        // Dropping the set (on error, timeout or cancellation) aborts every running datasource;
+        // dropping the assembly closes its spill files.
         let mut running = JoinSet::new();
         let parallel = self.inner.config.max_parallel_datasources.max(1);
         let mut stopping = false;
@@ -168,6 +213,13 @@ impl Engine {
                 let inner = self.inner.clone();
                 running.spawn(async move { (index, inner.watched_datasource(job).await) });
             }
+            if stopping && running.is_empty() {
+                return Err(EngineError::Canceled);
+            }
+            assembly.prepare().await?;
+            if assembly.complete() {
+                break;
+            }
             let joined = tokio::select! {
                 biased;
                 _ = watch.graceful.cancelled(), if !stopping => {
@@ -178,11 +230,18 @@ impl Engine {
                     }
                     continue;
                 }
-                joined = running.join_next() => joined,
+                joined = running.join_next(), if !running.is_empty() => joined,
+                moved = assembly.next_move() => {
+                    assembly.apply(moved?).await?;
+                    continue;
+                }
             };
             match joined {
-                None => break,
-                Some(Ok((index, Ok(part)))) => parts[index] = Some(part),
+                None => {}
+                Some(Ok((index, Ok(part)))) => {
+                    row_count += part.rows();
+                    assembly.part_done(index);
+                }
                 Some(Ok((_, Err(error)))) => return Err(error),
                 Some(Err(join_error)) => {
                     return Err(EngineError::Result(format!(
@@ -191,10 +250,13 @@ impl Engine {
                 }
             }
         }
-        if stopping {
-            return Err(EngineError::Canceled);
-        }
-        result::join(parts.into_iter().flatten().collect(), &budget)
+        let spilled = assembly.spilled();
+        let size_bytes = assembly.finish(&budget).await?;
+        Ok(Extracted {
+            row_count,
+            size_bytes,
+            spilled,
+        })
     }
 }
 
@@ -285,10 +347,11 @@ impl Inner {
                 &naming,
                 &self.config.limits,
             )?;
-            let mut out = ConnectionResult::new(name, job.first, job.budget.clone())?
-                .watched(Progress::new(job.observer.clone(), name));
+            let mut out =
+                ConnectionResult::new(name, job.first, job.budget.clone(), job.chunks.clone())?
+                    .watched(Progress::new(job.observer.clone(), name));
             S::stream(&mut session, name, &plans, &mut out).await?;
-            out.finish()
+            out.finish().await
         }
         .await;
         S::finish(session);

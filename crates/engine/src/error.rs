@@ -41,6 +41,13 @@ pub enum EngineError {
     /// A graceful stop ended the extraction once its running datasources finished.
     #[error("extraction canceled")]
     Canceled,
+    /// The result's consumer stopped taking chunks (it failed, or the job ended otherwise): the
+    /// extraction ends with it, and its caller reports the consumer's own error.
+    #[error("extraction abandoned: the result's consumer stopped")]
+    Abandoned,
+    /// Spooling a part of the result to a temporary file failed (`ENGINE_SPILL_DIR`).
+    #[error("failed to spill the result to a temporary file: {0}")]
+    Spill(String),
     #[error("connection store unavailable: {0}")]
     Store(String),
     #[error("failed to write the result: {0}")]
@@ -50,9 +57,10 @@ pub enum EngineError {
 impl EngineError {
     /// Whether running the same job again later may succeed without anyone changing anything
     /// (an unreachable connection store). A datasource that is down fails the job: the caller
-    /// asked for data as of now, and fail-fast is the contract.
+    /// asked for data as of now, and fail-fast is the contract. A spill that failed (a full or
+    /// missing `ENGINE_SPILL_DIR`) says nothing about the job either.
     pub fn is_retriable(&self) -> bool {
-        matches!(self, EngineError::Store(_))
+        matches!(self, EngineError::Store(_) | EngineError::Spill(_))
     }
 
     /// The status of the execution that ended with this error (lifecycle §1): refused before
@@ -74,6 +82,8 @@ impl EngineError {
             | EngineError::Query { .. }
             | EngineError::ResultTooLarge { .. }
             | EngineError::Store(_)
+            | EngineError::Abandoned
+            | EngineError::Spill(_)
             | EngineError::Result(_) => ExecutionStatus::Failed,
         }
     }

@@ -46,7 +46,7 @@ mod sqlserver;
 pub mod watch;
 
 pub use config::EngineConfig;
-pub use engine::{Engine, TimeLimit};
+pub use engine::{Engine, TimeLimit, OUTPUT_CHUNKS};
 pub use error::{EngineError, Result};
-pub use result::Extraction;
+pub use result::{Chunks, Extracted, Extraction, SpillStats};
 pub use watch::{DatasourceEnd, Observer, Watch};

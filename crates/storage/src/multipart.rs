@@ -7,9 +7,12 @@ use aws_sdk_s3::types::{CompletedMultipartUpload, CompletedPart};
 use aws_sdk_s3::Client;
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine as _;
+use bytes::Bytes;
+use std::sync::Arc;
 use tokio::task::JoinSet;
 
 use super::error::{Result, StorageError};
+use super::retry::{retrying, NoRetry, RetryPolicy};
 use super::store::{ObjectStore, CONTENT_TYPE};
 
 /// Most parts S3 accepts in one multipart upload.
@@ -106,6 +109,7 @@ impl ObjectStore {
         let mut completed = Vec::with_capacity(sealed_raw.len().div_ceil(self.raw_part_len));
         // Dropping the set (on an early return) aborts the uploads still running.
         let mut in_flight = JoinSet::new();
+        let no_retry: Arc<dyn RetryPolicy> = Arc::new(NoRetry);
         for (index, chunk) in sealed_raw.chunks(self.raw_part_len).enumerate() {
             if in_flight.len() >= PARTS_IN_FLIGHT {
                 completed.push(self.next_uploaded(key, &mut in_flight).await?);
@@ -113,8 +117,14 @@ impl ObjectStore {
             // At most `MAX_PARTS` (10 000) parts, checked by the caller: the number fits.
             let part_number = i32::try_from(index + 1).unwrap_or(i32::MAX);
             // Encoded only now, so at most `PARTS_IN_FLIGHT` part texts exist at once.
-            let text = STANDARD.encode(chunk).into_bytes();
-            self.spawn_part(&mut in_flight, key, upload_id, part_number, text);
+            let text = Bytes::from(STANDARD.encode(chunk));
+            self.spawn_part(
+                &mut in_flight,
+                (key, upload_id),
+                part_number,
+                text,
+                &no_retry,
+            );
         }
         while !in_flight.is_empty() {
             completed.push(self.next_uploaded(key, &mut in_flight).await?);
@@ -123,55 +133,48 @@ impl ObjectStore {
         Ok(completed)
     }
 
-    /// Sends part `part_number` in the background; [`next_uploaded`](Self::next_uploaded) collects
-    /// it.
+    /// Sends part `part_number` in the background, tried again as `retry` says;
+    /// [`next_uploaded`](Self::next_uploaded) collects it.
     pub(super) fn spawn_part(
         &self,
-        in_flight: &mut JoinSet<UploadPartResult>,
+        in_flight: &mut JoinSet<Result<CompletedPart>>,
+        upload: (&str, &str),
+        part_number: i32,
+        text: Bytes,
+        retry: &Arc<dyn RetryPolicy>,
+    ) {
+        let (store, retry) = (self.clone(), retry.clone());
+        let (key, upload_id) = (upload.0.to_owned(), upload.1.to_owned());
+        in_flight.spawn(async move {
+            retrying(&retry, || {
+                store.upload_part(&key, &upload_id, part_number, text.clone())
+            })
+            .await
+        });
+    }
+
+    async fn upload_part(
+        &self,
         key: &str,
         upload_id: &str,
         part_number: i32,
-        text: Vec<u8>,
-    ) {
-        let request = self
+        text: Bytes,
+    ) -> Result<CompletedPart> {
+        let output = self
             .client
             .upload_part()
             .bucket(&self.bucket)
             .key(key)
             .upload_id(upload_id)
             .part_number(part_number)
-            .body(ByteStream::from(text));
-        in_flight.spawn(async move { (part_number, request.send().await) });
-    }
-
-    pub(super) async fn next_uploaded(
-        &self,
-        key: &str,
-        in_flight: &mut JoinSet<UploadPartResult>,
-    ) -> Result<CompletedPart> {
-        let joined = in_flight.join_next().await;
-        let (part_number, sent) = match joined {
-            Some(Ok(done)) => done,
-            Some(Err(join_error)) => {
-                return Err(StorageError::UploadPart {
-                    key: key.to_owned(),
-                    part_number: 0,
-                    cause: self.scrubber.other(&join_error, false),
-                })
-            }
-            None => {
-                return Err(StorageError::UploadPart {
-                    key: key.to_owned(),
-                    part_number: 0,
-                    cause: self.scrubber.other(&"no part upload was running", false),
-                })
-            }
-        };
-        let output = sent.map_err(|error| StorageError::UploadPart {
-            key: key.to_owned(),
-            part_number,
-            cause: self.scrubber.sdk(&error),
-        })?;
+            .body(ByteStream::from(text))
+            .send()
+            .await
+            .map_err(|error| StorageError::UploadPart {
+                key: key.to_owned(),
+                part_number,
+                cause: self.scrubber.sdk(&error),
+            })?;
         let Some(e_tag) = output.e_tag() else {
             return Err(StorageError::UploadPart {
                 key: key.to_owned(),
@@ -185,6 +188,27 @@ impl ObjectStore {
             .part_number(part_number)
             .e_tag(e_tag)
             .build())
+    }
+
+    /// The next part sent (or failed) of those in flight.
+    pub(super) async fn next_uploaded(
+        &self,
+        key: &str,
+        in_flight: &mut JoinSet<Result<CompletedPart>>,
+    ) -> Result<CompletedPart> {
+        match in_flight.join_next().await {
+            Some(Ok(sent)) => sent,
+            Some(Err(join_error)) => Err(StorageError::UploadPart {
+                key: key.to_owned(),
+                part_number: 0,
+                cause: self.scrubber.other(&join_error, false),
+            }),
+            None => Err(StorageError::UploadPart {
+                key: key.to_owned(),
+                part_number: 0,
+                cause: self.scrubber.other(&"no part upload was running", false),
+            }),
+        }
     }
 
     pub(super) async fn complete(
@@ -212,14 +236,6 @@ impl ObjectStore {
         Ok(())
     }
 }
-
-pub(super) type UploadPartResult = (
-    i32,
-    std::result::Result<
-        aws_sdk_s3::operation::upload_part::UploadPartOutput,
-        aws_sdk_s3::error::SdkError<aws_sdk_s3::operation::upload_part::UploadPartError>,
-    >,
-);
 
 /// Aborts a multipart upload that neither completed nor was aborted explicitly, so a dropped
 /// `put_sealed` leaves no parts behind (best effort: the abort runs in the background).

@@ -141,13 +141,13 @@ impl ObjectStore {
     }
 
     /// One PutObject of text that is already the stored body.
-    pub(super) async fn put_text(&self, key: &str, text: Vec<u8>) -> Result<()> {
+    pub(super) async fn put_text(&self, key: &str, text: impl Into<ByteStream>) -> Result<()> {
         self.client
             .put_object()
             .bucket(&self.bucket)
             .key(key)
             .content_type(CONTENT_TYPE)
-            .body(ByteStream::from(text))
+            .body(text.into())
             .send()
             .await
             .map_err(|error| StorageError::Put {

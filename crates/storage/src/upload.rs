@@ -3,12 +3,15 @@
 
 use std::fmt;
 use std::future::Future;
+use std::sync::Arc;
 
 use aws_sdk_s3::types::CompletedPart;
+use bytes::Bytes;
 use tokio::task::JoinSet;
 
 use super::error::{Result, StorageError};
-use super::multipart::{AbortOnDrop, UploadPartResult, MAX_PARTS, PARTS_IN_FLIGHT};
+use super::multipart::{AbortOnDrop, MAX_PARTS, PARTS_IN_FLIGHT};
+use super::retry::{retrying, NoRetry, RetryPolicy};
 use super::store::ObjectStore;
 
 /// An object being written, started by [`ObjectStore::upload`].
@@ -20,6 +23,10 @@ use super::store::ObjectStore;
 /// [`finish`](Self::finish) runs the caller's check and only then publishes the object
 /// (`CompleteMultipartUpload`, or a single `PutObject` for a body of at most one part): a run
 /// that fails the check, fails anywhere, or is dropped, never leaves an object behind.
+///
+/// A request that fails in a way a retry may help (each part, the creation, the completion, the
+/// single put) is tried again from the bytes it holds, as the [`RetryPolicy`] given with
+/// [`with_retry`](Self::with_retry) says (by default, never).
 ///
 /// Every failure aborts the multipart upload before the error is returned; dropping an `Upload`
 /// midway spawns the abort in the background (best effort, like `put_sealed`). After a failure,
@@ -34,6 +41,7 @@ pub struct Upload {
     multipart: Option<Multipart>,
     written: u64,
     failed: bool,
+    retry: Arc<dyn RetryPolicy>,
 }
 
 /// The parts side of an upload, from the first full part on.
@@ -41,7 +49,7 @@ struct Multipart {
     upload_id: String,
     /// Declared before `guard`: fields drop in order, so on a drop the running part requests are
     /// cancelled first and the abort is spawned after them.
-    in_flight: JoinSet<UploadPartResult>,
+    in_flight: JoinSet<Result<CompletedPart>>,
     guard: AbortOnDrop,
     completed: Vec<CompletedPart>,
     /// Number of the next part to send (the first is 1).
@@ -72,11 +80,18 @@ impl ObjectStore {
             multipart: None,
             written: 0,
             failed: false,
+            retry: Arc::new(NoRetry),
         }
     }
 }
 
 impl Upload {
+    /// Tries failed requests again as `retry` says.
+    pub fn with_retry(mut self, retry: Arc<dyn RetryPolicy>) -> Self {
+        self.retry = retry;
+        self
+    }
+
     /// The object's key.
     pub fn key(&self) -> &str {
         &self.key
@@ -137,8 +152,9 @@ impl Upload {
     async fn publish(&mut self, check: impl Future<Output = Result<(), String>>) -> Result<()> {
         if self.multipart.is_none() {
             self.checked(check).await?;
-            let body = std::mem::take(&mut self.buffer);
-            return self.store.put_text(&self.key, body).await;
+            let body = Bytes::from(std::mem::take(&mut self.buffer));
+            let (store, key) = (&self.store, self.key.as_str());
+            return retrying(&self.retry, || store.put_text(key, body.clone())).await;
         }
         // A part is only sent when more data follows it, so the buffer holds the last part.
         self.send_part().await?;
@@ -156,7 +172,11 @@ impl Upload {
         parts.sort_by_key(|part| part.part_number());
         let upload_id = multipart.upload_id.clone();
         self.checked(check).await?;
-        self.store.complete(&self.key, &upload_id, parts).await?;
+        let (store, key) = (&self.store, self.key.as_str());
+        retrying(&self.retry, || {
+            store.complete(key, &upload_id, parts.clone())
+        })
+        .await?;
         if let Some(multipart) = self.multipart.as_mut() {
             multipart.guard.disarm();
         }
@@ -175,7 +195,8 @@ impl Upload {
     /// waiting for a part to finish when 3 are in flight.
     async fn send_part(&mut self) -> Result<()> {
         if self.multipart.is_none() {
-            let upload_id = self.store.create_upload(&self.key).await?;
+            let (store, key) = (&self.store, self.key.as_str());
+            let upload_id = retrying(&self.retry, || store.create_upload(key)).await?;
             tracing::debug!(key = %self.key, "Streamed multipart upload started.");
             self.multipart = Some(Multipart {
                 guard: self.store.abort_on_drop(&self.key, &upload_id),
@@ -206,10 +227,10 @@ impl Upload {
         let body = std::mem::replace(&mut self.buffer, Vec::with_capacity(self.part_size));
         self.store.spawn_part(
             &mut multipart.in_flight,
-            &self.key,
-            &multipart.upload_id,
+            (&self.key, &multipart.upload_id),
             multipart.next_part,
-            body,
+            Bytes::from(body),
+            &self.retry,
         );
         multipart.next_part += 1;
         Ok(())

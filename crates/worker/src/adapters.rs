@@ -7,15 +7,17 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use contract::message::{Filters, MappedFields};
-use engine::{EngineError, Extraction, TimeLimit, Watch};
+use engine::{EngineError, Extracted, TimeLimit, Watch};
+use futures_util::future::BoxFuture;
 use outbox::{
     Claim, ClaimRequest, Controlled, EndCancel, ExecutionEvents, ExecutionReport, ExpiredJob,
     Lease, OutboxError, PendingEvent, Recorded, RecordedEvent, TerminalRecord,
 };
-use storage::{ObjectStore, StorageError};
+use storage::{ObjectStore, RetryPolicy, StorageError, Upload};
+use tokio::sync::mpsc;
 use uuid::Uuid;
 
-use crate::job::ports::{EventSink, Extractor, JobStore, Ports, ResultStore};
+use crate::job::ports::{EventSink, Extractor, JobStore, Ports, ResultStore, ResultUpload};
 
 /// The ports on the real services.
 pub fn ports(
@@ -127,12 +129,30 @@ impl ResultStore for ObjectStore {
         &self.config().key_prefix
     }
 
-    async fn put_sealed(&self, key: &str, sealed: &[u8]) -> Result<(), StorageError> {
-        ObjectStore::put_sealed(self, key, sealed).await.map(drop)
+    fn upload(&self, key: &str, retry: Arc<dyn RetryPolicy>) -> Box<dyn ResultUpload> {
+        Box::new(ObjectStore::upload(self, key).with_retry(retry))
     }
 
     async fn delete(&self, key: &str) -> Result<(), StorageError> {
         ObjectStore::delete(self, key).await
+    }
+}
+
+#[async_trait]
+impl ResultUpload for Upload {
+    async fn write(&mut self, bytes: &[u8]) -> Result<(), StorageError> {
+        Upload::write(self, bytes).await
+    }
+
+    async fn finish(
+        self: Box<Self>,
+        check: BoxFuture<'_, Result<(), String>>,
+    ) -> Result<u64, StorageError> {
+        Upload::finish(*self, check).await
+    }
+
+    async fn abort(self: Box<Self>) {
+        Upload::abort(*self).await
     }
 }
 
@@ -167,7 +187,9 @@ impl Extractor for engine::Engine {
         filters: &Filters,
         limit: TimeLimit,
         watch: Watch,
-    ) -> Result<Extraction, EngineError> {
-        self.extract_within(mapped, filters, limit, watch).await
+        out: mpsc::Sender<Vec<u8>>,
+    ) -> Result<Extracted, EngineError> {
+        self.extract_streamed(mapped, filters, limit, watch, out)
+            .await
     }
 }

@@ -30,6 +30,10 @@ pub const LEGACY_VERIFIED: &str = "messages_legacy_signature_total";
 pub const STALE_REDELIVERIES: &str = "messages_stale_redelivery_accepted_total";
 /// Counter: result writes that failed transiently and were tried again in the same run.
 pub const STORAGE_RETRIES: &str = "storage_write_retries_total";
+/// Counter: temporary files parts of results waiting their turn spilled to (`ENGINE_SPILL_DIR`).
+pub const SPILL_FILES: &str = "engine_spill_files_total";
+/// Counter: bytes written to those files.
+pub const SPILL_BYTES: &str = "engine_spill_bytes_total";
 /// Counter: connections closed on accept because the limit was reached, by `server` (`health`,
 /// `api`; the name is the health server's, which had it first).
 pub const HEALTH_REFUSED: &str = "health_connections_refused_total";
@@ -88,6 +92,8 @@ fn register_at_zero() {
         LEGACY_VERIFIED,
         STALE_REDELIVERIES,
         STORAGE_RETRIES,
+        SPILL_FILES,
+        SPILL_BYTES,
         TIMEOUTS,
     ] {
         metrics::counter!(counter).absolute(0);
@@ -111,6 +117,14 @@ fn describe() {
         "Duration of one pipeline stage."
     );
     metrics::describe_counter!(ROWS, "Rows extracted.");
+    metrics::describe_counter!(
+        SPILL_FILES,
+        "Temporary files parts of results waiting their turn were spilled to."
+    );
+    metrics::describe_counter!(
+        SPILL_BYTES,
+        "Bytes of results spilled to temporary files while waiting their turn."
+    );
     metrics::describe_counter!(
         BYTES,
         metrics::Unit::Bytes,
@@ -194,6 +208,11 @@ pub(crate) fn legacy_verified() {
 
 pub(crate) fn stale_redelivery_accepted() {
     metrics::counter!(STALE_REDELIVERIES).increment(1);
+}
+
+pub(crate) fn spilled(spilled: engine::SpillStats) {
+    metrics::counter!(SPILL_FILES).increment(spilled.files);
+    metrics::counter!(SPILL_BYTES).increment(spilled.bytes);
 }
 
 pub(crate) fn storage_retry() {

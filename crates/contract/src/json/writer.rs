@@ -70,6 +70,13 @@ impl<W: Write> JsonWriter<W> {
         &self.out
     }
 
+    /// The sink, e.g. to take the bytes written so far out of a `Vec<u8>` and send them on: the
+    /// writer keeps its nesting state, not its output, so what follows stays valid JSON once
+    /// appended to what was taken.
+    pub fn get_mut(&mut self) -> &mut W {
+        &mut self.out
+    }
+
     /// Number of containers currently open (not counting a [`nested`](Self::nested) base).
     pub fn depth(&self) -> usize {
         self.stack.len()

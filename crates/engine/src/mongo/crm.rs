@@ -160,7 +160,7 @@ impl Datasource for CrmSource {
                             values::write_members(w, &document).map_err(failed)?;
                         }
                     }
-                    out.end_row()?;
+                    out.end_row().await?;
                     record += 1;
                 }
             }

@@ -139,7 +139,7 @@ impl crate::datasource::Datasource for Source {
                 let w = out.begin_row()?;
                 values::write_members(w, cursor.current())
                     .map_err(|detail| find.row_error(connection, detail))?;
-                out.end_row()?;
+                out.end_row().await?;
             }
         }
         Ok(())

@@ -45,6 +45,7 @@ pub(crate) async fn stream_table(
         .map_err(|e| EngineError::query(connection, &e))?
     {
         write_row(&row, connection, plan, out, write_value)?;
+        out.end_row().await?;
     }
     Ok(())
 }

@@ -172,25 +172,28 @@ fn random_document(rng: &mut Rng) -> Document {
 /// The document through the engine's result path.
 fn engine_bytes(doc: &Document) -> Vec<u8> {
     let budget = Arc::new(Budget::new(u64::MAX));
-    let mut parts = Vec::new();
-    for (i, (connection, tables)) in doc.iter().enumerate() {
-        let mut out = ConnectionResult::new(connection, i == 0, budget.clone()).expect("open");
+    let parts: Vec<_> = doc
+        .iter()
+        .map(|(connection, tables)| (connection.clone(), tables.clone()))
+        .collect();
+    let (plaintext, _) = super::tests::document(parts, &budget, |mut out, tables| async move {
         // A table without rows is absent from the document, in Go as here.
-        out.start_table("empty table").expect("start");
+        out.start_table("empty table")?;
         for (table, rows) in tables {
-            out.start_table(table).expect("start");
+            out.start_table(&table)?;
             for row in rows {
-                let w = out.begin_row().expect("row");
+                let w = out.begin_row()?;
                 for (column, leaf) in row {
-                    w.key(column).expect("key");
+                    w.key(&column).expect("key");
                     leaf.write(w).expect("value");
                 }
-                out.end_row().expect("end row");
+                out.end_row().await?;
             }
         }
-        parts.push(out.finish().expect("finish"));
-    }
-    join(parts, &budget).expect("join").plaintext
+        out.finish().await
+    })
+    .expect("document");
+    plaintext
 }
 
 fn go_spec(doc: &Document) -> Value {

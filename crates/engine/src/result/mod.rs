@@ -1,18 +1,27 @@
 //! The result JSON (contract §6), streamed: rows go from a datasource cursor into the
-//! Go-compatible writer, never into a tree of values.
+//! Go-compatible writer, and from it, in chunks, out of the engine, never into a tree of values
+//! nor into one buffer holding the whole document.
 //!
-//! Each datasource writes its connection's value into its own buffer, so datasources can run
-//! in parallel; the buffers are joined in connection-name order at the end. The first buffer
-//! already starts with the document's opening, so a single-datasource job is never copied.
+//! Each datasource writes its connection's value through its own [`ConnectionResult`], so
+//! datasources can run in parallel; the private `assemble` module puts their chunks out in
+//! connection-name order, the first one straight through and the others spooled (memory, then
+//! an unnamed temporary file) until their turn. The first part starts with the document's
+//! opening, so no byte is copied to build the document.
 
+mod assemble;
 mod budget;
+mod spool;
 mod values;
 
 use std::sync::Arc;
 
 use contract::json::{JsonError, JsonWriter, Style};
+use tokio::sync::mpsc;
 
+pub(crate) use assemble::Assembly;
 pub use budget::Budget;
+pub(crate) use spool::SpillPlace;
+pub use spool::SpillStats;
 pub(crate) use values::{
     from_micros, write_base64, write_date, write_float, write_float32, write_json_text,
     write_timestamp,
@@ -21,7 +30,25 @@ pub(crate) use values::{
 use crate::error::{EngineError, Result};
 use crate::watch::Progress;
 
-/// The finished plaintext of a job's result.
+/// Bytes a datasource writes before handing them on as one chunk.
+pub const CHUNK_BYTES: usize = 128 * 1024;
+
+/// The receiving end of a streamed extraction: the result document's bytes, in order, in chunks
+/// of about [`CHUNK_BYTES`]. The document is complete only when the extraction returns `Ok`.
+pub type Chunks = mpsc::Receiver<Vec<u8>>;
+
+/// What a streamed extraction produced, once every chunk was sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Extracted {
+    pub row_count: u64,
+    /// Bytes of the result document.
+    pub size_bytes: u64,
+    /// What waited its turn on disk.
+    pub spilled: SpillStats,
+}
+
+/// The finished plaintext of a job's result, collected whole (for tests and benchmarks; the
+/// Worker streams it).
 #[derive(Debug)]
 pub struct Extraction {
     pub plaintext: Vec<u8>,
@@ -37,9 +64,13 @@ impl Extraction {
 /// One connection's value, `{"<table>": [rows], ...}`, at nesting depth 1 of the document.
 pub struct ConnectionResult {
     writer: JsonWriter<Vec<u8>>,
+    /// Where full chunks go (the assembly).
+    chunks: mpsc::Sender<Vec<u8>>,
     budget: Arc<Budget>,
-    /// Bytes of the buffer already charged to the budget.
-    charged: usize,
+    /// Bytes handed on so far.
+    sent: u64,
+    /// Bytes produced so far (sent or buffered) already charged to the budget.
+    charged: u64,
     rows: u64,
     /// A started table whose first row has not come yet: nothing of it is written so far.
     pending_table: Option<String>,
@@ -48,18 +79,22 @@ pub struct ConnectionResult {
     progress: Option<Progress>,
 }
 
-/// A connection's finished part of the document.
+/// A connection's finished part of the document: every byte of it was sent.
 #[derive(Debug)]
 pub struct Part {
-    bytes: Vec<u8>,
     rows: u64,
 }
 
 impl ConnectionResult {
     /// `first`: whether this connection sorts first in the document; its buffer then carries
-    /// the document's opening `{`.
-    pub fn new(name: &str, first: bool, budget: Arc<Budget>) -> Result<Self> {
-        let mut out = Vec::with_capacity(64 * 1024);
+    /// the document's opening `{`. Its bytes go to `chunks`, in order.
+    pub fn new(
+        name: &str,
+        first: bool,
+        budget: Arc<Budget>,
+        chunks: mpsc::Sender<Vec<u8>>,
+    ) -> Result<Self> {
+        let mut out = Vec::with_capacity(CHUNK_BYTES + CHUNK_BYTES / 4);
         out.extend_from_slice(if first { b"{\n  " } else { b",\n  " });
         let mut key = JsonWriter::new(&mut out, Style::Indented);
         key.string(name).map_err(json_error)?;
@@ -68,7 +103,9 @@ impl ConnectionResult {
         writer.begin_object().map_err(json_error)?;
         Ok(ConnectionResult {
             writer,
+            chunks,
             budget,
+            sent: 0,
             charged: 0,
             rows: 0,
             pending_table: None,
@@ -102,15 +139,20 @@ impl ConnectionResult {
         Ok(&mut self.writer)
     }
 
-    /// Closes the row and charges its bytes to the job's budget.
+    /// Closes the row, charges its bytes to the job's budget and, once a chunk is full, hands
+    /// it on (waiting while the chunks ahead of it are not taken).
     #[inline]
-    pub fn end_row(&mut self) -> Result<()> {
+    pub async fn end_row(&mut self) -> Result<()> {
         self.writer.end_object().map_err(json_error)?;
         self.rows += 1;
         if let Some(progress) = &mut self.progress {
             progress.row(self.rows);
         }
-        self.charge()
+        self.charge()?;
+        if self.writer.get_ref().len() >= CHUNK_BYTES {
+            self.send().await?;
+        }
+        Ok(())
     }
 
     fn end_table(&mut self) -> Result<()> {
@@ -123,22 +165,37 @@ impl ConnectionResult {
     }
 
     fn charge(&mut self) -> Result<()> {
-        let len = self.writer.get_ref().len();
-        let delta = len - self.charged;
-        self.charged = len;
-        self.budget.charge(delta as u64)
+        let produced = self.sent + self.writer.get_ref().len() as u64;
+        let delta = produced - self.charged;
+        self.charged = produced;
+        self.budget.charge(delta)
     }
 
-    /// Closes the connection's object.
-    pub fn finish(mut self) -> Result<Part> {
+    /// Hands the buffered bytes on. The receiver gone means the extraction was abandoned.
+    async fn send(&mut self) -> Result<()> {
+        let fresh = Vec::with_capacity(CHUNK_BYTES + CHUNK_BYTES / 4);
+        let chunk = std::mem::replace(self.writer.get_mut(), fresh);
+        self.sent += chunk.len() as u64;
+        self.chunks
+            .send(chunk)
+            .await
+            .map_err(|_| EngineError::Abandoned)
+    }
+
+    /// Closes the connection's object and hands on what is left of it.
+    pub async fn finish(mut self) -> Result<Part> {
         self.end_table()?;
         self.writer.end_object().map_err(json_error)?;
         self.charge()?;
-        let bytes = self.writer.finish().map_err(json_error)?;
-        Ok(Part {
-            bytes,
-            rows: self.rows,
-        })
+        if !self.writer.is_complete() {
+            return Err(EngineError::Result(
+                "a connection's value was not complete".into(),
+            ));
+        }
+        if !self.writer.get_ref().is_empty() {
+            self.send().await?;
+        }
+        Ok(Part { rows: self.rows })
     }
 }
 
@@ -147,30 +204,6 @@ impl Part {
     pub fn rows(&self) -> u64 {
         self.rows
     }
-}
-
-/// Joins the connections' parts, given in connection-name order, into the document.
-pub fn join(parts: Vec<Part>, budget: &Budget) -> Result<Extraction> {
-    let mut parts = parts.into_iter();
-    let Some(first) = parts.next() else {
-        budget.charge(2)?;
-        return Ok(Extraction {
-            plaintext: b"{}".to_vec(),
-            row_count: 0,
-        });
-    };
-    let mut row_count = first.rows;
-    let mut plaintext = first.bytes;
-    for part in parts {
-        plaintext.extend_from_slice(&part.bytes);
-        row_count += part.rows;
-    }
-    plaintext.extend_from_slice(b"\n}");
-    budget.charge(2)?;
-    Ok(Extraction {
-        plaintext,
-        row_count,
-    })
 }
 
 fn json_error(error: JsonError) -> EngineError {

@@ -7,29 +7,76 @@ use contract::json::{JsonWriter, Style};
 
 use super::*;
 
-fn part(name: &str, first: bool, budget: &Arc<Budget>, tables: &[(&str, &[i64])]) -> Part {
-    let mut out = ConnectionResult::new(name, first, budget.clone()).expect("new");
+/// A document through the engine's path: each connection's value written by `write` through
+/// its own [`ConnectionResult`] on its own task, the parts assembled in name order as the
+/// engine does. Returns the document and its rows.
+pub(super) fn document<T, F, Fut>(
+    parts: Vec<(String, T)>,
+    budget: &Arc<Budget>,
+    write: F,
+) -> Result<(Vec<u8>, u64)>
+where
+    T: Send + 'static,
+    F: Fn(ConnectionResult, T) -> Fut,
+    Fut: std::future::Future<Output = Result<Part>> + Send + 'static,
+{
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        let (out, mut chunks) = tokio::sync::mpsc::channel(4);
+        let place = SpillPlace {
+            dir: std::env::temp_dir(),
+            memory_bytes: 64,
+        };
+        let (assembly, senders) = Assembly::new(parts.len(), out, place);
+        let mut tasks = tokio::task::JoinSet::new();
+        for (index, ((name, data), sender)) in parts.into_iter().zip(senders).enumerate() {
+            let part = ConnectionResult::new(&name, index == 0, budget.clone(), sender)?;
+            let written = write(part, data);
+            tasks.spawn(async move { (index, written.await.map(|part| part.rows())) });
+        }
+        let reader = tokio::spawn(async move {
+            let mut text = Vec::new();
+            while let Some(chunk) = chunks.recv().await {
+                text.extend_from_slice(&chunk);
+            }
+            text
+        });
+        let (size, rows, _) = assemble::drive(assembly, tasks, budget).await?;
+        let text = reader.await.expect("read");
+        assert_eq!(size, text.len() as u64, "the size is what was sent");
+        Ok((text, rows))
+    })
+}
+
+/// Tables of ids.
+type Ids = Vec<(&'static str, Vec<i64>)>;
+
+async fn write_ids(mut out: ConnectionResult, tables: Ids) -> Result<Part> {
     for (table, ids) in tables {
-        out.start_table(table).expect("table");
-        for id in *ids {
-            let w = out.begin_row().expect("row");
+        out.start_table(table)?;
+        for id in ids {
+            let w = out.begin_row()?;
             w.key("id").expect("key");
-            w.i64(*id).expect("value");
-            out.end_row().expect("end row");
+            w.i64(id).expect("value");
+            out.end_row().await?;
         }
     }
-    out.finish().expect("finish")
+    out.finish().await
 }
 
 #[test]
 fn parts_join_into_go_indented_json_and_empty_tables_are_absent() {
     let budget = Arc::new(Budget::new(u64::MAX));
-    let a = part("a<b", true, &budget, &[("empty", &[]), ("t", &[1, 2])]);
-    let b = part("z", false, &budget, &[("none", &[])]);
-    let extraction = join(vec![a, b], &budget).expect("join");
+    let parts: Vec<(String, Ids)> = vec![
+        ("a<b".into(), vec![("empty", vec![]), ("t", vec![1, 2])]),
+        ("z".into(), vec![("none", vec![])]),
+    ];
+    let (plaintext, rows) = document(parts, &budget, write_ids).expect("document");
     let expected = "{\n  \"a\\u003cb\": {\n    \"t\": [\n      {\n        \"id\": 1\n      },\n      {\n        \"id\": 2\n      }\n    ]\n  },\n  \"z\": {}\n}";
-    assert_eq!(String::from_utf8_lossy(&extraction.plaintext), expected);
-    assert_eq!(extraction.row_count, 2);
+    assert_eq!(String::from_utf8_lossy(&plaintext), expected);
+    assert_eq!(rows, 2);
     assert_eq!(
         budget.used(),
         expected.len() as u64,
@@ -38,24 +85,44 @@ fn parts_join_into_go_indented_json_and_empty_tables_are_absent() {
 }
 
 #[test]
+fn a_document_of_many_chunks_is_whole_and_in_order() {
+    let budget = Arc::new(Budget::new(u64::MAX));
+    // Three parts of many chunks each: the second and third spill while the first streams.
+    let ids: Vec<i64> = (0..40_000).collect();
+    let parts: Vec<(String, Ids)> = ["a", "b", "c"]
+        .into_iter()
+        .map(|name| (name.to_owned(), vec![("t", ids.clone())]))
+        .collect();
+    let (plaintext, rows) = document(parts, &budget, write_ids).expect("document");
+    assert_eq!(rows, 120_000);
+    assert!(
+        plaintext.len() > 3 * CHUNK_BYTES * 4,
+        "many chunks per part"
+    );
+    let value: serde_json::Value = serde_json::from_slice(&plaintext).expect("valid JSON");
+    for name in ["a", "b", "c"] {
+        let table = value[name]["t"].as_array().expect("rows");
+        assert_eq!(table.len(), 40_000);
+        assert_eq!(table[39_999]["id"], 39_999);
+    }
+    let keys: Vec<_> = value.as_object().expect("object").keys().collect();
+    assert_eq!(keys, ["a", "b", "c"]);
+    assert_eq!(budget.used(), plaintext.len() as u64);
+}
+
+#[test]
 fn the_budget_fails_as_soon_as_a_row_crosses_it() {
     let budget = Arc::new(Budget::new(60));
-    let mut out = ConnectionResult::new("pg", true, budget.clone()).expect("new");
-    out.start_table("t").expect("table");
-    let mut failed_at = None;
-    for id in 0..100 {
-        let w = out.begin_row().expect("row");
-        w.key("id").expect("key");
-        w.i64(id).expect("value");
-        if out.end_row().is_err() {
-            failed_at = Some(id);
-            break;
-        }
-    }
-    assert_eq!(
-        failed_at,
-        Some(1),
-        "a 60-byte budget holds the opening and one row"
+    let parts: Vec<(String, Ids)> = vec![("pg".into(), vec![("t", (0..100).collect())])];
+    let error = document(parts, &budget, write_ids).expect_err("over the budget");
+    assert!(
+        matches!(error, EngineError::ResultTooLarge { limit: 60 }),
+        "{error}"
+    );
+    assert!(
+        budget.used() < 120,
+        "a 60-byte budget fails at the second row, not at the end: {} bytes charged",
+        budget.used()
     );
 }
 

@@ -50,7 +50,7 @@ pub(crate) async fn stream_table(
                 detail: format!("column {:?}: {detail}", column.name),
             })?;
         }
-        out.end_row()?;
+        out.end_row().await?;
     }
     Ok(())
 }

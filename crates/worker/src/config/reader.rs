@@ -361,8 +361,22 @@ fn engine(r: &mut Reader<'_>) -> EngineConfig {
             hash_key: r.raw(crypto::CRM_HASH_KEY_VAR).into(),
             encrypt_key: r.raw(crypto::CRM_ENCRYPT_KEY_VAR).into(),
         },
+        spill_dir: spill_dir(r),
         ..EngineConfig::default()
     }
+}
+
+/// `ENGINE_SPILL_DIR`, else the system's temporary directory; it must be a directory.
+fn spill_dir(r: &mut Reader<'_>) -> std::path::PathBuf {
+    let Some(dir) = r.get("ENGINE_SPILL_DIR") else {
+        return std::env::temp_dir();
+    };
+    if !std::path::Path::new(dir).is_dir() {
+        r.problem(format!(
+            "ENGINE_SPILL_DIR must be an existing directory: {dir:?}"
+        ));
+    }
+    dir.into()
 }
 
 fn default_worker_id() -> String {

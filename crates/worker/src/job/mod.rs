@@ -31,6 +31,7 @@ pub mod ports;
 mod produce;
 mod rejects;
 mod run;
+mod sealing;
 mod sweeper;
 #[cfg(test)]
 mod tests;

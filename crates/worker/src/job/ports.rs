@@ -10,12 +10,14 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use contract::message::{Filters, MappedFields};
-use engine::{EngineError, Extraction, TimeLimit, Watch};
+use engine::{EngineError, Extracted, TimeLimit, Watch};
+use futures_util::future::BoxFuture;
 use outbox::{
     Claim, ClaimRequest, Controlled, EndCancel, ExecutionEvents, ExecutionReport, ExpiredJob,
     Lease, OutboxError, PendingEvent, Recorded, RecordedEvent, TerminalRecord,
 };
-use storage::StorageError;
+use storage::{RetryPolicy, StorageError};
+use tokio::sync::mpsc;
 use uuid::Uuid;
 
 /// The job state and the outbox (contract §5, §8): claims with leases, and each job's end
@@ -105,16 +107,34 @@ pub trait JobStore: Send + Sync {
 
 /// Where sealed results go (contract §7).
 ///
-/// Obligations: a put replaces the object at `key` whole, or leaves it as it was; a delete of a
-/// missing object succeeds.
+/// Obligations: an object becomes visible whole, at [`ResultUpload::finish`] and only after its
+/// check passed, or never (a failed, aborted or dropped upload leaves nothing, no open
+/// multipart upload either); a delete of a missing object succeeds.
 #[async_trait]
 pub trait ResultStore: Send + Sync {
     /// The prefix every object key starts with ([`storage::object_key`]).
     fn key_prefix(&self) -> &str;
 
-    async fn put_sealed(&self, key: &str, sealed: &[u8]) -> Result<(), StorageError>;
+    /// Starts writing the object `key`, its failed requests tried again as `retry` says.
+    fn upload(&self, key: &str, retry: Arc<dyn RetryPolicy>) -> Box<dyn ResultUpload>;
 
     async fn delete(&self, key: &str) -> Result<(), StorageError>;
+}
+
+/// An object being written, piece by piece ([`storage::Upload`]).
+#[async_trait]
+pub trait ResultUpload: Send {
+    /// Appends to the body; may wait while earlier pieces are sent.
+    async fn write(&mut self, bytes: &[u8]) -> Result<(), StorageError>;
+
+    /// Sends the rest, awaits `check` (its `Err` refuses the object) and publishes the object.
+    async fn finish(
+        self: Box<Self>,
+        check: BoxFuture<'_, Result<(), String>>,
+    ) -> Result<u64, StorageError>;
+
+    /// Abandons the object; nothing of it stays.
+    async fn abort(self: Box<Self>);
 }
 
 /// Where recorded events go (contract §8).
@@ -139,16 +159,19 @@ pub trait Extractor: Send + Sync {
     /// A job's timeout when its message names none (`ENGINE_EXTRACTION_TIMEOUT_SEC`).
     fn timeout(&self) -> Duration;
 
-    /// Ends with [`EngineError::Timeout`] once `limit` runs out, its statements stopped; tells
-    /// `watch`'s observer how each datasource goes, and stops gracefully when asked
-    /// ([`EngineError::Canceled`]).
+    /// Sends the result document on `out`, in order, in chunks; the document is whole only if
+    /// this returns `Ok`. Ends with [`EngineError::Timeout`] once `limit` runs out, its
+    /// statements stopped; tells `watch`'s observer how each datasource goes, and stops
+    /// gracefully when asked ([`EngineError::Canceled`]); ends with
+    /// [`EngineError::Abandoned`] when `out`'s receiver is gone.
     async fn extract(
         &self,
         mapped: &MappedFields,
         filters: &Filters,
         limit: TimeLimit,
         watch: Watch,
-    ) -> Result<Extraction, EngineError>;
+        out: mpsc::Sender<Vec<u8>>,
+    ) -> Result<Extracted, EngineError>;
 }
 
 /// The job core's four dependencies.

@@ -1,22 +1,30 @@
-//! A claimed job's result, from extraction to stored object: extract, HMAC, seal, store.
+//! A claimed job's result, from extraction to stored object, as one stream: the engine's
+//! chunks of result JSON are HMAC'd and sealed as they come and written to the object store in
+//! parts, so memory stays bounded whatever the result's size and the stages overlap.
 //!
-//! A result that could not be written is written again in the same run, from the sealed bytes
-//! kept in memory, for up to `OBJECT_STORAGE_RETRY_SEC` (never past the job's timeout): an S3
-//! outage costs no re-extraction, and a long one fails the job instead of sending it back to
-//! the customer's database again and again.
+//! Nothing partial is ever visible: the object is published only at the end, after the
+//! extraction succeeded and the claim was checked once more; a failure, a timeout or a cancel
+//! aborts the upload. A request to the store that fails is tried again where it failed (a part,
+//! from the bytes it still holds) for up to `OBJECT_STORAGE_RETRY_SEC` from the first failure,
+//! never past the job's timeout: an S3 outage costs no re-extraction, and a long one fails the
+//! job instead of sending it back to the customer's database again and again.
 
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use contract::event::StoredResult;
 use contract::Redacted;
-use engine::{EngineError, Watch};
+use engine::{Chunks, EngineError, Watch};
 use outbox::Lease;
-use storage::object_key;
+use storage::{object_key, RetryPolicy, StorageError};
+use tokio::sync::mpsc;
 use tokio::time::Instant;
 use uuid::Uuid;
 
 use super::core::JobCore;
+use super::ports::ResultUpload;
 use super::run::ClaimedRun;
+use super::sealing::{Sealing, SealingError};
 use crate::metrics;
 
 /// Why a claimed job produced no stored result.
@@ -65,103 +73,164 @@ pub(super) async fn produce(
         .map_err(|e| Failure::Job(Redacted::new(&e.to_string())))?;
 
     let limit = run.time_limit(ports.extractor.timeout());
-    let extracting = Instant::now();
-    let graceful = watch.graceful.clone();
-    let extraction = ports
-        .extractor
-        .extract(&job.mapped_fields, &job.filters, limit, watch)
-        .await
-        .map_err(|e| match e {
-            // A canceled job ends canceled, whatever its last datasources came to.
-            _ if graceful.is_cancelled() => Failure::Canceled,
-            EngineError::Canceled => Failure::Canceled,
-            EngineError::Timeout(_) => {
-                metrics::timed_out();
-                Failure::TimedOut(Redacted::new(&e.to_string()))
-            }
-            e => Failure::of(e.is_retriable(), &e),
-        })?;
-    if graceful.is_cancelled() {
-        return Err(Failure::Canceled);
-    }
-    metrics::stage("extract", extracting.elapsed());
-    let size_bytes = extraction.size_bytes();
-    let row_count = extraction.row_count;
-    metrics::extracted(row_count, size_bytes);
-
-    // HMAC and AES-GCM over up to hundreds of MiB: off the async threads.
-    let sealing = Instant::now();
-    let keys = core.settings.keys.clone();
-    let (hmac, sealed) = tokio::task::spawn_blocking(move || {
-        let hmac = keys.external_hmac().sign_hex(&extraction.plaintext);
-        (hmac, keys.storage().seal_raw(extraction.plaintext))
-    })
-    .await
-    .map_err(|e| Failure::Transient(format!("sealing the result was interrupted: {e}")))?;
-    metrics::stage("seal", sealing.elapsed());
-
-    // Every run of a job writes the same key. The heartbeat notices a lost claim only a third
-    // of a lease at a time, so the claim is checked (and renewed) right before the write: a run
-    // whose claim was taken over while it extracted leaves the object to the new owner, and a
-    // run canceled meanwhile (gracefully: its statements were left to end) stores nothing.
-    match ports
-        .jobs
-        .renew_lease(job.job_id, run.owner, core.settings.lease)
-        .await
-    {
-        Ok(Lease::Held) => {}
-        Ok(Lease::Canceling { .. }) => return Err(Failure::Canceled),
-        Ok(Lease::Lost) => return Err(Failure::LostClaim),
-        Err(e) => return Err(Failure::Transient(e.to_string())),
-    }
-    let storing = Instant::now();
-    // The timeout covers the whole run: no write starts after it.
+    // The timeout covers the whole run: no write is tried again after it.
     let job_ends = started + limit.remaining().unwrap_or_default();
-    store_sealed(core, job.job_id, &key.full, &sealed, job_ends).await?;
+    let retry = Arc::new(StoreRetry {
+        job_id: job.job_id,
+        window: core.settings.storage_retry,
+        job_ends,
+        give_up_at: OnceLock::new(),
+    });
+    let mut upload = ports.objects.upload(&key.full, retry);
+    let sealing = Sealing::new(&core.settings.keys);
+    let graceful = watch.graceful.clone();
+
+    let (out, chunks) = mpsc::channel(engine::OUTPUT_CHUNKS);
+    let extracting = Instant::now();
+    let extraction = async {
+        let extracted = ports
+            .extractor
+            .extract(&job.mapped_fields, &job.filters, limit, watch, out)
+            .await;
+        metrics::stage("extract", extracting.elapsed());
+        extracted
+    };
+    let (extracted, written) = tokio::join!(
+        extraction,
+        write(job.job_id, chunks, sealing, upload.as_mut())
+    );
+    let outcome = match (extracted, written) {
+        (_, Err(failure)) => Err(failure),
+        (Err(error), Ok(_)) => Err(extraction_failure(error, graceful.is_cancelled())),
+        (Ok(_), Ok(_)) if graceful.is_cancelled() => Err(Failure::Canceled),
+        (Ok(extracted), Ok(sealing)) => Ok((extracted, sealing)),
+    };
+    let (extracted, sealing) = match outcome {
+        Ok(done) => done,
+        Err(failure) => {
+            upload.abort().await;
+            return Err(failure);
+        }
+    };
+    metrics::extracted(extracted.row_count, extracted.size_bytes);
+    metrics::spilled(extracted.spilled);
+
+    let (hmac, tail, sealing_took) = sealing.finish();
+    metrics::stage("seal", sealing_took);
+    let storing = Instant::now();
+    if let Err(error) = upload.write(&tail).await {
+        upload.abort().await;
+        return Err(store_failure(job.job_id, error));
+    }
+    // Every run of a job writes the same key. The heartbeat notices a lost claim only a third
+    // of a lease at a time, so the claim is checked (and renewed) right before the object is
+    // published: a run whose claim was taken over while it extracted leaves the object to the
+    // new owner, and a run canceled meanwhile (gracefully: its statements were left to end)
+    // stores nothing.
+    let mut verdict = None;
+    let check = Box::pin(async {
+        let lease = ports
+            .jobs
+            .renew_lease(job.job_id, run.owner, core.settings.lease)
+            .await;
+        let refused = match lease {
+            Ok(Lease::Held) => return Ok(()),
+            Ok(Lease::Canceling { .. }) => Failure::Canceled,
+            Ok(Lease::Lost) => Failure::LostClaim,
+            Err(e) => Failure::Transient(e.to_string()),
+        };
+        verdict = Some(refused);
+        Err("the job's claim is no longer held".to_owned())
+    });
+    let finished = upload.finish(check).await;
+    if let Some(refused) = verdict {
+        return Err(refused);
+    }
+    finished.map_err(|error| store_failure(job.job_id, error))?;
     metrics::stage("store", storing.elapsed());
     Ok((
         StoredResult {
             path: key.path,
-            size_bytes,
-            row_count,
+            size_bytes: extracted.size_bytes,
+            row_count: extracted.row_count,
             hmac,
         },
         key.full,
     ))
 }
 
-/// Writes the sealed result, trying a transient failure again after a capped, jittered wait
-/// while `OBJECT_STORAGE_RETRY_SEC` from the first failure and the job's own time (`job_ends`)
-/// both last. No attempt starts after that; the job then fails, its reason redacted.
-async fn store_sealed(
-    core: &JobCore,
+/// Seals each chunk as it comes and writes its text to the upload, until the extraction ends
+/// (its sender dropped). Returns the seal to finish; the extraction says whether to.
+async fn write(
     job_id: Uuid,
-    key: &str,
-    sealed: &[u8],
-    job_ends: Instant,
-) -> Result<(), Failure> {
-    let mut failures = 0u32;
-    let mut give_up_at = None;
-    loop {
-        let error = match core.ports.objects.put_sealed(key, sealed).await {
-            Ok(()) => return Ok(()),
-            Err(error) if !error.is_retriable() => {
-                return Err(Failure::Job(Redacted::new(&error.to_string())))
-            }
-            Err(error) => error,
-        };
-        failures += 1;
-        metrics::storage_retry();
-        let give_up_at = *give_up_at
-            .get_or_insert_with(|| (Instant::now() + core.settings.storage_retry).min(job_ends));
-        let wait = STORE_BACKOFF.delay(failures);
-        if Instant::now() + wait >= give_up_at {
-            tracing::warn!(%job_id, %error, failures, "Job failed: its result could not be stored within OBJECT_STORAGE_RETRY_SEC.");
-            return Err(Failure::Job(Redacted::new(&format!(
-                "storage write did not complete: {error}"
-            ))));
+    mut chunks: Chunks,
+    mut sealing: Sealing,
+    upload: &mut dyn ResultUpload,
+) -> Result<Sealing, Failure> {
+    while let Some(chunk) = chunks.recv().await {
+        let (next, text) = sealing.update(chunk).await.map_err(|e| match e {
+            SealingError::TooLong => Failure::Job(Redacted::new(&e.to_string())),
+            SealingError::Interrupted(_) => Failure::Transient(e.to_string()),
+        })?;
+        sealing = next;
+        if let Err(error) = upload.write(&text).await {
+            // Dropping `chunks` ends the extraction too (`EngineError::Abandoned`).
+            return Err(store_failure(job_id, error));
         }
-        tracing::warn!(%job_id, %error, failures, wait_ms = wait.as_millis() as u64, "Could not store the job's result; writing it again.");
-        tokio::time::sleep(wait).await;
+    }
+    Ok(sealing)
+}
+
+/// Why an extraction that ended in `error` produced nothing.
+fn extraction_failure(error: EngineError, canceled: bool) -> Failure {
+    match error {
+        // A canceled job ends canceled, whatever its last datasources came to.
+        _ if canceled => Failure::Canceled,
+        EngineError::Canceled => Failure::Canceled,
+        EngineError::Timeout(_) => {
+            metrics::timed_out();
+            Failure::TimedOut(Redacted::new(&error.to_string()))
+        }
+        e => Failure::of(e.is_retriable(), &e),
+    }
+}
+
+/// A write the store refused, or that was tried again until [`StoreRetry`] gave up: the job
+/// fails, its reason redacted.
+fn store_failure(job_id: Uuid, error: StorageError) -> Failure {
+    if error.is_retriable() {
+        tracing::warn!(%job_id, %error, "Job failed: its result could not be stored within OBJECT_STORAGE_RETRY_SEC.");
+        return Failure::Job(Redacted::new(&format!(
+            "storage write did not complete: {error}"
+        )));
+    }
+    Failure::Job(Redacted::new(&error.to_string()))
+}
+
+/// When a failed write to the store is tried again: after a capped, jittered wait, while
+/// `OBJECT_STORAGE_RETRY_SEC` from the job's first failed write and the job's own time
+/// (`job_ends`) both last. No attempt starts after that.
+struct StoreRetry {
+    job_id: Uuid,
+    window: Duration,
+    job_ends: Instant,
+    /// Set at the first failure, shared by every request of the upload.
+    give_up_at: OnceLock<Instant>,
+}
+
+impl RetryPolicy for StoreRetry {
+    fn next_wait(&self, failures: u32, error: &StorageError) -> Option<Duration> {
+        let now = Instant::now();
+        let give_up_at = *self
+            .give_up_at
+            .get_or_init(|| (now + self.window).min(self.job_ends));
+        let wait = STORE_BACKOFF.delay(failures);
+        if now + wait >= give_up_at {
+            return None;
+        }
+        metrics::storage_retry();
+        let job_id = self.job_id;
+        tracing::warn!(%job_id, %error, failures, wait_ms = wait.as_millis() as u64, "Could not store part of the job's result; writing it again.");
+        Some(wait)
     }
 }

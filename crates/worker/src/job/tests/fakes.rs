@@ -2,22 +2,24 @@
 //! everyday case) and remembers every call, for the test to read back.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use contract::event::TerminalStatus;
 use contract::lifecycle::ExecutionStatus;
 use contract::message::{Filters, MappedFields};
-use engine::{DatasourceEnd, EngineError, Extraction, TimeLimit, Watch};
+use engine::{DatasourceEnd, EngineError, Extracted, Extraction, TimeLimit, Watch};
+use futures_util::future::BoxFuture;
 use outbox::{
     Claim, ClaimRequest, Controlled, EndCancel, ExecutionEvents, ExecutionReport, ExpiredJob,
     Lease, OutboxError, PendingEvent, Recorded, RecordedEvent, TerminalOutcome, TerminalRecord,
 };
-use storage::{Cause, StorageError};
+use storage::{Cause, RetryPolicy, StorageError};
+use tokio::sync::mpsc;
 use uuid::Uuid;
 
-use crate::job::ports::{EventSink, Extractor, JobStore, ResultStore};
+use crate::job::ports::{EventSink, Extractor, JobStore, ResultStore, ResultUpload};
 
 /// The state database is away.
 pub fn db_down() -> OutboxError {
@@ -245,18 +247,23 @@ impl JobStore for Jobs {
     }
 }
 
+/// The object store: an upload collects its text and, at `finish`, after its check, "puts"
+/// it: each put answers from the script, tried again as the upload's retry policy says.
 #[derive(Default)]
-pub struct Objects(Mutex<ObjectsState>);
+pub struct Objects(Arc<Mutex<ObjectsState>>);
 
 #[derive(Default)]
 pub struct ObjectsState {
+    /// Stored bodies (the sealed result's base64 text) by key.
     pub stored: BTreeMap<String, Vec<u8>>,
-    /// Answers of `put_sealed`, in order; then success.
+    /// Answers of the puts, in order; then success.
     pub puts: VecDeque<Result<(), StorageError>>,
     pub put_calls: u32,
     /// Failing every put from the script's end on.
     pub always_fail: bool,
     pub deleted: Vec<String>,
+    /// Uploads abandoned.
+    pub aborted: u32,
 }
 
 impl Objects {
@@ -271,18 +278,13 @@ impl ResultStore for Objects {
         ""
     }
 
-    async fn put_sealed(&self, key: &str, sealed: &[u8]) -> Result<(), StorageError> {
-        let mut state = self.state();
-        state.put_calls += 1;
-        let answer = match state.puts.pop_front() {
-            Some(answer) => answer,
-            None if state.always_fail => Err(s3_down(key)),
-            None => Ok(()),
-        };
-        if answer.is_ok() {
-            state.stored.insert(key.to_owned(), sealed.to_vec());
-        }
-        answer
+    fn upload(&self, key: &str, retry: Arc<dyn RetryPolicy>) -> Box<dyn ResultUpload> {
+        Box::new(FakeUpload {
+            state: self.0.clone(),
+            key: key.to_owned(),
+            text: Vec::new(),
+            retry,
+        })
     }
 
     async fn delete(&self, key: &str) -> Result<(), StorageError> {
@@ -290,6 +292,53 @@ impl ResultStore for Objects {
         state.stored.remove(key);
         state.deleted.push(key.to_owned());
         Ok(())
+    }
+}
+
+struct FakeUpload {
+    state: Arc<Mutex<ObjectsState>>,
+    key: String,
+    text: Vec<u8>,
+    retry: Arc<dyn RetryPolicy>,
+}
+
+impl FakeUpload {
+    fn put(&self) -> Result<(), StorageError> {
+        let mut state = self.state.lock().expect("fake state");
+        state.put_calls += 1;
+        let answer = match state.puts.pop_front() {
+            Some(answer) => answer,
+            None if state.always_fail => Err(s3_down(&self.key)),
+            None => Ok(()),
+        };
+        if answer.is_ok() {
+            state.stored.insert(self.key.clone(), self.text.clone());
+        }
+        answer
+    }
+}
+
+#[async_trait]
+impl ResultUpload for FakeUpload {
+    async fn write(&mut self, bytes: &[u8]) -> Result<(), StorageError> {
+        self.text.extend_from_slice(bytes);
+        Ok(())
+    }
+
+    async fn finish(
+        self: Box<Self>,
+        check: BoxFuture<'_, Result<(), String>>,
+    ) -> Result<u64, StorageError> {
+        check.await.map_err(|reason| StorageError::Refused {
+            key: self.key.clone(),
+            reason,
+        })?;
+        storage::retry::retrying(&self.retry, || async { self.put() }).await?;
+        Ok(self.text.len() as u64)
+    }
+
+    async fn abort(self: Box<Self>) {
+        self.state.lock().expect("fake state").aborted += 1;
     }
 }
 
@@ -373,14 +422,16 @@ impl Extractor for Extract {
     }
 
     /// Every datasource starts, the extraction takes its time (or its graceful stop comes),
-    /// then each ends as the answer says.
+    /// then each ends as the answer says; a successful answer's plaintext is sent in two
+    /// chunks.
     async fn extract(
         &self,
         mapped: &MappedFields,
         _: &Filters,
         limit: TimeLimit,
         watch: Watch,
-    ) -> Result<Extraction, EngineError> {
+        out: mpsc::Sender<Vec<u8>>,
+    ) -> Result<Extracted, EngineError> {
         for name in mapped.keys() {
             watch.observer.started(name);
         }
@@ -408,6 +459,19 @@ impl Extractor for Extract {
             };
             watch.observer.ended(name, &end);
         }
-        answer
+        let extraction = answer?;
+        let (first, second) = extraction
+            .plaintext
+            .split_at(extraction.plaintext.len() / 2);
+        for chunk in [first, second] {
+            out.send(chunk.to_vec())
+                .await
+                .map_err(|_| EngineError::Abandoned)?;
+        }
+        Ok(Extracted {
+            row_count: extraction.row_count,
+            size_bytes: extraction.size_bytes(),
+            spilled: Default::default(),
+        })
     }
 }

@@ -24,7 +24,7 @@ async fn a_job_completes_stored_recorded_published_and_acked() {
     let opened = bench
         .keys
         .storage()
-        .open_raw(sealed.expect("the object is stored"))
+        .open_bytes(&sealed.expect("the object is stored"))
         .expect("the object opens with the storage key");
     assert_eq!(opened, bench.extract.state().rows);
 

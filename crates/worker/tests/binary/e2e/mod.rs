@@ -12,5 +12,6 @@ mod lifecycle;
 mod mirror;
 mod settings;
 mod sqlserver;
+mod streaming;
 mod topology;
 mod world;
