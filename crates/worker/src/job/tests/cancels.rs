@@ -176,6 +176,11 @@ async fn a_forced_cancel_stops_the_extraction_and_stores_nothing() {
     );
     assert_eq!(bench.objects.state().put_calls, 0);
     assert_eq!(
+        bench.objects.state().aborted,
+        1,
+        "the upload begun is aborted"
+    );
+    assert_eq!(
         bench.objects.state().deleted,
         vec![bench.key_of(message.job_id)]
     );

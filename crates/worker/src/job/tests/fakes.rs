@@ -262,7 +262,8 @@ pub struct ObjectsState {
     /// Failing every put from the script's end on.
     pub always_fail: bool,
     pub deleted: Vec<String>,
-    /// Uploads abandoned.
+    /// Uploads abandoned: aborted, or dropped unfinished (the real one then aborts in the
+    /// background).
     pub aborted: u32,
 }
 
@@ -284,6 +285,7 @@ impl ResultStore for Objects {
             key: key.to_owned(),
             text: Vec::new(),
             retry,
+            finished: false,
         })
     }
 
@@ -300,6 +302,15 @@ struct FakeUpload {
     key: String,
     text: Vec<u8>,
     retry: Arc<dyn RetryPolicy>,
+    finished: bool,
+}
+
+impl Drop for FakeUpload {
+    fn drop(&mut self) {
+        if !self.finished {
+            self.state.lock().expect("fake state").aborted += 1;
+        }
+    }
 }
 
 impl FakeUpload {
@@ -326,7 +337,7 @@ impl ResultUpload for FakeUpload {
     }
 
     async fn finish(
-        self: Box<Self>,
+        mut self: Box<Self>,
         check: BoxFuture<'_, Result<(), String>>,
     ) -> Result<u64, StorageError> {
         check.await.map_err(|reason| StorageError::Refused {
@@ -334,12 +345,12 @@ impl ResultUpload for FakeUpload {
             reason,
         })?;
         storage::retry::retrying(&self.retry, || async { self.put() }).await?;
+        self.finished = true;
         Ok(self.text.len() as u64)
     }
 
-    async fn abort(self: Box<Self>) {
-        self.state.lock().expect("fake state").aborted += 1;
-    }
+    /// Counted as aborted when dropped.
+    async fn abort(self: Box<Self>) {}
 }
 
 /// The events handed to the sink: (publisher, ce-id, attempts).

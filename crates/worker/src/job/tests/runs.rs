@@ -382,4 +382,7 @@ async fn a_timed_out_extraction_fails_the_job_with_its_timeout() {
         state.released.is_empty(),
         "a timeout is the job's end, not a retry"
     );
+    let objects = bench.objects.state();
+    assert_eq!(objects.aborted, 1, "the upload begun is aborted");
+    assert_eq!(objects.put_calls, 0, "nothing was published");
 }

@@ -1,6 +1,7 @@
 //! Results of many parts (issue 17): streamed from two datasources read in parallel into a
-//! multipart upload, stored whole and in order, or, when a datasource fails after parts were
-//! uploaded, nothing at all: no object, no multipart upload left open, no spill file.
+//! multipart upload, stored whole and in order, or, when a datasource fails, the job times out
+//! or is force-canceled after parts were uploaded, nothing at all: no object, no multipart
+//! upload left open, no spill file.
 //!
 //! The S3 stand-in (s3s-fs) has no `ListMultipartUploads`; an upload it holds open is a
 //! `.bucket-<bucket>.object-<key>.upload-<id>.metadata.json` file in its data directory
@@ -13,21 +14,24 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
 use uuid::Uuid;
 
-use crate::harness::{WorkerProcess, World};
+use crate::harness::{Signing, WorkerProcess, World};
 
 /// Rows of the big tables: about 200 bytes of result JSON each, so 60 000 rows are about
 /// 12 MB of JSON and 16 MB of stored text, two 8 MiB parts.
 const ROWS: i64 = 60_000;
 
-/// `big` (ids 1..=ROWS with a 150-byte pad) and `breaks`, which reads the same rows and fails
-/// with a division by zero at the last one, after a whole part's worth of rows.
+/// `big` (ids 1..=ROWS with a 150-byte pad); `breaks`, which reads the same rows and fails
+/// with a division by zero at the last one, after a whole part's worth of rows; and `stalls`,
+/// which sleeps 5 minutes at the last one.
 async fn big_tables(world: &World) {
     let source = sqlx::PgPool::connect(world.source_url())
         .await
         .expect("source database");
     let fixture = format!(
         "CREATE TABLE big AS SELECT i AS id, repeat('x', 150) AS pad FROM generate_series(1, {ROWS}) i;
-         CREATE VIEW breaks AS SELECT id, pad, 1 / ({ROWS} - id) AS boom FROM big;"
+         CREATE VIEW breaks AS SELECT id, pad, 1 / ({ROWS} - id) AS boom FROM big;
+         CREATE VIEW stalls AS SELECT id, pad,
+             CASE WHEN id = {ROWS} THEN pg_sleep(300)::text END AS stall FROM big;"
     );
     sqlx::raw_sql(&fixture)
         .execute(&source)
@@ -69,9 +73,66 @@ fn spill_files(worker: &WorkerProcess, dir: &Path) -> (Vec<String>, usize) {
 }
 
 fn job(job_id: Uuid, mapped: serde_json::Value) -> Vec<u8> {
-    serde_json::json!({"jobId": job_id, "mappedFields": mapped, "metadata": {"source": "e2e"}})
-        .to_string()
-        .into_bytes()
+    job_with(job_id, mapped, serde_json::json!({}))
+}
+
+/// A job body with `extra` members (e.g. `timeoutSeconds`).
+fn job_with(job_id: Uuid, mapped: serde_json::Value, extra: serde_json::Value) -> Vec<u8> {
+    let mut body =
+        serde_json::json!({"jobId": job_id, "mappedFields": mapped, "metadata": {"source": "e2e"}});
+    if let (Some(body), Some(extra)) = (body.as_object_mut(), extra.as_object()) {
+        body.extend(extra.clone());
+    }
+    body.to_string().into_bytes()
+}
+
+/// Waits until the world's bucket has a multipart upload open: parts are being uploaded.
+async fn wait_for_open_upload(world: &World) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while open_uploads(world).is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no multipart upload was ever started"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// After a job that ended without a result: no object, no open upload, and (once the aborted
+/// tasks are gone) no spill file held or named.
+async fn assert_nothing_left(world: &World, worker: &WorkerProcess, spill: &Path) {
+    assert!(world.object_keys().await.is_empty(), "no object");
+    // The abort is awaited before the job's end is recorded.
+    assert_eq!(
+        open_uploads(world),
+        Vec::<String>::new(),
+        "no upload left open"
+    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let files = spill_files(worker, spill);
+        if files == (Vec::new(), 0) {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "spill files left: {files:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The job of the interrupted cases: `early` (sorting first, so its rows stream straight into
+/// the upload) reads `view`; `src` is read meanwhile, spooled, then abandoned.
+fn interrupted_job(job_id: Uuid, view: &str, fields: &[&str], extra: serde_json::Value) -> Vec<u8> {
+    job_with(
+        job_id,
+        serde_json::json!({
+            "early": {view: fields},
+            "src": {"big": ["id", "pad"]},
+        }),
+        extra,
+    )
 }
 
 #[tokio::test]
@@ -134,52 +195,87 @@ async fn a_datasource_failing_after_parts_were_uploaded_leaves_no_object_upload_
     let world = World::new().await;
     big_tables(&world).await;
     let spill = spill_dir(&world);
-    // `early` sorts first: its rows stream straight into the upload, and it fails only after
-    // a part's worth of them; `src` is read meanwhile, spooled, then abandoned.
     let mut env = world.source_aliases(&["early"]);
     env.push(("ENGINE_SPILL_DIR".into(), spill.display().to_string()));
     let worker = world.start_worker_with(env).await;
     let mut events = world.listen().await;
 
     let job_id = Uuid::now_v7();
-    world
-        .submit(
-            &job(
-                job_id,
-                serde_json::json!({
-                    "early": {"breaks": ["boom", "id", "pad"]},
-                    "src": {"big": ["id", "pad"]},
-                }),
-            ),
-            None,
-            &[],
-        )
-        .await;
+    // `boom` is the column that fails.
+    let body = interrupted_job(
+        job_id,
+        "breaks",
+        &["boom", "id", "pad"],
+        serde_json::json!({}),
+    );
+    world.submit(&body, None, &[]).await;
     let message = world.failure_of(&mut events, job_id).await;
     assert!(
         message.contains("query on datasource early failed")
             && message.contains("division by zero"),
         "{message}"
     );
-    assert!(world.object_keys().await.is_empty(), "no object");
-    // The abort is awaited before the job's end is recorded.
-    assert_eq!(
-        open_uploads(&world),
-        Vec::<String>::new(),
-        "no upload left open"
+    assert_nothing_left(&world, &worker, &spill).await;
+    drop(worker);
+    std::fs::remove_dir_all(&spill).ok();
+    world.cleanup().await;
+}
+
+#[tokio::test]
+async fn a_timeout_or_a_force_cancel_after_parts_were_uploaded_leaves_nothing() {
+    let world = World::new().await;
+    big_tables(&world).await;
+    let spill = spill_dir(&world);
+    let mut env = world.source_aliases(&["early"]);
+    env.push(("ENGINE_SPILL_DIR".into(), spill.display().to_string()));
+    let (worker, api) = world.start_worker_with_api(env).await;
+    let mut events = world.listen().await;
+
+    // The job's own timeout fires while its last row stalls, parts already uploaded.
+    let timed_out = Uuid::now_v7();
+    world
+        .submit(
+            &interrupted_job(
+                timed_out,
+                "stalls",
+                &["id", "pad"],
+                serde_json::json!({"timeoutSeconds": 30}),
+            ),
+            None,
+            &[],
+        )
+        .await;
+    wait_for_open_upload(&world).await;
+    let message = world.failure_of(&mut events, timed_out).await;
+    assert!(message.contains("timed out after 30s"), "{message}");
+    assert_nothing_left(&world, &worker, &spill).await;
+
+    // A force-cancel once parts are uploaded.
+    let canceled = Uuid::now_v7();
+    world
+        .submit(
+            &interrupted_job(canceled, "stalls", &["id", "pad"], serde_json::json!({})),
+            None,
+            &[],
+        )
+        .await;
+    wait_for_open_upload(&world).await;
+    let (status, document) = api.send(
+        "POST",
+        canceled,
+        "/cancel",
+        None,
+        br#"{"force":true,"comment":"mid-upload","reasonCode":"OPS_1"}"#,
+        Signing::Valid,
     );
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    loop {
-        let files = spill_files(&worker, &spill);
-        if files == (Vec::new(), 0) {
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "spill files left: {files:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(status, 202, "{document}");
+    let mut ended = None;
+    for _ in 0..2 {
+        let event = events.event_for(canceled, Duration::from_secs(60)).await;
+        ended = Some(event.delivery.routing_key.as_str().to_owned());
     }
+    assert_eq!(ended.as_deref(), Some("job.canceled"));
+    assert_nothing_left(&world, &worker, &spill).await;
     drop(worker);
     std::fs::remove_dir_all(&spill).ok();
     world.cleanup().await;
