@@ -1,69 +1,25 @@
-//! Multipart upload of a large sealed result: parts encoded from the raw bytes one by one,
-//! a few in flight, aborted on failure.
+//! The multipart requests an [`Upload`](crate::Upload) is made of: create, parts (each tried
+//! again as the upload's policy says), complete, and the abort of an upload left unfinished.
 
 use aws_sdk_s3::error::ProvideErrorMetadata;
 use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::types::{CompletedMultipartUpload, CompletedPart};
 use aws_sdk_s3::Client;
-use base64::engine::general_purpose::STANDARD;
-use base64::Engine as _;
 use bytes::Bytes;
 use std::sync::Arc;
 use tokio::task::JoinSet;
 
 use super::error::{Result, StorageError};
-use super::retry::{retrying, NoRetry, RetryPolicy};
+use super::retry::{retrying, RetryPolicy};
 use super::store::{ObjectStore, CONTENT_TYPE};
 
 /// Most parts S3 accepts in one multipart upload.
 pub(super) const MAX_PARTS: u64 = 10_000;
-/// Parts uploaded at once. Each holds one part's base64 text in memory, so this bounds the
-/// memory of an upload to the sealed bytes plus this many parts.
+/// Parts uploaded at once. Each holds one part's base64 text in memory, so this and the part
+/// being filled bound the memory of an upload.
 pub(super) const PARTS_IN_FLIGHT: usize = 3;
 
 impl ObjectStore {
-    pub(super) async fn put_multipart(
-        &self,
-        key: &str,
-        sealed_raw: &[u8],
-        text_len: u64,
-    ) -> Result<()> {
-        let parts = sealed_raw.len().div_ceil(self.raw_part_len) as u64;
-        if parts > MAX_PARTS {
-            return Err(StorageError::ObjectTooLarge {
-                key: key.to_owned(),
-                text_bytes: text_len,
-                parts,
-                max_parts: MAX_PARTS,
-            });
-        }
-        let upload_id = self.create_upload(key).await?;
-        tracing::debug!(
-            key,
-            parts,
-            text_bytes = text_len,
-            "Multipart upload started."
-        );
-
-        let mut guard = self.abort_on_drop(key, &upload_id);
-        let outcome = async {
-            let parts = self.upload_parts(key, &upload_id, sealed_raw).await?;
-            self.complete(key, &upload_id, parts).await
-        }
-        .await;
-        match outcome {
-            Ok(()) => {
-                guard.disarm();
-                tracing::debug!(key, parts, "Multipart upload completed.");
-                Ok(())
-            }
-            Err(error) => {
-                guard.abort_now().await;
-                Err(error)
-            }
-        }
-    }
-
     /// Starts a multipart upload and returns its id.
     pub(super) async fn create_upload(&self, key: &str) -> Result<String> {
         let created = self
@@ -97,40 +53,6 @@ impl ObjectStore {
             key: key.to_owned(),
             upload_id: Some(upload_id.to_owned()),
         }
-    }
-
-    /// Uploads every part and returns them in part order.
-    async fn upload_parts(
-        &self,
-        key: &str,
-        upload_id: &str,
-        sealed_raw: &[u8],
-    ) -> Result<Vec<CompletedPart>> {
-        let mut completed = Vec::with_capacity(sealed_raw.len().div_ceil(self.raw_part_len));
-        // Dropping the set (on an early return) aborts the uploads still running.
-        let mut in_flight = JoinSet::new();
-        let no_retry: Arc<dyn RetryPolicy> = Arc::new(NoRetry);
-        for (index, chunk) in sealed_raw.chunks(self.raw_part_len).enumerate() {
-            if in_flight.len() >= PARTS_IN_FLIGHT {
-                completed.push(self.next_uploaded(key, &mut in_flight).await?);
-            }
-            // At most `MAX_PARTS` (10 000) parts, checked by the caller: the number fits.
-            let part_number = i32::try_from(index + 1).unwrap_or(i32::MAX);
-            // Encoded only now, so at most `PARTS_IN_FLIGHT` part texts exist at once.
-            let text = Bytes::from(STANDARD.encode(chunk));
-            self.spawn_part(
-                &mut in_flight,
-                (key, upload_id),
-                part_number,
-                text,
-                &no_retry,
-            );
-        }
-        while !in_flight.is_empty() {
-            completed.push(self.next_uploaded(key, &mut in_flight).await?);
-        }
-        completed.sort_by_key(|part| part.part_number());
-        Ok(completed)
     }
 
     /// Sends part `part_number` in the background, tried again as `retry` says;
@@ -295,7 +217,8 @@ async fn abort_upload(client: &Client, bucket: &str, key: &str, upload_id: &str)
 }
 
 /// Length of the standard padded base64 text of `raw_len` bytes.
-pub(super) fn base64_len(raw_len: usize) -> u64 {
+#[cfg(test)]
+fn base64_len(raw_len: usize) -> u64 {
     raw_len.div_ceil(3) as u64 * 4
 }
 
@@ -307,6 +230,9 @@ pub(super) fn raw_part_len(part_size_bytes: usize) -> usize {
 
 #[cfg(test)]
 mod tests {
+    use base64::engine::general_purpose::STANDARD;
+    use base64::Engine as _;
+
     use super::*;
 
     #[test]

@@ -17,7 +17,7 @@ use secrecy::ExposeSecret as _;
 
 use super::config::{StorageConfig, DEFAULT_REGION};
 use super::error::{Result, StorageError};
-use super::multipart::{base64_len, raw_part_len};
+use super::multipart::raw_part_len;
 use super::scrubber::Scrubber;
 
 /// Content type of every stored result (contract §2).
@@ -117,27 +117,19 @@ impl ObjectStore {
     ///
     /// The body is the standard padded base64 text of `sealed_raw` (`nonce || ciphertext ||
     /// tag`, as `crypto::CipherKey::seal_raw` returns it), content type
-    /// `application/octet-stream`. A text up to `multipart_threshold_bytes` goes up in one
-    /// PutObject. A longer one goes up in parts, each encoded from the raw bytes just before it
-    /// is sent, at most 3 at a time: memory stays near `sealed_raw` plus 3 parts, and the whole
-    /// text is never built. A failed multipart upload is aborted before the error is returned;
-    /// if this future is dropped midway, the abort is spawned in the background.
-    ///
-    /// The bytes are only borrowed, so a caller can keep them to try again.
+    /// `application/octet-stream`, written through an [`Upload`](crate::Upload): a text up to
+    /// `multipart_threshold_bytes` (and one part) goes up in one PutObject, a longer one in
+    /// parts, each encoded from the raw bytes just before it is written, at most 3 in flight:
+    /// memory stays near `sealed_raw` plus 4 parts, and the whole text is never built. A failed
+    /// upload is aborted before the error is returned; if this future is dropped midway, the
+    /// abort is spawned in the background.
     pub async fn put_sealed(&self, key: &str, sealed_raw: impl AsRef<[u8]>) -> Result<u64> {
-        let sealed_raw = sealed_raw.as_ref();
-        let text_len = base64_len(sealed_raw.len());
-        if text_len <= self.config.multipart_threshold_bytes as u64 {
-            self.put_single(key, sealed_raw).await?;
-        } else {
-            self.put_multipart(key, sealed_raw, text_len).await?;
+        let mut upload = self.upload(key);
+        for chunk in sealed_raw.as_ref().chunks(self.raw_part_len) {
+            // Whole base64 quanta per chunk: the chunks' texts concatenate into the whole text.
+            upload.write(STANDARD.encode(chunk).as_bytes()).await?;
         }
-        Ok(text_len)
-    }
-
-    async fn put_single(&self, key: &str, sealed_raw: &[u8]) -> Result<()> {
-        self.put_text(key, STANDARD.encode(sealed_raw).into_bytes())
-            .await
+        upload.finish(async { Ok(()) }).await
     }
 
     /// One PutObject of text that is already the stored body.

@@ -150,13 +150,15 @@ impl Upload {
     }
 
     async fn publish(&mut self, check: impl Future<Output = Result<(), String>>) -> Result<()> {
-        if self.multipart.is_none() {
+        let threshold = self.store.config().multipart_threshold_bytes as u64;
+        if self.multipart.is_none() && self.written <= threshold {
             self.checked(check).await?;
             let body = Bytes::from(std::mem::take(&mut self.buffer));
             let (store, key) = (&self.store, self.key.as_str());
             return retrying(&self.retry, || store.put_text(key, body.clone())).await;
         }
-        // A part is only sent when more data follows it, so the buffer holds the last part.
+        // A part is only sent when more data follows it, so the buffer holds the last part (for
+        // a body over the threshold but within one part, the only one).
         self.send_part().await?;
         let Some(multipart) = self.multipart.as_mut() else {
             unreachable!("a multipart upload was started above");
