@@ -208,6 +208,56 @@ async fn filters_map_to_their_operators_and_hostile_values_match_literally() {
     db.drop().await;
 }
 
+/// `like` as the server runs it: SQL's meaning (no overlap between segments, a final line break
+/// is a character), and a pattern with the most `%` runs allowed over a long value answered at
+/// once. As `^.*a.*a…b$` the same query keeps the stand-in's (single) interpreter busy for ever;
+/// the bound below only turns such a hang into a failure, it measures nothing.
+#[tokio::test]
+async fn like_matches_as_sql_and_many_runs_over_a_long_value_cost_linear_time() {
+    let db = MongoDb::create().await;
+    let values = ["xabab", "ababa", "abc\n", "abc", "aaaaaaab"];
+    let mut docs: Vec<Document> = values
+        .iter()
+        .zip(1_i64..)
+        .map(|(s, n)| doc! { "n": n, "s": *s })
+        .collect();
+    docs.push(doc! { "n": 6_i64, "s": "a".repeat(20_000) });
+    db.insert("texts", docs).await;
+    let engine = db.engine("t", EngineConfig::default(), &[]);
+    let ns = |pattern: &'static str| {
+        let engine = &engine;
+        async move {
+            let body = json!({
+                "mappedFields": {"t": {"texts": ["n"]}},
+                "filters": {"t": {"texts": {"s": {"like": [pattern]}}}},
+            });
+            let text =
+                tokio::time::timeout(std::time::Duration::from_secs(60), extract(engine, body))
+                    .await
+                    .unwrap_or_else(|_| panic!("{pattern:?} still running after 60 s"))
+                    .expect("extracted");
+            let value: serde_json::Value = serde_json::from_str(&text).unwrap();
+            let mut ns: Vec<i64> = value["t"]["texts"]
+                .as_array()
+                .map(|rows| rows.iter().map(|r| r["n"].as_i64().unwrap()).collect())
+                .unwrap_or_default();
+            ns.sort_unstable();
+            ns
+        }
+    };
+    assert_eq!(ns("%ab%ab%").await, [1, 2]);
+    assert_eq!(
+        ns("%aba%aba%").await,
+        Vec::<i64>::new(),
+        "segments share no character"
+    );
+    assert_eq!(ns("abc").await, [4], "a final line break is a character");
+    assert_eq!(ns("abc%").await, [3, 4]);
+    assert_eq!(ns("a%a").await, [2, 6]);
+    assert_eq!(ns("%a%a%a%a%a%a%a%b").await, [5]);
+    db.drop().await;
+}
+
 #[tokio::test]
 async fn a_missing_collection_and_reserved_names_fail_validation_before_any_read() {
     let db = MongoDb::create().await;

@@ -5,8 +5,9 @@
 //! operator this module chose (`{path: {"$eq": value}}`, never `{path: value}`), values are JSON
 //! scalars (a string stays a string, even `"$where"`), and a field whose path has a segment
 //! starting with `$`, an empty segment or a NUL is refused before any query. `like` becomes an
-//! anchored regex with every metacharacter escaped ([`crate::like`]), bounded in length and in
-//! wildcards so that no pattern can make the server backtrack for long.
+//! anchored regex with every metacharacter escaped whose segments sit in atomic groups
+//! ([`crate::like`]), so that no pattern can make the server backtrack; its length and wildcards
+//! are bounded as well.
 
 use contract::message::{FilterValue, Operator};
 use mongodb::bson::{doc, Bson, Document};
@@ -16,8 +17,8 @@ use crate::plan::{Predicate, TablePlan};
 
 /// The longest `like` pattern, in characters.
 pub(crate) const MAX_LIKE_CHARS: usize = 1024;
-/// The most runs of `%` in one `like` pattern: each is a `.*` the regex engine may backtrack
-/// over, so their count bounds the work per value.
+/// The most runs of `%` in one `like` pattern. The regex's atomic groups already keep the work
+/// per value linear; this bound is kept as upstream-sized patterns never need more.
 pub(crate) const MAX_LIKE_WILDCARDS: usize = 8;
 /// The most values one operator may carry.
 pub(crate) const MAX_VALUES: usize = 10_000;
