@@ -1,17 +1,20 @@
-//! Fail-fast across kinds: a job whose MariaDB table is missing fails while its MongoDB and
-//! PostgreSQL parts are mid-read, and their work is gone from the servers afterwards: the
-//! PostgreSQL statement from `pg_stat_activity`, the MongoDB cursor from `currentOp`.
+//! Fail-fast across kinds: a job whose MariaDB or SQL Server table is missing fails while its
+//! MongoDB and PostgreSQL parts are mid-read, and their work is gone from the servers afterwards:
+//! the PostgreSQL statement from `pg_stat_activity`, the MongoDB cursor from `currentOp`.
 //!
 //! The moments are the test's, not guessed: the PostgreSQL part reads a view that sleeps a
 //! minute; the MongoDB part reaches its server through a [`FaultProxy`] that holds its first
 //! `getMore` (the Worker then holds the cursor id of the first batch it received, and the server
-//! the open cursor); the MariaDB part's catalog query is held the same way until both are seen
-//! on their servers, then let go: the table is missing, the job fails.
+//! the open cursor); the failing part's first bytes are held the same way (MariaDB's catalog
+//! query; SQL Server's PRELOGIN, as everything after it is encrypted) until both are seen on
+//! their servers, then let go: the table is missing, the job fails.
 
+use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use mongodb::bson::doc;
 use serde_json::json;
+use testkit::sqlbridge::SqlBridge;
 use uuid::Uuid;
 
 use super::job;
@@ -21,6 +24,10 @@ use crate::harness::{FaultProxy, Trap, World};
 /// A view whose read takes a minute: a statement the fail-fast must cancel.
 const PG_FIXTURE: &str =
     "CREATE VIEW stalled AS SELECT id FROM generate_series(1, 3) id, pg_sleep(60);";
+
+/// The first bytes of a TDS PRELOGIN packet (type 0x12, status end-of-message): what a SQL Server
+/// client sends first on a connection.
+const TDS_PRELOGIN: &[u8] = b"\x12\x01";
 
 /// Waits until `condition` holds, or fails naming `what`.
 async fn wait_until<F: AsyncFn() -> bool>(what: &str, within: Duration, condition: F) {
@@ -33,6 +40,26 @@ async fn wait_until<F: AsyncFn() -> bool>(what: &str, within: Duration, conditio
 
 #[tokio::test]
 async fn a_missing_mariadb_table_fails_the_job_and_cancels_mongodb_and_postgresql_mid_read() {
+    let maria = MariaDb::create().await;
+    maria
+        .exec("CREATE TABLE present (id INT PRIMARY KEY);")
+        .await;
+    let addr = maria.addr().await;
+    missing_table_cancels_the_others(&maria, addr, b"information_schema.COLUMNS").await;
+    maria.drop().await;
+}
+
+#[tokio::test]
+async fn a_missing_sql_server_table_fails_the_job_and_cancels_mongodb_and_postgresql_mid_read() {
+    let mssql = SqlBridge::start(&[("present", json!([{"id": 1}]))]);
+    let addr = ([127, 0, 0, 1], mssql.port).into();
+    missing_table_cancels_the_others(&mssql, addr, TDS_PRELOGIN).await;
+}
+
+/// The job over `ledger` (PostgreSQL, stalled), `crm` (MongoDB, held mid-cursor) and `shop`
+/// (`failing`, reached at `addr` through a proxy holding `held` until the others are mid-read),
+/// whose table `missing` does not exist.
+async fn missing_table_cancels_the_others(failing: &dyn SourceDb, addr: SocketAddr, held: &[u8]) {
     let world = World::new().await;
     let pg = PgSource::create(PG_FIXTURE).await;
     let mongo = MongoDb::create().await;
@@ -41,18 +68,14 @@ async fn a_missing_mariadb_table_fails_the_job_and_cancels_mongodb_and_postgresq
         .map(|i| doc! { "i": i, "v": "x".repeat(32) })
         .collect();
     mongo.insert("big", documents).await;
-    let maria = MariaDb::create().await;
-    maria
-        .exec("CREATE TABLE present (id INT PRIMARY KEY);")
-        .await;
 
     let mongo_proxy = FaultProxy::start(mongo.addr().await).await;
     mongo_proxy.set_trap(Trap::hold(b"getMore"));
-    let maria_proxy = FaultProxy::start(maria.addr().await).await;
-    maria_proxy.set_trap(Trap::hold(b"information_schema.COLUMNS"));
+    let failing_proxy = FaultProxy::start(addr).await;
+    failing_proxy.set_trap(Trap::hold(held));
     let mut env = pg.datasource("ledger");
     env.extend(mongo.datasource_at("crm", Some(mongo_proxy.addr())));
-    env.extend(maria.datasource_at("shop", Some(maria_proxy.addr())));
+    env.extend(failing.datasource_at("shop", Some(failing_proxy.addr())));
     let worker = world.start_worker_with(env).await;
     let mut events = world.listen().await;
 
@@ -76,17 +99,19 @@ async fn a_missing_mariadb_table_fails_the_job_and_cancels_mongodb_and_postgresq
         mongo_proxy.trap_fired() == 1 && mongo.open_cursors("big").await == 1
     })
     .await;
-    wait_until("the MariaDB catalog query is held", within, async || {
-        maria_proxy.trap_fired() == 1
-    })
+    wait_until(
+        "the failing part's first bytes are held",
+        within,
+        async || failing_proxy.trap_fired() == 1,
+    )
     .await;
     assert_eq!(
         world.job_status(job_id).await.as_deref(),
         Some("processing")
     );
 
-    // The MariaDB part goes on and fails: the table is missing.
-    maria_proxy.release_held();
+    // The failing part goes on and fails: the table is missing.
+    failing_proxy.release_held();
     let message = world.failure_of(&mut events, job_id).await;
     assert!(
         message.contains("failed schema validation") && message.contains("shop"),
@@ -112,9 +137,8 @@ async fn a_missing_mariadb_table_fails_the_job_and_cancels_mongodb_and_postgresq
 
     drop(worker);
     drop(mongo_proxy);
-    drop(maria_proxy);
+    drop(failing_proxy);
     mongo.drop().await;
     pg.drop().await;
-    maria.drop().await;
     world.cleanup().await;
 }

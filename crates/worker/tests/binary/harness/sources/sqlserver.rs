@@ -1,6 +1,6 @@
 //! A private pysqlbridge (the SQL Server stand-in, [`SqlBridge`]) as one of a test's source
-//! databases: its tables are fixed when it starts, and the Worker reaches it directly (the
-//! stand-in is the test's own, so no proxy is needed).
+//! databases: its tables are fixed when it starts, and the Worker reaches it directly or through
+//! a proxy in front of it.
 
 use std::net::SocketAddr;
 
@@ -10,10 +10,16 @@ use super::SourceDb;
 
 impl SourceDb for SqlBridge {
     fn datasource_at(&self, name: &str, addr: Option<SocketAddr>) -> Vec<(String, String)> {
-        assert!(
-            addr.is_none(),
-            "a private pysqlbridge is reached directly, not through a proxy"
-        );
-        self.vars(&name.to_uppercase(), name, &[])
+        let mut vars = self.vars(&name.to_uppercase(), name, &[]);
+        if let Some(addr) = addr {
+            for (key, value) in &mut vars {
+                if key.ends_with("_HOST") {
+                    *value = addr.ip().to_string();
+                } else if key.ends_with("_PORT") {
+                    *value = addr.port().to_string();
+                }
+            }
+        }
+        vars
     }
 }
