@@ -25,8 +25,9 @@ bench:
 	bash scripts/services.sh postgres
 	$(CARGO) bench -p contract --bench json_writer
 	$(CARGO) bench -p engine --bench extract_vs_copy
-	bash scripts/services.sh sqlserver
+	bash scripts/services.sh sqlserver mongodb
 	$(CARGO) bench -p engine --bench extract_sqlserver
+	$(CARGO) bench -p engine --bench extract_mongodb
 	bash scripts/services.sh postgres rabbitmq s3
 	$(CARGO) test --release -p worker --test binary -- --ignored --nocapture bench::
 

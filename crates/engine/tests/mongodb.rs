@@ -10,7 +10,7 @@ use mongodb::bson::spec::BinarySubtype;
 use mongodb::bson::{doc, Binary, Bson, DateTime, Decimal128, Document, Regex, Timestamp};
 use serde_json::json;
 use support::harness::job;
-use support::mongo::MongoDb;
+use support::mongo::{MongoDb, MongoEngine};
 
 async fn extract(engine: &engine::Engine, body: serde_json::Value) -> Result<String, EngineError> {
     let message = job(body);

@@ -20,16 +20,20 @@
 //! - [`cleanup`]: the cleanup a test resource runs from `Drop` after a panic.
 //! - [`sqlbridge`]: [`sqlbridge::SqlBridge`], a private pysqlbridge (the SQL Server stand-in)
 //!   per test, serving the test's JSON tables.
+//! - [`mongo`]: [`mongo::MongoDb`], a fresh database per test on the MongoDB test server
+//!   (`TEST_MONGO_URL`), and the server's open cursors on it.
 //!
 //! # Dependencies
 //!
-//! `sqlx`, `lapin`, `tokio`, `metrics`/`metrics-util`, `serde_json` and `schema` (the embedded
-//! migrations) only; MQTT through the distribution's `mosquitto` programs. Never `worker`, and nothing of the domain: the fixtures (jobs, events, stores) stay in
-//! each crate's `tests/` support module, on top of this crate.
+//! `sqlx`, `lapin`, `mongodb`, `tokio`, `metrics`/`metrics-util`, `serde_json` and `schema` (the
+//! embedded migrations) only; MQTT through the distribution's `mosquitto` programs. Never
+//! `worker`, and nothing of the domain: the fixtures (jobs, events, stores) stay in each crate's
+//! `tests/` support module, on top of this crate.
 
 pub mod amqp;
 pub mod cleanup;
 pub mod metrics;
+pub mod mongo;
 pub mod mqtt;
 pub mod pg;
 pub mod sqlbridge;

@@ -17,8 +17,8 @@ mod sqlserver;
 use std::net::SocketAddr;
 
 pub use mariadb::MariaDb;
-pub use mongo::MongoDb;
 pub use postgres::PgSource;
+pub use testkit::mongo::MongoDb;
 
 /// A test's own source database of one kind.
 pub trait SourceDb {
