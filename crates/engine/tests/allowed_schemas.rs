@@ -6,7 +6,7 @@ mod support;
 use engine::{Engine, EngineConfig, EngineError};
 use serde_json::json;
 use support::harness::{assert_missing, engine_with, extract};
-use support::mysql::MyDb;
+use support::mysql::{MariaDb, MariaDbEngine};
 use support::TestDb;
 
 async fn pg_exec(db: &TestDb, sql: &str) {
@@ -123,8 +123,8 @@ async fn postgres_foreign_tables_are_read_only_when_their_schema_is_listed() {
 
 #[tokio::test]
 async fn mysql_databases_outside_the_allow_list_fail_like_missing_tables() {
-    let a = MyDb::create().await;
-    let b = MyDb::create().await;
+    let a = MariaDb::create().await;
+    let b = MariaDb::create().await;
     b.exec(
         "CREATE TABLE payroll (who VARCHAR(10), salary INT);
          INSERT INTO payroll VALUES ('ceo', 1000000);",

@@ -7,7 +7,7 @@ mod support;
 use contract::message::JobMessage;
 use engine::{Engine, EngineError};
 use serde_json::{json, Value};
-use support::mysql::MyDb;
+use support::mysql::{MariaDb, MariaDbEngine};
 
 /// The connection name the test engines know their database by.
 const CONN: &str = "my";
@@ -44,7 +44,7 @@ fn count_rows(text: &str) -> u64 {
 }
 
 /// Extracts all of `table` (its listed `fields`) and compares with `expected` exactly.
-async fn assert_table(db: &MyDb, table: &str, fields: &[&str], expected: &str) {
+async fn assert_table(db: &MariaDb, table: &str, fields: &[&str], expected: &str) {
     let engine = db.engine(CONN);
     let text = extract(&engine, json!({ CONN: { table: fields } }), json!({}))
         .await
@@ -57,7 +57,7 @@ async fn assert_table(db: &MyDb, table: &str, fields: &[&str], expected: &str) {
 
 #[tokio::test]
 async fn integers_of_every_width_are_exact_numbers() {
-    let db = MyDb::create().await;
+    let db = MariaDb::create().await;
     db.exec(
         "CREATE TABLE ints (id INT PRIMARY KEY, ti TINYINT, tiu TINYINT UNSIGNED, si SMALLINT,
            siu SMALLINT UNSIGNED, mi MEDIUMINT, miu MEDIUMINT UNSIGNED, i INT, iu INT UNSIGNED,
@@ -143,7 +143,7 @@ async fn integers_of_every_width_are_exact_numbers() {
 
 #[tokio::test]
 async fn decimals_are_exact_strings_and_floats_are_numbers() {
-    let db = MyDb::create().await;
+    let db = MariaDb::create().await;
     db.exec(
         "CREATE TABLE nums (id INT PRIMARY KEY, dec65 DECIMAL(65,30), num NUMERIC(10,2),
            f FLOAT, d DOUBLE);
@@ -203,7 +203,7 @@ async fn decimals_are_exact_strings_and_floats_are_numbers() {
 
 #[tokio::test]
 async fn text_enum_and_set_columns_are_strings_escaped_like_go() {
-    let db = MyDb::create().await;
+    let db = MariaDb::create().await;
     db.exec(
         "CREATE TABLE texts (id INT PRIMARY KEY, c CHAR(5), vc VARCHAR(64), t TEXT,
            e ENUM('small','large'), s SET('a','b','c'), lt LONGTEXT,
@@ -261,7 +261,7 @@ async fn text_enum_and_set_columns_are_strings_escaped_like_go() {
 
 #[tokio::test]
 async fn binary_columns_are_base64() {
-    let db = MyDb::create().await;
+    let db = MariaDb::create().await;
     db.exec(
         "CREATE TABLE bins (id INT PRIMARY KEY, bn BINARY(3), vb VARBINARY(8), bl BLOB,
            lb LONGBLOB);
@@ -304,7 +304,7 @@ async fn binary_columns_are_base64() {
 
 #[tokio::test]
 async fn dates_times_and_zero_dates_keep_their_layout_in_utc() {
-    let db = MyDb::create().await;
+    let db = MariaDb::create().await;
     // The fixture session is in +05:00: TIMESTAMP values are stored as UTC instants, and the
     // extraction (a UTC session) must write them as UTC.
     db.exec(
@@ -392,7 +392,7 @@ async fn dates_times_and_zero_dates_keep_their_layout_in_utc() {
 
 #[tokio::test]
 async fn json_is_embedded_with_sorted_keys_and_geometry_is_wkt() {
-    let db = MyDb::create().await;
+    let db = MariaDb::create().await;
     db.exec(
         r#"CREATE TABLE docs (id INT PRIMARY KEY, j JSON, g GEOMETRY, p POINT, poly POLYGON);
          INSERT INTO docs VALUES
@@ -457,7 +457,7 @@ async fn json_is_embedded_with_sorted_keys_and_geometry_is_wkt() {
 }
 
 /// The `payments` fixture the filter tests select from.
-async fn payments(db: &MyDb) {
+async fn payments(db: &MariaDb) {
     db.exec(
         "CREATE TABLE payments (id INT PRIMARY KEY, status VARCHAR(10), amount DECIMAL(10,2),
            created DATETIME, paid_on DATE, big BIGINT UNSIGNED, name VARCHAR(20),
@@ -493,7 +493,7 @@ async fn ids(engine: &Engine, table: &str, filter: Value) -> Vec<i64> {
 
 #[tokio::test]
 async fn every_filter_operator_selects_the_right_rows() {
-    let db = MyDb::create().await;
+    let db = MariaDb::create().await;
     payments(&db).await;
     let engine = db.engine(CONN);
     let cases: Vec<(Value, Vec<i64>)> = vec![
@@ -544,7 +544,7 @@ async fn every_filter_operator_selects_the_right_rows() {
 
 #[tokio::test]
 async fn unknown_tables_and_fields_fail_schema_validation_by_name() {
-    let db = MyDb::create().await;
+    let db = MariaDb::create().await;
     payments(&db).await;
     let engine = db.engine(CONN);
     let schema_error = |result: Result<String, EngineError>, name: &str| match result {
@@ -598,7 +598,7 @@ async fn unknown_tables_and_fields_fail_schema_validation_by_name() {
 
 #[tokio::test]
 async fn hostile_identifiers_and_values_are_quoted_and_bound() {
-    let db = MyDb::create().await;
+    let db = MariaDb::create().await;
     payments(&db).await;
     let table = "we`ird; DROP TABLE payments; -- /*";
     let column = "va`l'; --*/";
@@ -680,7 +680,7 @@ async fn hostile_identifiers_and_values_are_quoted_and_bound() {
 
 #[tokio::test]
 async fn tables_without_rows_are_absent() {
-    let db = MyDb::create().await;
+    let db = MariaDb::create().await;
     payments(&db).await;
     db.exec("CREATE TABLE empty (id INT);").await;
     let engine = db.engine(CONN);
@@ -706,7 +706,7 @@ async fn tables_without_rows_are_absent() {
 
 #[tokio::test]
 async fn types_without_a_mapping_are_the_servers_text() {
-    let db = MyDb::create().await;
+    let db = MariaDb::create().await;
     let version: String = sqlx::query_scalar("SELECT VERSION()")
         .fetch_one(&db.pool)
         .await

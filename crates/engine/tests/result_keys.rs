@@ -7,7 +7,7 @@ mod support;
 use engine::EngineError;
 use serde_json::{json, Value};
 use support::harness::{engine_for, job};
-use support::mysql::MyDb;
+use support::mysql::{MariaDb, MariaDbEngine};
 use support::TestDb;
 
 /// Extracts a job body's `mappedFields` and `filters`: the result text, exactly as sealed.
@@ -21,8 +21,8 @@ async fn extract(engine: &engine::Engine, body: Value) -> Result<String, EngineE
 
 #[tokio::test]
 async fn mysql_keys_stay_as_the_job_wrote_them() {
-    let shop = MyDb::create().await;
-    let archive = MyDb::create().await;
+    let shop = MariaDb::create().await;
+    let archive = MariaDb::create().await;
     shop.exec(
         "CREATE TABLE orders (id INT, total INT); INSERT INTO orders VALUES (1, 10), (2, 20);",
     )

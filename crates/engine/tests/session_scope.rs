@@ -7,7 +7,7 @@ mod support;
 use engine::{EngineConfig, EngineError};
 use serde_json::json;
 use support::harness::{engine_for, extract};
-use support::mysql::MyDb;
+use support::mysql::{MariaDb, MariaDbEngine};
 use support::TestDb;
 
 async fn pg_exec(db: &TestDb, sql: &str) {
@@ -121,7 +121,7 @@ async fn postgres_a_view_whose_function_writes_fails_and_writes_nothing() {
 
 #[tokio::test]
 async fn mysql_a_view_whose_function_writes_fails_and_writes_nothing() {
-    let db = MyDb::create().await;
+    let db = MariaDb::create().await;
     db.exec(
         "CREATE TABLE audit (n INT);
          CREATE FUNCTION bump() RETURNS INT MODIFIES SQL DATA

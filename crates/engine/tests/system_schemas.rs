@@ -6,7 +6,7 @@ mod support;
 use engine::{EngineConfig, EngineError};
 use serde_json::{json, Value};
 use support::harness::{assert_missing, engine_for, extract, job};
-use support::mysql::MyDb;
+use support::mysql::{MariaDb, MariaDbEngine};
 use support::TestDb;
 
 #[tokio::test]
@@ -115,7 +115,7 @@ async fn postgres_user_tables_outside_public_still_extract() {
 }
 
 /// Whether `schema.table` has `column` in the server's catalog, as the test's own user sees it.
-async fn mysql_has_column(db: &MyDb, schema: &str, table: &str, column: &str) -> bool {
+async fn mysql_has_column(db: &MariaDb, schema: &str, table: &str, column: &str) -> bool {
     let count: i64 = sqlx::query_scalar(
         "SELECT COUNT(*) FROM information_schema.COLUMNS \
          WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? AND COLUMN_NAME = ?",
@@ -131,7 +131,7 @@ async fn mysql_has_column(db: &MyDb, schema: &str, table: &str, column: &str) ->
 
 #[tokio::test]
 async fn mysql_system_schemas_fail_like_missing_tables() {
-    let db = MyDb::create().await;
+    let db = MariaDb::create().await;
     let engine = db.engine("my");
     let cases = [
         ("mysql", "user", "User"),
@@ -163,7 +163,7 @@ async fn mysql_system_schemas_fail_like_missing_tables() {
 
 #[tokio::test]
 async fn mysql_tables_of_the_database_still_extract() {
-    let db = MyDb::create().await;
+    let db = MariaDb::create().await;
     db.exec(
         "CREATE TABLE items (id INT PRIMARY KEY, name VARCHAR(20));
          INSERT INTO items VALUES (1, 'one'), (2, 'two');",

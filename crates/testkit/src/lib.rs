@@ -20,6 +20,8 @@
 //! - [`cleanup`]: the cleanup a test resource runs from `Drop` after a panic.
 //! - [`sqlbridge`]: [`sqlbridge::SqlBridge`], a private pysqlbridge (the SQL Server stand-in)
 //!   per test, serving the test's JSON tables.
+//! - [`mariadb`]: [`mariadb::MariaDb`], a fresh database per test on the MySQL/MariaDB test
+//!   server (`TEST_MYSQL_URL`).
 //! - [`mongo`]: [`mongo::MongoDb`], a fresh database per test on the MongoDB test server
 //!   (`TEST_MONGO_URL`), and the server's open cursors on it.
 //!
@@ -32,6 +34,7 @@
 
 pub mod amqp;
 pub mod cleanup;
+pub mod mariadb;
 pub mod metrics;
 pub mod mongo;
 pub mod mqtt;

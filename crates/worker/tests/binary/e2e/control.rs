@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use uuid::Uuid;
 
+use crate::harness::sources::{MariaDb, SourceDb};
 use crate::harness::{Signing, World};
 
 #[tokio::test]
@@ -251,95 +252,35 @@ async fn a_force_cancel_reaches_a_long_leased_run_through_its_announcement() {
     world.cleanup().await;
 }
 
-/// A MariaDB database of the test's own with a `slow` view (6 s), removed at the end (from
-/// `Drop` on a thread of its own when the test panicked first).
-struct MariaDb {
-    name: String,
-}
-
-fn mariadb_url() -> String {
-    std::env::var("TEST_MYSQL_URL").unwrap_or_else(|_| "mysql://root@127.0.0.1:3306".to_owned())
-}
-
-async fn mariadb(statement: &str) -> sqlx::MySqlConnection {
-    use sqlx::Connection as _;
-    let mut admin = sqlx::MySqlConnection::connect(&mariadb_url())
-        .await
-        .unwrap_or_else(|e| panic!("MariaDB is not reachable (scripts/services.sh mariadb): {e}"));
-    sqlx::raw_sql(statement)
-        .execute(&mut admin)
-        .await
-        .unwrap_or_else(|e| panic!("{statement}: {e}"));
-    admin
-}
-
-impl MariaDb {
-    async fn create() -> MariaDb {
-        let name = format!("fetcher_test_{}", Uuid::new_v4().simple());
-        mariadb(&format!(
-            "CREATE DATABASE `{name}`; CREATE VIEW `{name}`.slow AS SELECT SLEEP(6) AS id"
-        ))
-        .await;
-        MariaDb { name }
-    }
-
-    /// Statements reading the `slow` view, as `SHOW PROCESSLIST` lists them.
-    async fn running(&self) -> i64 {
-        let mut admin = mariadb("SELECT 1").await;
-        let count = sqlx::query_scalar(
-            // The engine names tables with their schema, so the session may have no database.
-            "SELECT COUNT(*) FROM information_schema.PROCESSLIST
-             WHERE COMMAND IN ('Query', 'Execute') AND INFO LIKE CONCAT('%', ?, '%slow%')
-               AND ID <> CONNECTION_ID()",
-        )
-        .bind(&self.name)
-        .fetch_one(&mut admin)
-        .await
-        .expect("the process list");
-        use sqlx::Connection as _;
-        let _ = admin.close().await;
-        count
-    }
-}
-
-impl Drop for MariaDb {
-    fn drop(&mut self) {
-        let statement = format!("DROP DATABASE IF EXISTS `{}`", self.name);
-        let _ = std::thread::spawn(move || {
-            if let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-            {
-                runtime.block_on(async {
-                    mariadb(&statement).await;
-                });
-            }
-        })
-        .join();
-    }
+/// Statements reading `source`'s `slow` view, as the process list shows them.
+async fn running(source: &MariaDb) -> i64 {
+    sqlx::query_scalar(
+        // The engine names tables with their schema, so the session may have no database.
+        "SELECT COUNT(*) FROM information_schema.PROCESSLIST
+         WHERE COMMAND IN ('Query', 'Execute') AND INFO LIKE CONCAT('%', ?, '%slow%')
+           AND ID <> CONNECTION_ID()",
+    )
+    .bind(&source.name)
+    .fetch_one(&source.pool)
+    .await
+    .expect("the process list")
 }
 
 #[tokio::test]
 async fn a_force_cancel_stops_a_running_query_on_mariadb_too() {
     let world = World::new().await;
     let source = MariaDb::create().await;
-    let datasource = [
-        ("TYPE", "MYSQL"),
-        ("HOST", "127.0.0.1"),
-        ("PORT", "3306"),
-        ("DATABASE", source.name.as_str()),
-        ("USER", "root"),
-        ("SSLMODE", "disable"),
-    ]
-    .map(|(suffix, value)| (format!("DATASOURCE_MDB_{suffix}"), value.to_owned()));
-    let (worker, api) = world.start_worker_with_api(datasource.into()).await;
+    source
+        .exec("CREATE VIEW slow AS SELECT SLEEP(6) AS id")
+        .await;
+    let (worker, api) = world.start_worker_with_api(source.datasource("mdb")).await;
     let mut events = world.listen().await;
     let job_id = Uuid::now_v7();
     world
         .submit(&world.job_body(job_id, "mdb", "slow", &["id"]), None, &[])
         .await;
     let deadline = Instant::now() + Duration::from_secs(20);
-    while source.running().await == 0 {
+    while running(&source).await == 0 {
         assert!(Instant::now() < deadline, "the query never ran on MariaDB");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
@@ -353,7 +294,7 @@ async fn a_force_cancel_stops_a_running_query_on_mariadb_too() {
         Signing::Valid,
     );
     assert_eq!(status, 202);
-    while source.running().await > 0 {
+    while running(&source).await > 0 {
         assert!(
             asked.elapsed() < Duration::from_secs(2),
             "the query still runs on MariaDB 2 s after the cancel"
@@ -375,7 +316,7 @@ async fn a_force_cancel_stops_a_running_query_on_mariadb_too() {
         "{document}"
     );
     drop(worker);
-    drop(source);
+    source.drop().await;
     world.cleanup().await;
 }
 

@@ -16,8 +16,8 @@ mod sqlserver;
 
 use std::net::SocketAddr;
 
-pub use mariadb::MariaDb;
 pub use postgres::PgSource;
+pub use testkit::mariadb::MariaDb;
 pub use testkit::mongo::MongoDb;
 
 /// A test's own source database of one kind.
@@ -40,4 +40,15 @@ fn group(name: &str, settings: &[(&str, String)]) -> Vec<(String, String)> {
         .chain(settings.iter().map(|(k, v)| (*k, v.clone())))
         .map(|(setting, value)| (format!("{prefix}{setting}"), value))
         .collect()
+}
+
+/// Points `vars`' `_HOST` and `_PORT` at `addr` (a proxy in front of the server).
+fn through(vars: &mut [(String, String)], addr: SocketAddr) {
+    for (key, value) in vars {
+        if key.ends_with("_HOST") {
+            *value = addr.ip().to_string();
+        } else if key.ends_with("_PORT") {
+            *value = addr.port().to_string();
+        }
+    }
 }

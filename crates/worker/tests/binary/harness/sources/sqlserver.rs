@@ -12,13 +12,7 @@ impl SourceDb for SqlBridge {
     fn datasource_at(&self, name: &str, addr: Option<SocketAddr>) -> Vec<(String, String)> {
         let mut vars = self.vars(&name.to_uppercase(), name, &[]);
         if let Some(addr) = addr {
-            for (key, value) in &mut vars {
-                if key.ends_with("_HOST") {
-                    *value = addr.ip().to_string();
-                } else if key.ends_with("_PORT") {
-                    *value = addr.port().to_string();
-                }
-            }
+            super::through(&mut vars, addr);
         }
         vars
     }
