@@ -160,13 +160,14 @@ mod tests {
     }
 
     /// A backtracking engine with atomic groups and look-ahead (as PCRE and Python's `re`), the
-    /// `s` option on, and a limit of backtracking steps: `Err` when the limit is reached.
-    fn run(regex: &str, value: &str) -> Result<bool, fancy_regex::Error> {
+    /// `s` option on, and a limit of backtracking steps: `None` when the limit is reached.
+    fn run(regex: &str, value: &str) -> Option<bool> {
         fancy_regex::RegexBuilder::new(&format!("(?s){regex}"))
             .backtrack_limit(1_000_000)
             .build()
             .expect("a valid regex")
             .is_match(value)
+            .ok()
     }
 
     fn matches(pattern: &str, value: &str) -> bool {
@@ -242,11 +243,11 @@ mod tests {
     fn a_pattern_of_many_runs_costs_linear_steps_where_plain_runs_explode() {
         let pattern = "%a%a%a%a%a%a%a%a%b";
         let value = "a".repeat(3_000);
-        assert_eq!(run(&like_to_regex(pattern), &value).ok(), Some(false));
+        assert_eq!(run(&like_to_regex(pattern), &value), Some(false));
         // The same pattern with plain `.*` runs: the engine gives up at its backtracking limit.
         let naive = format!("^{}(?!.)", pattern.replace('%', ".*"));
         assert!(
-            run(&naive, &value).is_err(),
+            run(&naive, &value).is_none(),
             "{naive} should exhaust the limit"
         );
     }
