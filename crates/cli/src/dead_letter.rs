@@ -1,13 +1,15 @@
 //! One message of the dead-letter queue as an operator sees it: why and where from it was
-//! dead-lettered (RabbitMQ's `x-death`), its job id, age and size, and the route it first took,
-//! which a requeue publishes it to again (the signature covers that route, contract §3).
+//! dead-lettered, its job id, age and size, and the route it first took, which a requeue
+//! publishes it to again (the signature covers that route, contract §3).
 //!
-//! The Worker refuses a message with `basic.reject` (no requeue), which cannot add a header: the
-//! reason RabbitMQ records is `rejected`, and the Worker's own reason (`signature_invalid`,
-//! `tenant_mismatch`, ...) is in its log line and `messages_rejected_total{reason}`. A message
-//! the queue's retention dropped never reaches `fetcher.dlq`.
+//! A message the Worker refused carries the Worker's own reason (`signature_mismatch`,
+//! `tenant_mismatch`, ...: the `x-fetcher-*` headers of `contract::wire`, as the Worker places
+//! its dead letters itself). One RabbitMQ dead-lettered carries `x-death`, whose reason is
+//! `rejected` (refused by a Worker that could not place the dead letter itself), `expired` or
+//! `maxlen`. A message the queue's retention dropped never reaches `fetcher.dlq`.
 
 use chrono::{DateTime, Utc};
+use contract::wire;
 use lapin::message::Delivery;
 use lapin::types::{AMQPValue, FieldTable};
 
@@ -18,15 +20,17 @@ use crate::amqp::{header, string_header};
 pub struct DeadLetter {
     /// The `jobId` header, else the body's signed `jobId` (`-` when neither names one).
     pub job_id: String,
-    /// `x-first-death-reason`: `rejected` (refused by the Worker), `expired` or `maxlen`.
+    /// The Worker's reason (`x-fetcher-reason`), else `x-first-death-reason`: `rejected`,
+    /// `expired` or `maxlen`.
     pub reason: String,
-    /// `x-first-death-queue`: the queue it was dead-lettered from.
+    /// The queue it was refused from (`x-fetcher-queue`, else `x-first-death-queue`).
     pub queue: String,
     /// The exchange and routing key it was first published with.
     pub route: Option<(String, String)>,
-    /// When it was first dead-lettered (`x-death`'s `time`), else when it was published.
+    /// When it was refused (`x-fetcher-refused-at`), else first dead-lettered (`x-death`'s
+    /// `time`), else when it was published.
     pub since: Option<DateTime<Utc>>,
-    /// How many times it was dead-lettered from that queue.
+    /// How many times RabbitMQ dead-lettered it from that queue (1 for one the Worker placed).
     pub deaths: i64,
     pub size: usize,
 }
@@ -34,15 +38,25 @@ pub struct DeadLetter {
 impl DeadLetter {
     pub fn read(delivery: &Delivery) -> DeadLetter {
         let headers = delivery.properties.headers().as_ref();
-        let job_id = string_header(headers, contract::wire::JOB_ID_HEADER)
+        let job_id = string_header(headers, wire::JOB_ID_HEADER)
             .map(str::to_owned)
             .filter(|id| !id.is_empty())
             .unwrap_or_else(|| contract::envelope::signed_job_id(&delivery.data));
-        let text = |name| string_header(headers, name).unwrap_or("-").to_owned();
-        let queue = text("x-first-death-queue");
+        let text = |name| string_header(headers, name).map(str::to_owned);
+        let placed = text(wire::DEAD_LETTER_REASON_HEADER);
+        let queue = text(wire::DEAD_LETTER_QUEUE_HEADER)
+            .or_else(|| text("x-first-death-queue"))
+            .unwrap_or_else(|| "-".into());
         let death = first_death(headers, &queue);
         let field = |name: &str| death.and_then(|d| d.inner().get(name));
-        let route = match (field("exchange"), field("routing-keys")) {
+        let placed_route = match (
+            text(wire::DEAD_LETTER_EXCHANGE_HEADER),
+            text(wire::DEAD_LETTER_ROUTING_KEY_HEADER),
+        ) {
+            (Some(exchange), Some(key)) => Some((exchange, key)),
+            _ => None,
+        };
+        let route = placed_route.or_else(|| match (field("exchange"), field("routing-keys")) {
             (Some(exchange), Some(AMQPValue::FieldArray(keys))) => {
                 match (as_text(exchange), keys.as_slice().first().and_then(as_text)) {
                     (Some(exchange), Some(key)) => Some((exchange.to_owned(), key.to_owned())),
@@ -50,15 +64,26 @@ impl DeadLetter {
                 }
             }
             _ => None,
+        });
+        let refused_at = match header(headers, wire::DEAD_LETTER_AT_HEADER) {
+            Some(AMQPValue::Timestamp(seconds)) => timestamp(*seconds),
+            _ => None,
         };
-        let since = match field("time") {
+        let since = refused_at.or_else(|| match field("time") {
             Some(AMQPValue::Timestamp(seconds)) => timestamp(*seconds),
             _ => delivery.properties.timestamp().and_then(timestamp),
-        };
+        });
         let deaths = match field("count") {
             Some(AMQPValue::LongLongInt(n)) => *n,
             Some(AMQPValue::LongInt(n)) => i64::from(*n),
             _ => 0,
+        };
+        let (reason, deaths) = match placed {
+            Some(reason) => (reason, deaths.max(1)),
+            None => (
+                text("x-first-death-reason").unwrap_or_else(|| "-".into()),
+                deaths,
+            ),
         };
         DeadLetter {
             job_id: if job_id.is_empty() {
@@ -66,7 +91,7 @@ impl DeadLetter {
             } else {
                 job_id
             },
-            reason: text("x-first-death-reason"),
+            reason,
             queue,
             route,
             since,

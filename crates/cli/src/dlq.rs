@@ -94,7 +94,8 @@ struct Requeue {
     #[arg(long, group = "which")]
     job: Vec<String>,
 
-    /// The dead letters with this reason (`rejected`, `expired`, `maxlen`).
+    /// The dead letters with this reason (the Worker's, as `list` shows it, such as
+    /// `signature_mismatch`; or RabbitMQ's `rejected`, `expired`, `maxlen`).
     #[arg(long, group = "which")]
     reason: Option<String>,
 

@@ -1,6 +1,6 @@
 //! Names on the wire that the Worker, its publisher and `fetcherctl` must spell alike: message
-//! headers beyond the signature's own (those are in [`crate::envelope`]) and the work queue's
-//! conventional name.
+//! headers beyond the signature's own (those are in [`crate::envelope`]), the headers of a dead
+//! letter the Worker refused, and the work queue's conventional name.
 
 /// `X-Tenant-ID`: the job's tenant (signed as part of the route, contract §3).
 pub const TENANT_HEADER: &str = "X-Tenant-ID";
@@ -8,6 +8,20 @@ pub const TENANT_HEADER: &str = "X-Tenant-ID";
 pub const REQUEST_ID_HEADER: &str = "X-Request-Id";
 /// `jobId`: lets a message whose body cannot be parsed still fail its job (contract §4).
 pub const JOB_ID_HEADER: &str = "jobId";
+/// `x-fetcher-reason`: why the Worker refused a message it dead-lettered (the reason of its log
+/// line and of `messages_rejected_total{reason}`: `signature_invalid`, `tenant_mismatch`, ...).
+/// RabbitMQ's own `x-death` cannot carry it: `basic.reject` takes no headers, so the Worker
+/// publishes the dead letter itself, these headers added to the message's own.
+pub const DEAD_LETTER_REASON_HEADER: &str = "x-fetcher-reason";
+/// `x-fetcher-queue`: the queue the refused message was consumed from.
+pub const DEAD_LETTER_QUEUE_HEADER: &str = "x-fetcher-queue";
+/// `x-fetcher-exchange`: the exchange the refused message was published to (its signed route).
+pub const DEAD_LETTER_EXCHANGE_HEADER: &str = "x-fetcher-exchange";
+/// `x-fetcher-routing-key`: the routing key it was published with (its signed route).
+pub const DEAD_LETTER_ROUTING_KEY_HEADER: &str = "x-fetcher-routing-key";
+/// `x-fetcher-refused-at`: when it was refused (an AMQP timestamp, seconds since the epoch).
+pub const DEAD_LETTER_AT_HEADER: &str = "x-fetcher-refused-at";
+
 /// The work queue's conventional name (contract §4; `RABBITMQ_FETCHER_WORK_QUEUE`'s default).
 pub const DEFAULT_WORK_QUEUE: &str = "fetcher.extract-external-data.queue";
 

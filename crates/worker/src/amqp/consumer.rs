@@ -1,6 +1,7 @@
 //! Consuming the work queue: manual acks, prefetch = concurrency, one task per delivery, and
 //! reconnection after a broker restart. Each message is acked only once its job's terminal state
-//! is committed (or the drop is decided).
+//! is committed (or the drop is decided); a refused one once its dead letter is placed
+//! ([`dead_letter`]).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -10,15 +11,15 @@ use futures_util::StreamExt;
 use lapin::message::Delivery;
 use lapin::options::{
     BasicAckOptions, BasicCancelOptions, BasicConsumeOptions, BasicNackOptions, BasicQosOptions,
-    BasicRejectOptions,
+    ConfirmSelectOptions,
 };
 use lapin::types::FieldTable;
-use lapin::{Connection, ConnectionProperties};
+use lapin::{Channel, Connection, ConnectionProperties};
 use secrecy::{ExposeSecret, SecretString};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::amqp::{headers, topology};
+use crate::amqp::{dead_letter, headers, topology};
 use crate::job::{Disposition, JobCore};
 use crate::metrics;
 
@@ -102,6 +103,12 @@ async fn consume(
     channel
         .basic_qos(config.prefetch, BasicQosOptions::default())
         .await?;
+    // Dead letters are placed on a channel of their own, in confirm mode (`dead_letter`).
+    let confirms = connection.create_channel().await?;
+    confirms
+        .confirm_select(ConfirmSelectOptions::default())
+        .await?;
+    let queue: Arc<str> = Arc::from(config.work_queue.as_str());
     let tag = format!("fetcher-worker-{}", config.worker_id);
     let mut deliveries = channel
         .basic_consume(
@@ -122,9 +129,9 @@ async fn consume(
             }
             next = deliveries.next() => match next {
                 Some(Ok(delivery)) => {
-                    let core = core.clone();
-                    let stop = stop.clone();
-                    tracker.spawn(async move { handle(core, delivery, stop).await });
+                    let refusal = Refusal { confirms: confirms.clone(), queue: queue.clone() };
+                    let (core, stop) = (core.clone(), stop.clone());
+                    tracker.spawn(async move { handle(core, delivery, refusal, stop).await });
                 }
                 Some(Err(error)) => return Err(error.into()),
                 None => anyhow::bail!("the consumer was cancelled by the broker"),
@@ -133,17 +140,20 @@ async fn consume(
     }
 }
 
-async fn handle(core: Arc<JobCore>, delivery: Delivery, stop: CancellationToken) {
+/// Where a refused delivery goes: the confirm channel and the queue it was consumed from.
+struct Refusal {
+    confirms: Channel,
+    queue: Arc<str>,
+}
+
+async fn handle(core: Arc<JobCore>, delivery: Delivery, refusal: Refusal, stop: CancellationToken) {
     metrics::active(1.0);
     let disposition = core.handle(&headers::inbound(&delivery), &stop).await;
     metrics::active(-1.0);
     let outcome = match disposition {
         Disposition::Ack => delivery.acker.ack(BasicAckOptions::default()).await,
-        Disposition::DeadLetter => {
-            delivery
-                .acker
-                .reject(BasicRejectOptions { requeue: false })
-                .await
+        Disposition::DeadLetter(reason) => {
+            dead_letter::refuse(&refusal.confirms, &delivery, &refusal.queue, reason).await
         }
         Disposition::Retry => {
             // A short pause so an unreachable dependency is not hammered by the same message.

@@ -42,7 +42,7 @@ pub(super) async fn authenticate(
         Err(error) => {
             metrics::rejected(error.code());
             tracing::warn!(reason = error.code(), %error, "Job message dead-lettered: its signature was refused.");
-            Err(Disposition::DeadLetter)
+            Err(Disposition::DeadLetter(error.code()))
         }
     }
 }

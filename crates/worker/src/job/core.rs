@@ -22,8 +22,9 @@ use crate::metrics;
 pub enum Disposition {
     /// Done with: acknowledge.
     Ack,
-    /// Refused (bad signature): reject without requeue, so it is dead-lettered.
-    DeadLetter,
+    /// Refused (a bad signature, another tenant, ...): dead-lettered with this reason, the
+    /// code of `messages_rejected_total{reason}`.
+    DeadLetter(&'static str),
     /// A dependency was unreachable: give it back to the queue to be tried again.
     Retry,
 }

@@ -46,7 +46,7 @@ pub(super) async fn too_large(
             limit,
             "Job message dead-lettered: it is larger than RABBITMQ_MAX_MESSAGE_BYTES."
         );
-        return Disposition::DeadLetter;
+        return Disposition::DeadLetter(REASON);
     };
     tracing::warn!(%job_id, reason = REASON, bytes = body.len(), limit, "Job failed and its message dead-lettered: it is larger than RABBITMQ_MAX_MESSAGE_BYTES.");
     let message = Redacted::new(&format!(
@@ -55,7 +55,7 @@ pub(super) async fn too_large(
     ));
     match fail_unrun(core, job_id, headers, &Map::new(), message).await {
         Disposition::Retry => Disposition::Retry,
-        _ => Disposition::DeadLetter,
+        _ => Disposition::DeadLetter(REASON),
     }
 }
 
@@ -118,7 +118,7 @@ pub(super) fn job_id_header(mismatch: JobIdMismatch) -> Disposition {
     const REASON: &str = "job_id_header_mismatch";
     metrics::rejected(REASON);
     tracing::warn!(job_id = %mismatch.body, reason = REASON, "Job message dead-lettered: its jobId header names another job than its body.");
-    Disposition::DeadLetter
+    Disposition::DeadLetter(REASON)
 }
 
 /// The message's tenant is not the job's: dead-lettered, the job untouched (one tenant per job).
@@ -126,5 +126,5 @@ pub(super) fn other_tenant(job_id: Uuid) -> Disposition {
     const REASON: &str = "tenant_mismatch";
     metrics::rejected(REASON);
     tracing::warn!(%job_id, reason = REASON, "Job message dead-lettered: the job belongs to another tenant.");
-    Disposition::DeadLetter
+    Disposition::DeadLetter(REASON)
 }

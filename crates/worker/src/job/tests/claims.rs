@@ -131,7 +131,10 @@ async fn another_tenants_job_is_dead_lettered() {
     let bench = Bench::new();
     bench.jobs.state().claims.push_back(Ok(Claim::OtherTenant));
     let message = bench.job();
-    assert_eq!(bench.deliver(&message).await, Disposition::DeadLetter);
+    assert_eq!(
+        bench.deliver(&message).await,
+        Disposition::DeadLetter("tenant_mismatch")
+    );
     assert!(bench.jobs.state().written.is_empty());
     assert_eq!(bench.extract.state().calls, 0);
 }

@@ -22,7 +22,10 @@ async fn a_forged_signature_is_dead_lettered_and_touches_nothing() {
     let bench = Bench::new();
     let mut message = bench.job();
     message.signature = "00".repeat(32);
-    assert_eq!(bench.deliver(&message).await, Disposition::DeadLetter);
+    assert_eq!(
+        bench.deliver(&message).await,
+        Disposition::DeadLetter("signature_mismatch")
+    );
     let state = bench.jobs.state();
     assert!(state.claimed.is_empty() && state.written.is_empty());
     assert!(bench.events.delivered().is_empty());
@@ -34,7 +37,10 @@ async fn an_unsigned_oversized_message_is_dead_lettered_without_failing_a_job() 
     let bench = Bench::new();
     let mut message = bench.signed(Uuid::new_v4(), vec![b' '; 5000], 0);
     message.signature = "00".repeat(32);
-    assert_eq!(bench.deliver(&message).await, Disposition::DeadLetter);
+    assert_eq!(
+        bench.deliver(&message).await,
+        Disposition::DeadLetter("message_too_large")
+    );
     assert!(bench.jobs.state().written.is_empty());
 }
 
@@ -44,7 +50,10 @@ async fn a_signed_oversized_message_fails_its_job_and_is_dead_lettered() {
     let job_id = Uuid::new_v4();
     let body = format!(r#"{{"jobId":"{job_id}","pad":"{}"}}"#, "x".repeat(5000));
     let message = bench.signed(job_id, body.into_bytes(), 0);
-    assert_eq!(bench.deliver(&message).await, Disposition::DeadLetter);
+    assert_eq!(
+        bench.deliver(&message).await,
+        Disposition::DeadLetter("message_too_large")
+    );
     let written = failed_unrun(&bench);
     assert_eq!(written.job_id, job_id);
     assert!(written
@@ -98,7 +107,10 @@ async fn a_job_id_header_naming_another_job_is_dead_lettered_and_the_job_untouch
     let bench = Bench::new();
     let mut message = bench.job();
     message.job_id_header = Some(Uuid::new_v4().to_string());
-    assert_eq!(bench.deliver(&message).await, Disposition::DeadLetter);
+    assert_eq!(
+        bench.deliver(&message).await,
+        Disposition::DeadLetter("job_id_header_mismatch")
+    );
     let state = bench.jobs.state();
     assert!(state.claimed.is_empty() && state.written.is_empty());
 }
@@ -132,7 +144,10 @@ async fn a_stale_signature_is_refused_for_a_job_never_accepted() {
     let bench = Bench::new();
     let fresh = bench.job();
     let stale = bench.signed(fresh.job_id, fresh.body.clone(), 600);
-    assert_eq!(bench.deliver(&stale).await, Disposition::DeadLetter);
+    assert_eq!(
+        bench.deliver(&stale).await,
+        Disposition::DeadLetter("signature_stale")
+    );
     assert!(bench.jobs.state().claimed.is_empty());
 }
 
@@ -154,7 +169,10 @@ async fn a_stale_redelivery_of_another_body_is_refused() {
     let fresh = bench.job();
     let stale = bench.signed(fresh.job_id, fresh.body.clone(), 600);
     bench.jobs.state().accepted_digest = Ok(Some([1; 32]));
-    assert_eq!(bench.deliver(&stale).await, Disposition::DeadLetter);
+    assert_eq!(
+        bench.deliver(&stale).await,
+        Disposition::DeadLetter("signature_stale")
+    );
 }
 
 #[tokio::test(start_paused = true)]

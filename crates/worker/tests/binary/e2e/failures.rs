@@ -6,7 +6,11 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use uuid::Uuid;
 
-use crate::harness::World;
+use contract::wire;
+use lapin::types::AMQPValue;
+use testkit::amqp::header;
+
+use crate::harness::{publish, Headers, World};
 
 #[tokio::test]
 async fn failing_jobs_publish_redacted_reasons_and_store_nothing() {
@@ -71,8 +75,29 @@ async fn failing_jobs_publish_redacted_reasons_and_store_nothing() {
     world.cleanup().await;
 }
 
+/// `delivery` is a dead letter the Worker placed for `reason`, refused from `queue` where it came
+/// by the default exchange, not one RabbitMQ dead-lettered (no `x-death`).
+fn assert_refused(delivery: &lapin::message::Delivery, queue: &str, reason: &str) {
+    let text = |name| match header(delivery, name) {
+        Some(AMQPValue::LongString(text)) => String::from_utf8_lossy(text.as_bytes()).into_owned(),
+        other => panic!("{name}: {other:?}"),
+    };
+    assert_eq!(text(wire::DEAD_LETTER_REASON_HEADER), reason);
+    assert_eq!(text(wire::DEAD_LETTER_QUEUE_HEADER), queue);
+    assert_eq!(text(wire::DEAD_LETTER_EXCHANGE_HEADER), "");
+    assert_eq!(text(wire::DEAD_LETTER_ROUTING_KEY_HEADER), queue);
+    assert!(matches!(
+        header(delivery, wire::DEAD_LETTER_AT_HEADER),
+        Some(AMQPValue::Timestamp(_))
+    ));
+    assert!(
+        header(delivery, "x-death").is_none(),
+        "dead-lettered by RabbitMQ"
+    );
+}
+
 #[tokio::test]
-async fn bad_signatures_are_dead_lettered_and_unusable_bodies_fail_or_drop() {
+async fn refused_messages_are_dead_lettered_with_their_reason_and_unusable_bodies_fail_or_drop() {
     let world = World::new().await;
     let worker = world.start_worker().await;
     let mut events = world.listen().await;
@@ -93,6 +118,42 @@ async fn bad_signatures_are_dead_lettered_and_unusable_bodies_fail_or_drop() {
         .expect("delivery")
         .expect("delivery");
     assert_eq!(dead_letter.data, body);
+    assert_eq!(world.job_status(bad_job).await, None, "the job was touched");
+    // Placed by the Worker with its reason and the route the message came by, not by RabbitMQ.
+    assert_refused(&dead_letter, &world.queue, "signature_mismatch");
+
+    // Requeued as `fetcherctl dlq requeue` does it (to the route it names, body and headers as
+    // they are, nothing re-signed): refused again, the job still untouched.
+    let headers = Headers(
+        dead_letter
+            .properties
+            .headers()
+            .clone()
+            .unwrap_or_default()
+            .inner()
+            .iter()
+            .map(|(name, value)| (name.to_string(), value.clone()))
+            .collect(),
+    );
+    let route = |name| match header(&dead_letter, name) {
+        Some(AMQPValue::LongString(text)) => String::from_utf8_lossy(text.as_bytes()).into_owned(),
+        other => panic!("{name}: {other:?}"),
+    };
+    publish(
+        &world.broker.channel,
+        &route(wire::DEAD_LETTER_EXCHANGE_HEADER),
+        &route(wire::DEAD_LETTER_ROUTING_KEY_HEADER),
+        &dead_letter.data,
+        &headers,
+    )
+    .await;
+    let again = tokio::time::timeout(Duration::from_secs(20), dead.next())
+        .await
+        .expect("the requeued message was refused again")
+        .expect("delivery")
+        .expect("delivery");
+    assert_eq!(again.data, body);
+    assert_refused(&again, &world.queue, "signature_mismatch");
     assert_eq!(world.job_status(bad_job).await, None, "the job was touched");
 
     // Unparseable body, job id in a header: job.failed with the reason.
