@@ -234,3 +234,73 @@ async fn dead_letters_are_listed_shown_requeued_unchanged_and_purged() {
     assert_eq!(broker.depth(&dead).await, 0);
     broker.close().await;
 }
+
+/// A dead letter the Worker placed itself (its `x-fetcher-*` headers, no `x-death`): listed with
+/// the Worker's reason and queue, selected by that reason, and requeued to the route it names.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_dead_letter_placed_by_the_worker_is_listed_and_requeued_by_its_own_reason() {
+    let broker = Broker::connect().await;
+    let dead = support::unique("dlq");
+    let work = support::unique("work");
+    broker.declare_queue(&dead).await;
+    broker.declare_queue(&work).await;
+    let text = |v: &str| AMQPValue::LongString(LongString::from(v));
+    let job = Uuid::now_v7().to_string();
+    let mut placed = headers(&job);
+    placed.insert("x-fetcher-reason".into(), text("signature_mismatch"));
+    placed.insert("x-fetcher-queue".into(), text(&work));
+    placed.insert("x-fetcher-exchange".into(), text(""));
+    placed.insert("x-fetcher-routing-key".into(), text(&work));
+    placed.insert(
+        "x-fetcher-refused-at".into(),
+        AMQPValue::Timestamp(1_700_000_000),
+    );
+    let body = body(&job, 5);
+    broker
+        .channel
+        .basic_publish(
+            "".into(),
+            dead.as_str().into(),
+            BasicPublishOptions::default(),
+            &body,
+            BasicProperties::default().with_headers(placed.clone()),
+        )
+        .await
+        .expect("publish")
+        .await
+        .expect("confirm");
+    wait_for_depth(&broker, &dead, 1).await;
+
+    let list = stdout(&dlq(&["list", "--dlq", &dead]));
+    let columns: Vec<&str> = list.lines().nth(2).expect("a line").split('\t').collect();
+    assert_eq!(columns[1], job);
+    assert_eq!(
+        columns[2],
+        format!("signature_mismatch from {work}"),
+        "{list}"
+    );
+    assert_eq!(columns[5], "1", "{list}");
+
+    let requeue = stdout(&dlq(&[
+        "requeue",
+        "--dlq",
+        &dead,
+        "--reason",
+        "signature_mismatch",
+    ]));
+    assert!(
+        requeue.contains(&format!("Requeued job {job}")),
+        "{requeue}"
+    );
+    let back = broker
+        .channel
+        .basic_get(work.as_str().into(), BasicGetOptions { no_ack: true })
+        .await
+        .expect("get")
+        .expect("the requeued message is on the work queue")
+        .delivery;
+    assert_eq!(back.data, body);
+    assert_eq!(back.properties.headers().as_ref(), Some(&placed));
+    assert_eq!(broker.depth(&dead).await, 0);
+    broker.close().await;
+}
