@@ -75,13 +75,18 @@ async fn failing_jobs_publish_redacted_reasons_and_store_nothing() {
     world.cleanup().await;
 }
 
+/// The text header `name` of `delivery`.
+fn text(delivery: &lapin::message::Delivery, name: &str) -> String {
+    match header(delivery, name) {
+        Some(AMQPValue::LongString(text)) => String::from_utf8_lossy(text.as_bytes()).into_owned(),
+        other => panic!("{name}: {other:?}"),
+    }
+}
+
 /// `delivery` is a dead letter the Worker placed for `reason`, refused from `queue` where it came
 /// by the default exchange, not one RabbitMQ dead-lettered (no `x-death`).
 fn assert_refused(delivery: &lapin::message::Delivery, queue: &str, reason: &str) {
-    let text = |name| match header(delivery, name) {
-        Some(AMQPValue::LongString(text)) => String::from_utf8_lossy(text.as_bytes()).into_owned(),
-        other => panic!("{name}: {other:?}"),
-    };
+    let text = |name| text(delivery, name);
     assert_eq!(text(wire::DEAD_LETTER_REASON_HEADER), reason);
     assert_eq!(text(wire::DEAD_LETTER_QUEUE_HEADER), queue);
     assert_eq!(text(wire::DEAD_LETTER_EXCHANGE_HEADER), "");
@@ -135,14 +140,10 @@ async fn refused_messages_are_dead_lettered_with_their_reason_and_unusable_bodie
             .map(|(name, value)| (name.to_string(), value.clone()))
             .collect(),
     );
-    let route = |name| match header(&dead_letter, name) {
-        Some(AMQPValue::LongString(text)) => String::from_utf8_lossy(text.as_bytes()).into_owned(),
-        other => panic!("{name}: {other:?}"),
-    };
     publish(
         &world.broker.channel,
-        &route(wire::DEAD_LETTER_EXCHANGE_HEADER),
-        &route(wire::DEAD_LETTER_ROUTING_KEY_HEADER),
+        &text(&dead_letter, wire::DEAD_LETTER_EXCHANGE_HEADER),
+        &text(&dead_letter, wire::DEAD_LETTER_ROUTING_KEY_HEADER),
         &dead_letter.data,
         &headers,
     )
