@@ -153,7 +153,15 @@ async fn handle(core: Arc<JobCore>, delivery: Delivery, refusal: Refusal, stop: 
     let outcome = match disposition {
         Disposition::Ack => delivery.acker.ack(BasicAckOptions::default()).await,
         Disposition::DeadLetter(reason) => {
-            dead_letter::refuse(&refusal.confirms, &delivery, &refusal.queue, reason).await
+            let max_bytes = core.max_message_bytes();
+            dead_letter::refuse(
+                &refusal.confirms,
+                &delivery,
+                &refusal.queue,
+                reason,
+                max_bytes,
+            )
+            .await
         }
         Disposition::Retry => {
             // A short pause so an unreachable dependency is not hammered by the same message.

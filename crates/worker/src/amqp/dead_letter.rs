@@ -10,6 +10,12 @@
 //! the same, without the reason. A crash between the confirm and the ack redelivers the original,
 //! which is refused again: at worst two dead letters of one message, never none.
 //!
+//! Copying costs the Worker a publish of the message, so only a message it could have handled
+//! is copied: one within `RABBITMQ_MAX_MESSAGE_BYTES` whose headers are a plain table (at most
+//! [`MAX_HEADER_DEPTH`] levels of nesting and [`MAX_HEADER_VALUES`] values). Anything larger or
+//! stranger (an oversized body, a header table nested thousands deep) is rejected as before:
+//! a refused message never makes the Worker do more than refuse it.
+//!
 //! Nothing of the message is changed or re-signed: the signature covers the body and the route,
 //! not these headers, and `fetcherctl dlq requeue` publishes the copy to the route it names.
 
@@ -25,15 +31,29 @@ use contract::wire::{
 
 use crate::amqp::topology::{DEAD_LETTER_EXCHANGE, DEAD_LETTER_ROUTING_KEY};
 
-/// Dead-letters `delivery`, consumed from `queue`, for `reason`; `Err` when it could be neither
-/// acknowledged nor rejected (the channel is gone: the broker redelivers it).
+/// The deepest nesting of header tables and arrays a copied dead letter may have.
+pub const MAX_HEADER_DEPTH: usize = 4;
+/// The most header values (nested ones included) a copied dead letter may have.
+pub const MAX_HEADER_VALUES: usize = 256;
+
+/// Dead-letters `delivery`, consumed from `queue`, for `reason`; a copy only when the body is at
+/// most `max_bytes` and its headers are plain. `Err` when it could be neither acknowledged nor
+/// rejected (the channel is gone: the broker redelivers it).
 pub async fn refuse(
     confirms: &Channel,
     delivery: &Delivery,
     queue: &str,
     reason: &'static str,
+    max_bytes: usize,
 ) -> lapin::Result<bool> {
-    match place(confirms, delivery, queue, reason).await {
+    let placed = if delivery.data.len() > max_bytes {
+        Err("the message is larger than RABBITMQ_MAX_MESSAGE_BYTES")
+    } else if !plain(delivery.properties.headers().as_ref()) {
+        Err("its headers are nested too deep or too many")
+    } else {
+        place(confirms, delivery, queue, reason).await
+    };
+    match placed {
         Ok(()) => delivery.acker.ack(BasicAckOptions::default()).await,
         Err(why) => {
             tracing::warn!(reason, why, "Could not place the dead letter with its reason; rejecting the message, which dead-letters it without one.");
@@ -100,4 +120,60 @@ fn headers(delivery: &Delivery, queue: &str, reason: &'static str, now: i64) -> 
         AMQPValue::Timestamp(u64::try_from(now).unwrap_or(0)),
     );
     headers
+}
+
+/// Whether `headers` nest at most [`MAX_HEADER_DEPTH`] levels and hold at most
+/// [`MAX_HEADER_VALUES`] values: walked without recursion, stopping at the first excess.
+fn plain(headers: Option<&FieldTable>) -> bool {
+    let Some(headers) = headers else {
+        return true;
+    };
+    let mut values = 0;
+    let mut stack: Vec<(&AMQPValue, usize)> = headers.inner().values().map(|v| (v, 1)).collect();
+    while let Some((value, depth)) = stack.pop() {
+        values += 1;
+        if values > MAX_HEADER_VALUES || depth > MAX_HEADER_DEPTH {
+            return false;
+        }
+        match value {
+            AMQPValue::FieldTable(table) => {
+                stack.extend(table.inner().values().map(|v| (v, depth + 1)));
+            }
+            AMQPValue::FieldArray(array) => {
+                stack.extend(array.as_slice().iter().map(|v| (v, depth + 1)));
+            }
+            _ => {}
+        }
+    }
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn nested(depth: usize) -> FieldTable {
+        let mut table = FieldTable::default();
+        for _ in 0..depth {
+            let mut outer = FieldTable::default();
+            outer.insert("t".into(), AMQPValue::FieldTable(table));
+            table = outer;
+        }
+        table
+    }
+
+    #[test]
+    fn only_plain_headers_are_copied() {
+        assert!(plain(None));
+        assert!(plain(Some(&FieldTable::default())));
+        // x-death: an array of tables, as a requeued dead letter carries it.
+        assert!(plain(Some(&nested(MAX_HEADER_DEPTH))));
+        assert!(!plain(Some(&nested(MAX_HEADER_DEPTH + 1))));
+        assert!(!plain(Some(&nested(18_000))));
+        let mut many = FieldTable::default();
+        for i in 0..=MAX_HEADER_VALUES {
+            many.insert(format!("h{i}").into(), AMQPValue::Boolean(true));
+        }
+        assert!(!plain(Some(&many)));
+    }
 }

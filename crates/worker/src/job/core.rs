@@ -62,6 +62,12 @@ pub struct JobCore {
 }
 
 impl JobCore {
+    /// `RABBITMQ_MAX_MESSAGE_BYTES`: the largest message handled as a job, and copied as a dead
+    /// letter.
+    pub fn max_message_bytes(&self) -> usize {
+        self.settings.limits.max_message_bytes
+    }
+
     pub fn new(ports: Ports, settings: JobSettings) -> JobCore {
         JobCore {
             ports,
