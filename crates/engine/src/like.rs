@@ -38,6 +38,11 @@ pub fn like_to_regex(pattern: &str) -> String {
     regex
 }
 
+/// Runs of unescaped `%` (`a%%b%` has two): what a pattern's matching cost grows with.
+pub fn percent_runs(pattern: &str) -> usize {
+    segments(pattern).len() - 1
+}
+
 /// The regex of each fixed-length segment between runs of unescaped `%` (one more segment than
 /// runs; the first and last may be empty).
 fn segments(pattern: &str) -> Vec<String> {
@@ -101,6 +106,15 @@ fn literal(regex: &mut String, c: char) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn percent_runs_count_unescaped_runs_of_percent() {
+        assert_eq!(percent_runs("abc"), 0);
+        assert_eq!(percent_runs("a%%b%"), 2);
+        assert_eq!(percent_runs("%%%%"), 1);
+        assert_eq!(percent_runs("a\\%b\\%"), 0, "escaped % are literals");
+        assert_eq!(percent_runs("\\\\%"), 1, "an escaped backslash then a run");
+    }
 
     #[test]
     fn wildcards_become_their_regex_and_the_whole_value_is_matched() {

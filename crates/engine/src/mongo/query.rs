@@ -12,7 +12,7 @@
 use contract::message::{FilterValue, Operator};
 use mongodb::bson::{doc, Bson, Document};
 
-use crate::like::like_to_regex;
+use crate::like::{like_to_regex, percent_runs};
 use crate::plan::{Predicate, TablePlan};
 
 /// The longest `like` pattern, in characters.
@@ -149,7 +149,7 @@ fn check_like(field: &str, pattern: &str) -> Result<(), QueryError> {
             "like on {field:?}: the pattern is longer than {MAX_LIKE_CHARS} characters"
         )));
     }
-    let runs = count_percent_runs(pattern);
+    let runs = percent_runs(pattern);
     if runs > MAX_LIKE_WILDCARDS {
         return Err(QueryError::Filter(format!(
             "like on {field:?}: the pattern has {runs} runs of %; at most {MAX_LIKE_WILDCARDS} \
@@ -157,28 +157,6 @@ fn check_like(field: &str, pattern: &str) -> Result<(), QueryError> {
         )));
     }
     Ok(())
-}
-
-/// Runs of unescaped `%` (`a%%b%` has two).
-fn count_percent_runs(pattern: &str) -> usize {
-    let mut runs = 0;
-    let mut in_run = false;
-    let mut chars = pattern.chars();
-    while let Some(c) = chars.next() {
-        match c {
-            '\\' => {
-                chars.next();
-                in_run = false;
-            }
-            '%' if !in_run => {
-                runs += 1;
-                in_run = true;
-            }
-            '%' => {}
-            _ => in_run = false,
-        }
-    }
-    runs
 }
 
 /// A filter value as the BSON value it is compared with: a string stays a string, an integer
