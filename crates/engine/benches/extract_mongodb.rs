@@ -9,7 +9,7 @@
 //! Run: `cargo bench -p engine --bench extract_mongodb` (the server from `scripts/services.sh
 //! mongodb`, or `TEST_MONGO_URL`; `BENCH_ROWS` overrides the document count, default 100,000).
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use engine::connection::{from_env_vars, Resolver};
 use engine::{Engine, EngineConfig};
@@ -18,15 +18,15 @@ use mongodb::bson::{doc, Document, RawDocumentBuf};
 use serde_json::json;
 use testkit::mongo::MongoDb;
 
-const RUNS: usize = 3;
+mod common;
+
+use common::RUNS;
+
 const FIELDS: [&str; 5] = ["grp", "id", "name", "nested.score", "when"];
 
 #[tokio::main]
 async fn main() {
-    let rows: u64 = std::env::var("BENCH_ROWS")
-        .ok()
-        .and_then(|r| r.parse().ok())
-        .unwrap_or(100_000);
+    let rows = common::bench_rows(100_000);
     let db = MongoDb::create().await;
     let seeded = Instant::now();
     let documents: Vec<Document> = (0..rows as i64)
@@ -75,21 +75,11 @@ async fn main() {
         bytes = extraction.plaintext.len();
     }
     db.drop().await;
-    let (bare, extracted) = (median(bare), median(extracted));
     println!(
         "documents: {rows} x {} mapped paths, secantusdb, {RUNS} runs each",
         FIELDS.len()
     );
-    println!("bare driver cursor   median {:>8} ms", bare.as_millis());
-    println!(
-        "engine extraction    median {:>8} ms   {:.1} MiB of result JSON",
-        extracted.as_millis(),
-        bytes as f64 / 1_048_576.0
-    );
-    println!(
-        "time ratio extraction/bare: {:.2}",
-        extracted.as_secs_f64() / bare.as_secs_f64()
-    );
+    common::report("bare driver cursor", bare, extracted, bytes);
 }
 
 /// Reads every document of `big` with the driver alone, with the engine's projection, each
@@ -113,9 +103,4 @@ async fn bare_cursor(db: &MongoDb) -> u64 {
         count += 1;
     }
     count
-}
-
-fn median(mut times: Vec<Duration>) -> Duration {
-    times.sort_unstable();
-    times[times.len() / 2]
 }

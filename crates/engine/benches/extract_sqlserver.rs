@@ -8,7 +8,7 @@
 //! Run: `cargo bench -p engine --bench extract_sqlserver` (pysqlbridge from
 //! `scripts/services.sh sqlserver`; `BENCH_ROWS` overrides the row count, default 100,000).
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use engine::connection::{from_env_vars, Resolver};
 use engine::{Engine, EngineConfig};
@@ -19,14 +19,13 @@ use tiberius::{AuthMethod, Client, Config, EncryptionLevel};
 use tokio::net::TcpStream;
 use tokio_util::compat::TokioAsyncWriteCompatExt;
 
-const RUNS: usize = 3;
+mod common;
+
+use common::RUNS;
 
 #[tokio::main]
 async fn main() {
-    let rows: u64 = std::env::var("BENCH_ROWS")
-        .ok()
-        .and_then(|r| r.parse().ok())
-        .unwrap_or(100_000);
+    let rows = common::bench_rows(100_000);
     let table: Vec<serde_json::Value> = (0..rows)
         .map(|i| json!({"id": i, "name": format!("name-{i}"), "score": i as f64 / 8.0, "grp": i % 10}))
         .collect();
@@ -58,18 +57,8 @@ async fn main() {
         assert_eq!(extraction.row_count, rows);
         bytes = extraction.plaintext.len();
     }
-    let (bare, extracted) = (median(bare), median(extracted));
     println!("rows: {rows} x 4 columns, pysqlbridge, login-only TLS, {RUNS} runs each");
-    println!("bare tiberius query  median {:>8} ms", bare.as_millis());
-    println!(
-        "engine extraction    median {:>8} ms   {:.1} MiB of result JSON",
-        extracted.as_millis(),
-        bytes as f64 / 1_048_576.0
-    );
-    println!(
-        "time ratio extraction/bare: {:.2}",
-        extracted.as_secs_f64() / bare.as_secs_f64()
-    );
+    common::report("bare tiberius query", bare, extracted, bytes);
 }
 
 /// Reads every row of `big` with tiberius alone, as the engine's statement would.
@@ -96,9 +85,4 @@ async fn bare_query(port: u16) -> u64 {
         count += 1;
     }
     count
-}
-
-fn median(mut times: Vec<Duration>) -> Duration {
-    times.sort_unstable();
-    times[times.len() / 2]
 }

@@ -8,12 +8,14 @@
 //! default `postgres://postgres@127.0.0.1:5432/postgres`; `BENCH_ROWS` overrides the row count).
 
 use std::str::FromStr;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use futures_util::TryStreamExt;
 use serde_json::json;
 use sqlx::postgres::PgConnectOptions;
 use sqlx::{ConnectOptions, Connection, PgConnection};
+
+mod common;
 
 const COLUMNS: [&str; 8] = [
     "amount",
@@ -30,10 +32,7 @@ const COLUMNS: [&str; 8] = [
 async fn main() {
     let url = std::env::var("BENCH_DATABASE_URL")
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned());
-    let rows: u64 = std::env::var("BENCH_ROWS")
-        .ok()
-        .and_then(|r| r.parse().ok())
-        .unwrap_or(1_000_000);
+    let rows = common::bench_rows(1_000_000);
     let admin = PgConnectOptions::from_str(&url).expect("BENCH_DATABASE_URL");
     let name = format!("fetcher_bench_{}", uuid::Uuid::new_v4().simple());
     let mut conn = admin.connect().await.expect("PostgreSQL is not reachable");
@@ -111,7 +110,7 @@ async fn run(options: &PgConnectOptions, database: &str, rows: u64) -> Result<()
         COLUMNS.join(", ")
     );
 
-    // Warm both paths (server cache, pool), then alternate, three timed runs each.
+    // Warm both paths (server cache, pool), then alternate, `common::RUNS` timed runs each.
     copy_out(&mut conn, &copy_sql).await?;
     drop(
         engine
@@ -124,7 +123,7 @@ async fn run(options: &PgConnectOptions, database: &str, rows: u64) -> Result<()
     let mut copy_bytes = 0;
     let mut plaintext_bytes = 0;
     let mut peak_growth = 0;
-    for _ in 0..3 {
+    for _ in 0..common::RUNS {
         let started = Instant::now();
         copy_bytes = copy_out(&mut conn, &copy_sql).await?;
         copy_times.push(started.elapsed());
@@ -140,12 +139,8 @@ async fn run(options: &PgConnectOptions, database: &str, rows: u64) -> Result<()
         plaintext_bytes = extraction.plaintext.len() as u64;
         assert_eq!(extraction.row_count, rows);
     }
-    let median = |times: &mut Vec<Duration>| {
-        times.sort();
-        times[times.len() / 2]
-    };
-    let copy = median(&mut copy_times);
-    let extract = median(&mut extract_times);
+    let copy = common::median(copy_times);
+    let extract = common::median(extract_times);
     let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
     let budget = plaintext_bytes as f64 * 1.5 + 64.0 * 1024.0 * 1024.0;
     println!(
