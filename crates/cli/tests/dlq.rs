@@ -204,13 +204,7 @@ async fn dead_letters_are_listed_shown_requeued_unchanged_and_purged() {
         requeue.ends_with(&format!("Requeued 1 of 3 message(s) in {dead}\n")),
         "{requeue}"
     );
-    let back = broker
-        .channel
-        .basic_get(work.as_str().into(), BasicGetOptions { no_ack: true })
-        .await
-        .expect("get")
-        .expect("the requeued message is on the work queue")
-        .delivery;
+    let back = take_requeued(&broker, &work).await;
     assert_eq!(back.data, bodies[1]);
     let got = back.properties.headers().clone().expect("headers");
     for (name, value) in headers(&jobs[1]).inner() {
@@ -292,15 +286,20 @@ async fn a_dead_letter_placed_by_the_worker_is_listed_and_requeued_by_its_own_re
         requeue.contains(&format!("Requeued job {job}")),
         "{requeue}"
     );
-    let back = broker
-        .channel
-        .basic_get(work.as_str().into(), BasicGetOptions { no_ack: true })
-        .await
-        .expect("get")
-        .expect("the requeued message is on the work queue")
-        .delivery;
+    let back = take_requeued(&broker, &work).await;
     assert_eq!(back.data, body);
     assert_eq!(back.properties.headers().as_ref(), Some(&placed));
     assert_eq!(broker.depth(&dead).await, 0);
     broker.close().await;
+}
+
+/// The message `dlq requeue` put back on `work`, taken off it.
+async fn take_requeued(broker: &Broker, work: &str) -> lapin::message::Delivery {
+    broker
+        .channel
+        .basic_get(work.into(), BasicGetOptions { no_ack: true })
+        .await
+        .expect("get")
+        .expect("the requeued message is on the work queue")
+        .delivery
 }
