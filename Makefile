@@ -29,7 +29,14 @@ bench:
 	$(CARGO) bench -p engine --bench extract_sqlserver
 	$(CARGO) bench -p engine --bench extract_mongodb
 	bash scripts/services.sh postgres rabbitmq s3
-	$(CARGO) test --release -p worker --test binary -- --ignored --nocapture bench::
+	BENCH_BEFORE_BIN=$$(bash scripts/bench-before.sh) \
+	  $(CARGO) test --release -p worker --test binary -- --ignored --nocapture --test-threads=1 bench::
+
+## The Worker from before the result became a stream (issue 17), built once into
+## target/bench-before/ for the Worker benchmark's "before" figures (`make bench` calls it).
+.PHONY: bench-before
+bench-before:
+	bash scripts/bench-before.sh
 
 fmt:
 	$(CARGO) fmt --all

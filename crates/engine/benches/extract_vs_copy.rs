@@ -17,16 +17,7 @@ use sqlx::{ConnectOptions, Connection, PgConnection};
 
 mod common;
 
-const COLUMNS: [&str; 8] = [
-    "amount",
-    "created_at",
-    "id",
-    "label",
-    "rate",
-    "ref",
-    "settled",
-    "tries",
-];
+use testkit::wide_table::COLUMNS;
 
 #[tokio::main]
 async fn main() {
@@ -58,21 +49,10 @@ async fn run(options: &PgConnectOptions, database: &str, rows: u64) -> Result<()
         .await
         .map_err(|e| e.to_string())?;
     let started = Instant::now();
-    sqlx::raw_sql(&format!(
-        "CREATE TABLE payments AS SELECT
-            i::bigint AS id,
-            (i % 7)::integer AS tries,
-            round((i * 1.37)::numeric, 2)::numeric(14,2) AS amount,
-            'payment <' || i || '> for café' AS label,
-            timestamptz '2026-01-01 00:00:00+00' + i * interval '1 second' AS created_at,
-            (i % 2 = 0) AS settled,
-            i / 3.0::float8 AS rate,
-            md5(i::text)::uuid AS ref
-         FROM generate_series(1, {rows}) i"
-    ))
-    .execute(&mut conn)
-    .await
-    .map_err(|e| e.to_string())?;
+    sqlx::raw_sql(&testkit::wide_table::create_sql("payments", rows))
+        .execute(&mut conn)
+        .await
+        .map_err(|e| e.to_string())?;
     sqlx::raw_sql("VACUUM ANALYZE payments")
         .execute(&mut conn)
         .await

@@ -24,6 +24,7 @@
 //!   server (`TEST_MYSQL_URL`).
 //! - [`mongo`]: [`mongo::MongoDb`], a fresh database per test on the MongoDB test server
 //!   (`TEST_MONGO_URL`), and the server's open cursors on it.
+//! - [`wide_table`]: the benchmarks' eight-column PostgreSQL table, generated server-side.
 //!
 //! # Dependencies
 //!
@@ -40,6 +41,7 @@ pub mod mongo;
 pub mod mqtt;
 pub mod pg;
 pub mod sqlbridge;
+pub mod wide_table;
 
 /// A local TCP port nothing listens on, never the same twice in one test process: a port the
 /// OS reports free stays free only until someone binds it, and two servers started by one test

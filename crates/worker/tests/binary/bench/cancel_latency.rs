@@ -10,21 +10,15 @@ use std::time::{Duration, Instant};
 
 use uuid::Uuid;
 
+use super::stats::{ms, percentile};
 use crate::harness::{Signing, World};
 
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    let index = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[index.min(sorted.len() - 1)]
-}
-
-fn line(name: &str, mut samples: Vec<Duration>) -> String {
-    samples.sort();
-    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+fn line(name: &str, samples: Vec<Duration>) -> String {
     format!(
         "{name:<28} p50 {:>7.1} ms   p90 {:>7.1} ms   max {:>7.1} ms",
         ms(percentile(&samples, 0.5)),
         ms(percentile(&samples, 0.9)),
-        ms(*samples.last().expect("samples"))
+        ms(percentile(&samples, 1.0))
     )
 }
 

@@ -1,4 +1,19 @@
 //! Benchmarks of the real binary (`#[ignore]`d: run with `make bench`; figures go to
 //! BENCHMARKS.md, never into an assertion about time).
+//!
+//! - [`cancel_latency`]: from a force-cancel request to `canceled`, the event and the
+//!   statement's end.
+//! - [`big_results`]: results of 256 MiB to 4 GiB end to end against `psql \copy`, and the
+//!   Worker's peak memory, before and after the result became a stream (issue 17).
+//! - [`small_jobs`]: jobs per second and latency through 1, 2 and 4 replicas, against the bare
+//!   S3 and PostgreSQL rates a job's writes meet (issue 17).
+//!
+//! [`procfs`] reads memory and CPU from `/proc`, [`stats`] makes medians and percentiles, and
+//! [`plot`] draws the figures into `docs/bench/`.
 
+mod big_results;
 mod cancel_latency;
+mod plot;
+mod procfs;
+mod small_jobs;
+mod stats;

@@ -23,7 +23,17 @@ pub struct WorkerProcess {
 
 impl WorkerProcess {
     pub fn spawn(env: BTreeMap<String, String>, port: u16) -> WorkerProcess {
-        WorkerProcess::start(Command::new(WorkerProcess::binary()), env, port)
+        WorkerProcess::spawn_binary(&WorkerProcess::binary(), env, port)
+    }
+
+    /// Runs the Worker binary at `path` (another build, to compare with).
+    pub fn spawn_binary(path: &str, env: BTreeMap<String, String>, port: u16) -> WorkerProcess {
+        WorkerProcess::start(Command::new(path), env, port)
+    }
+
+    /// The process id, for what `/proc` says of it.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     /// The Worker binary the tests run: `TEST_WORKER_BIN` runs another build (the release

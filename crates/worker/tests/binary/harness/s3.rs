@@ -50,19 +50,30 @@ pub fn storage_config(bucket: &str) -> StorageConfig {
     }
 }
 
-/// Every key of `bucket`.
+/// Every key of `bucket`, page after page (a listing gives at most 1,000).
 pub async fn bucket_keys(bucket: &str) -> Result<Vec<String>, String> {
-    let listed = s3_client()
-        .list_objects_v2()
-        .bucket(bucket)
-        .send()
-        .await
-        .map_err(|e| format!("{e:?}"))?;
-    Ok(listed
-        .contents()
-        .iter()
-        .filter_map(|o| o.key().map(str::to_owned))
-        .collect())
+    let s3 = s3_client();
+    let mut keys = Vec::new();
+    let mut token = None;
+    loop {
+        let listed = s3
+            .list_objects_v2()
+            .bucket(bucket)
+            .set_continuation_token(token)
+            .send()
+            .await
+            .map_err(|e| format!("{e:?}"))?;
+        keys.extend(
+            listed
+                .contents()
+                .iter()
+                .filter_map(|o| o.key().map(str::to_owned)),
+        );
+        match listed.next_continuation_token() {
+            Some(next) if listed.is_truncated() == Some(true) => token = Some(next.to_owned()),
+            _ => return Ok(keys),
+        }
+    }
 }
 
 /// A world's bucket, removed with its objects by [`TestBucket::remove`], or from `Drop` when its

@@ -170,10 +170,20 @@ impl World {
     /// Starts a Worker with these variables besides the world's (datasources of other kinds,
     /// keys) and waits until ready.
     pub async fn start_worker_with(&self, extra: Vec<(String, String)>) -> WorkerProcess {
+        self.start_worker_binary(&WorkerProcess::binary(), extra)
+            .await
+    }
+
+    /// [`start_worker_with`](Self::start_worker_with), running the Worker binary at `path`.
+    pub async fn start_worker_binary(
+        &self,
+        path: &str,
+        extra: Vec<(String, String)>,
+    ) -> WorkerProcess {
         let port = super::free_port();
         let mut env = self.env(port);
         env.extend(extra);
-        let worker = WorkerProcess::spawn(env, port);
+        let worker = WorkerProcess::spawn_binary(path, env, port);
         worker.wait_ready(Duration::from_secs(60)).await;
         worker
     }
