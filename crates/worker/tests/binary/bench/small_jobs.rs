@@ -29,7 +29,7 @@ use uuid::Uuid;
 use super::plot;
 use super::procfs;
 use super::stats::{ms, percentile};
-use crate::harness::{s3_client, WorkerProcess, World, SOURCE};
+use crate::harness::{metric_sum, s3_client, WorkerProcess, World, SOURCE};
 
 /// Jobs each replica runs at once (the Worker's default `RABBITMQ_NUMBERS_OF_WORKERS`).
 const PER_REPLICA: usize = 5;
@@ -184,7 +184,10 @@ async fn run_replicas(
             "RABBITMQ_NUMBERS_OF_WORKERS".to_owned(),
             PER_REPLICA.to_string(),
         ),
+        // The defaults: the world's are the tests' faster ones.
         ("JOB_LEASE_SEC".to_owned(), "30".to_owned()),
+        ("OUTBOX_REPAIR_INTERVAL_SEC".to_owned(), "30".to_owned()),
+        ("OUTBOX_REPAIR_GRACE_SEC".to_owned(), "10".to_owned()),
     ];
     let mut workers = Vec::new();
     for _ in 0..replicas {
@@ -232,8 +235,31 @@ async fn run_replicas(
     let end = CpuReading::now(&workers);
     let start = start.expect("the warm-up ended");
     let rate = jobs as f64 / end.at.duration_since(start.at).as_secs_f64();
+    print_stages(replicas, &workers);
     drop(workers);
     (rate, latencies, end.since(&start), end.cpus)
+}
+
+/// The mean time of each stage of a job in the Workers (`job_stage_duration_seconds`, warm-up
+/// included): where a small job's time goes.
+fn print_stages(replicas: usize, workers: &[WorkerProcess]) {
+    let metrics: Vec<String> = workers
+        .iter()
+        .map(|w| w.get("/metrics").expect("metrics").1)
+        .collect();
+    let mean_ms = |stage: &str| {
+        let label = format!("stage=\"{stage}\"");
+        let sum = |name: &str| -> f64 { metrics.iter().map(|m| metric_sum(m, name, &label)).sum() };
+        sum("job_stage_duration_seconds_sum") / sum("job_stage_duration_seconds_count") * 1000.0
+    };
+    let stages: Vec<String> = ["extract", "seal", "store", "record", "publish"]
+        .iter()
+        .map(|stage| format!("{stage} {:.1}", mean_ms(stage)))
+        .collect();
+    println!(
+        "{replicas} replica(s): mean ms per stage in the Workers: {}",
+        stages.join(", ")
+    );
 }
 
 /// Sends one small job, noting when.
