@@ -49,13 +49,8 @@ impl DeadLetter {
             .unwrap_or_else(|| "-".into());
         let death = first_death(headers, &queue);
         let field = |name: &str| death.and_then(|d| d.inner().get(name));
-        let placed_route = match (
-            text(wire::DEAD_LETTER_EXCHANGE_HEADER),
-            text(wire::DEAD_LETTER_ROUTING_KEY_HEADER),
-        ) {
-            (Some(exchange), Some(key)) => Some((exchange, key)),
-            _ => None,
-        };
+        let placed_route =
+            text(wire::DEAD_LETTER_EXCHANGE_HEADER).zip(text(wire::DEAD_LETTER_ROUTING_KEY_HEADER));
         let route = placed_route.or_else(|| match (field("exchange"), field("routing-keys")) {
             (Some(exchange), Some(AMQPValue::FieldArray(keys))) => {
                 match (as_text(exchange), keys.as_slice().first().and_then(as_text)) {
