@@ -8,7 +8,7 @@ use uuid::Uuid;
 
 use contract::wire;
 use lapin::types::AMQPValue;
-use testkit::amqp::header;
+use testkit::amqp::{header, long_string};
 
 use crate::harness::{publish, Headers, World};
 
@@ -77,10 +77,7 @@ async fn failing_jobs_publish_redacted_reasons_and_store_nothing() {
 
 /// The text header `name` of `delivery`.
 fn text(delivery: &lapin::message::Delivery, name: &str) -> String {
-    match header(delivery, name) {
-        Some(AMQPValue::LongString(text)) => String::from_utf8_lossy(text.as_bytes()).into_owned(),
-        other => panic!("{name}: {other:?}"),
-    }
+    String::from_utf8_lossy(long_string(delivery, name)).into_owned()
 }
 
 /// `delivery` is a dead letter the Worker placed for `reason`, refused from `queue` where it came
