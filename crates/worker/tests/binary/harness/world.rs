@@ -161,10 +161,7 @@ impl World {
 
     /// Starts a Worker and waits until `/readyz` says ready.
     pub async fn start_worker(&self) -> WorkerProcess {
-        let port = super::free_port();
-        let worker = WorkerProcess::spawn(self.env(port), port);
-        worker.wait_ready(Duration::from_secs(60)).await;
-        worker
+        self.start_worker_with(Vec::new()).await
     }
 
     /// Starts a Worker with these variables besides the world's (datasources of other kinds,
