@@ -19,6 +19,7 @@ use sqlx::{Connection, PgConnection};
 use testkit::wide_table::{self, COLUMNS};
 use uuid::Uuid;
 
+use super::knobs;
 use super::plot;
 use super::procfs;
 use super::stats::{median, median_of, MIB};
@@ -65,18 +66,6 @@ impl Medians {
     }
 }
 
-fn env_list(name: &str, default: &str) -> Vec<u64> {
-    std::env::var(name)
-        .unwrap_or_else(|_| default.to_owned())
-        .split(',')
-        .map(|n| {
-            n.trim()
-                .parse()
-                .unwrap_or_else(|_| panic!("{name}: {n:?} is not a number"))
-        })
-        .collect()
-}
-
 /// The Worker's settings for big results: a cap above the largest, time enough, and a lease
 /// that a busy machine renews comfortably.
 fn big_result_settings() -> Vec<(String, String)> {
@@ -94,8 +83,8 @@ fn big_result_settings() -> Vec<(String, String)> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "benchmark: run with `make bench`"]
 async fn big_results() {
-    let sizes_mib = env_list("BENCH_BIG_MIB", "256,1024,4096");
-    let rounds = env_list("BENCH_ROUNDS", "3")[0] as usize;
+    let sizes_mib = knobs::list("BENCH_BIG_MIB", "256,1024,4096");
+    let rounds = knobs::number("BENCH_ROUNDS", 3);
     let after = WorkerProcess::binary();
     let before = std::env::var("BENCH_BEFORE_BIN").ok();
     let world = World::new().await;

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use uuid::Uuid;
 
+use super::knobs;
 use super::stats::{ms, percentile};
 use crate::harness::{Signing, World};
 
@@ -25,10 +26,7 @@ fn line(name: &str, samples: Vec<Duration>) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "benchmark: run with `make bench`"]
 async fn cancel_latency() {
-    let jobs: usize = std::env::var("CANCEL_BENCH_JOBS")
-        .ok()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(50);
+    let jobs = knobs::number("CANCEL_BENCH_JOBS", 50);
     let world = World::new().await;
     let (worker, api) = world
         .start_worker_with_api(vec![("JOB_LEASE_SEC".into(), "30".into())])

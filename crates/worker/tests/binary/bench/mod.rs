@@ -8,11 +8,13 @@
 //! - [`small_jobs`]: jobs per second and latency through 1, 2 and 4 replicas, against the bare
 //!   S3 and PostgreSQL rates a job's writes meet (issue 17).
 //!
-//! [`procfs`] reads memory and CPU from `/proc`, [`stats`] makes medians and percentiles, and
-//! [`plot`] draws the figures into `docs/bench/`.
+//! [`procfs`] reads memory and CPU from `/proc`, [`stats`] makes medians and percentiles,
+//! [`knobs`] reads the sizes and counts from the environment, and [`plot`] draws the figures
+//! into `docs/bench/`.
 
 mod big_results;
 mod cancel_latency;
+mod knobs;
 mod plot;
 mod procfs;
 mod small_jobs;

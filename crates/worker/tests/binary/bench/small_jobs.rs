@@ -26,6 +26,7 @@ use serde_json::{Map, Value};
 use sqlx::postgres::PgPoolOptions;
 use uuid::Uuid;
 
+use super::knobs;
 use super::plot;
 use super::procfs;
 use super::stats::{ms, percentile};
@@ -37,10 +38,14 @@ const PER_REPLICA: usize = 5;
 /// Jobs completed before the measurement starts (connections, caches, JIT of the servers).
 const WARMUP: usize = 100;
 
+/// Jobs outstanding with `replicas` Workers: as many as they run at once.
+fn concurrency(replicas: usize) -> usize {
+    replicas * PER_REPLICA
+}
+
 /// One configuration's measurement.
 pub struct Load {
     pub replicas: usize,
-    pub concurrency: usize,
     pub jobs_per_second: f64,
     pub latencies: Vec<Duration>,
     pub put_objects_per_second: f64,
@@ -109,25 +114,17 @@ impl CpuReading {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "benchmark: run with `make bench`"]
 async fn small_jobs() {
-    let jobs: usize = std::env::var("BENCH_SMALL_JOBS")
-        .ok()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(2_000);
-    let replica_counts: Vec<usize> = std::env::var("BENCH_REPLICAS")
-        .unwrap_or_else(|_| "1,2,4".to_owned())
-        .split(',')
-        .map(|n| n.trim().parse().expect("BENCH_REPLICAS: numbers"))
-        .collect();
+    let jobs = knobs::number("BENCH_SMALL_JOBS", 2_000);
+    let replica_counts = knobs::list("BENCH_REPLICAS", "1,2,4");
     let world = World::new().await;
     let mut loads = Vec::new();
-    for &replicas in &replica_counts {
+    for replicas in replica_counts.into_iter().map(|n| n as usize) {
         let (jobs_per_second, latencies, cpu, cpus) = run_replicas(&world, replicas, jobs).await;
-        let concurrency = replicas * PER_REPLICA;
+        let concurrency = concurrency(replicas);
         let put_objects_per_second = put_object_rate(&world.bucket, concurrency, jobs).await;
         let commits_per_second = commit_rate(&world, concurrency, jobs).await;
         loads.push(Load {
             replicas,
-            concurrency,
             jobs_per_second,
             latencies,
             put_objects_per_second,
@@ -145,7 +142,7 @@ async fn small_jobs() {
         println!(
             "{} replica(s), {} at once: {:>6.0} jobs/s ({:.2}x one replica)   p50 {:>5.1} ms   p99 {:>6.1} ms",
             load.replicas,
-            load.concurrency,
+            concurrency(load.replicas),
             load.jobs_per_second,
             load.jobs_per_second / one,
             ms(percentile(&load.latencies, 0.5)),
@@ -201,7 +198,7 @@ async fn run_replicas(
     let total = WARMUP + jobs;
     let mut outstanding: HashMap<String, Instant> = HashMap::new();
     let mut published = 0;
-    while published < replicas * PER_REPLICA {
+    while published < concurrency(replicas) {
         send(world, &mut outstanding).await;
         published += 1;
     }
