@@ -55,13 +55,20 @@ ensure_mariadb() {
 }
 
 ensure_rabbitmq() {
-  listening 5672 && return 0
-  command -v rabbitmq-server >/dev/null || apt_install rabbitmq-server
-  log "starting RabbitMQ"
-  rabbitmq-server -detached || true
-  rabbitmqctl await_startup >/dev/null 2>&1 || true
-  rabbitmqctl start_app >/dev/null 2>&1 || true
-  wait_port RabbitMQ 5672
+  if ! listening 5672; then
+    command -v rabbitmq-server >/dev/null || apt_install rabbitmq-server
+    log "starting RabbitMQ"
+    rabbitmq-server -detached || true
+    rabbitmqctl await_startup >/dev/null 2>&1 || true
+    rabbitmqctl start_app >/dev/null 2>&1 || true
+    wait_port RabbitMQ 5672
+  fi
+  # Its Prometheus endpoint (15692): the dashboard's queue panels are checked against it.
+  if ! listening 15692; then
+    log "enabling RabbitMQ's Prometheus plugin"
+    rabbitmq-plugins enable rabbitmq_prometheus >/dev/null
+    wait_port "RabbitMQ's Prometheus plugin" 15692
+  fi
 }
 
 ensure_s3() {

@@ -5,7 +5,7 @@
 //!   copy of `deploy/prometheus/rules.yml` with every `for:` shortened to 2 s and the outbox
 //!   threshold at two of this Worker's repair intervals, 2 x 2 s, instead of 2 x 30 s);
 //! - every query of `deploy/grafana/fetcher-worker.json` parses and returns series (each printed
-//!   with its series count);
+//!   with its series count), the queue panels' from the shared broker's `rabbitmq_prometheus`;
 //! - every metric of README's metrics table is on `/metrics` with its type and name.
 
 use std::net::SocketAddr;
@@ -20,6 +20,10 @@ use crate::harness::{self, ControlClient, FaultProxy, Signing, WorkerProcess, Wo
 
 /// The harness Worker's `OUTBOX_REPAIR_INTERVAL_SEC` (world.rs), twice: the test rules' threshold.
 const TWO_REPAIR_INTERVALS: &str = "4";
+
+/// The shared broker's `rabbitmq_prometheus` endpoint (`scripts/services.sh` enables it), whose
+/// per-queue series the dashboard's queue panels read.
+const RABBITMQ_PROMETHEUS: &str = "127.0.0.1:15692";
 
 /// rules.yml with `for:` at 2 s and the outbox threshold at two of the test Worker's intervals.
 fn test_rules() -> String {
@@ -50,8 +54,10 @@ fn test_rules() -> String {
     text.join("\n")
 }
 
-/// Every query of the dashboard with its panel's title, Grafana's `$__rate_interval` as 30 s.
-fn dashboard_queries() -> Vec<(String, String)> {
+/// Every query of the dashboard with its panel's title, Grafana's `$__rate_interval` as 30 s,
+/// the `namespace` and `instance` variables at "All" (`.*`), and the queue variables naming this
+/// test's work queue and the dead-letter queue.
+fn dashboard_queries(work_queue: &str) -> Vec<(String, String)> {
     let text = std::fs::read_to_string(root().join("deploy/grafana/fetcher-worker.json"))
         .expect("the dashboard");
     let dashboard: Value = serde_json::from_str(&text).expect("the dashboard is JSON");
@@ -61,7 +67,11 @@ fn dashboard_queries() -> Vec<(String, String)> {
             let expr = target["expr"].as_str().expect("expr");
             queries.push((
                 panel["title"].as_str().expect("title").to_owned(),
-                expr.replace("$__rate_interval", "30s"),
+                expr.replace("$__rate_interval", "30s")
+                    .replace("$namespace", ".*")
+                    .replace("$instance", ".*")
+                    .replace("$work_queue", work_queue)
+                    .replace("$dead_letter_queue", "fetcher.dlq"),
             ));
         }
     }
@@ -107,7 +117,12 @@ async fn the_dashboard_queries_the_alerts_and_the_readme_metrics_hold_on_a_real_
     };
     let worker = WorkerProcess::spawn(env, port);
     worker.wait_ready(Duration::from_secs(60)).await;
-    let prometheus = Prometheus::start(&format!("127.0.0.1:{port}"), &test_rules()).await;
+    let prometheus = Prometheus::start(
+        &format!("127.0.0.1:{port}"),
+        RABBITMQ_PROMETHEUS,
+        &test_rules(),
+    )
+    .await;
     prometheus
         .wait_for("up{job=\"fetcher-worker\"} == 1", Duration::from_secs(20))
         .await;
@@ -236,7 +251,7 @@ async fn the_dashboard_queries_the_alerts_and_the_readme_metrics_hold_on_a_real_
     // Every panel's query.
     let mut empty = Vec::new();
     println!("dashboard queries (instant, $__rate_interval = 30s):");
-    for (title, expr) in dashboard_queries() {
+    for (title, expr) in dashboard_queries(&world.queue) {
         let series = prometheus
             .query(&expr)
             .unwrap_or_else(|error| panic!("{title}: {expr}: {error}"));

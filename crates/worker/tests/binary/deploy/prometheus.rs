@@ -24,8 +24,10 @@ pub struct Prometheus {
 
 impl Prometheus {
     /// Starts Prometheus scraping `target` (`host:port` of a Worker's health server) as job
-    /// `fetcher-worker`, evaluating `rules` (a rule file's text), and waits until it is ready.
-    pub async fn start(target: &str, rules: &str) -> Prometheus {
+    /// `fetcher-worker` and `rabbitmq` (`host:port` of RabbitMQ's Prometheus plugin) as job
+    /// `rabbitmq` (its per-queue metrics, as the deploy kit scrapes them), evaluating `rules` (a
+    /// rule file's text), and waits until it is ready.
+    pub async fn start(target: &str, rabbitmq: &str, rules: &str) -> Prometheus {
         let installed = Command::new("bash")
             .arg(root().join("scripts/tools.sh"))
             .arg("prometheus")
@@ -39,12 +41,25 @@ impl Prometheus {
         let dir = std::env::temp_dir().join(format!("fetcher-prometheus-{}", uuid::Uuid::new_v4()));
         std::fs::create_dir_all(dir.join("data")).expect("Prometheus's directory");
         std::fs::write(dir.join("rules.yml"), rules).expect("rules");
-        let config = format!(
-            "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\n\
-             rule_files:\n  - {rules}\n\
-             scrape_configs:\n  - job_name: fetcher-worker\n    static_configs:\n      - targets: ['{target}']\n",
-            rules = dir.join("rules.yml").display()
-        );
+        let config = [
+            "global:".to_owned(),
+            "  scrape_interval: 1s".into(),
+            "  scrape_timeout: 1s".into(),
+            "  evaluation_interval: 1s".into(),
+            "rule_files:".into(),
+            format!("  - {}", dir.join("rules.yml").display()),
+            "scrape_configs:".into(),
+            "  - job_name: fetcher-worker".into(),
+            "    static_configs:".into(),
+            format!("      - targets: ['{target}']"),
+            "  - job_name: rabbitmq".into(),
+            "    metrics_path: /metrics/detailed".into(),
+            "    params:".into(),
+            "      family: [queue_coarse_metrics]".into(),
+            "    static_configs:".into(),
+            format!("      - targets: ['{rabbitmq}']"),
+        ]
+        .join("\n");
         std::fs::write(dir.join("prometheus.yml"), config).expect("config");
         let port = crate::harness::free_port();
         let child = Command::new("prometheus")
