@@ -57,8 +57,9 @@ pub struct Settings {
     pub log: LogSettings,
     /// `DATASOURCE_<NAME>_*`, by connection name: the groups without problems.
     pub datasources: BTreeMap<String, ConnectionConfig>,
-    /// What was replaced by a default or skipped, one sentence each (no secret in any): for the
-    /// Worker to log once its logging is up.
+    /// What was replaced by a default, and the variables set that look like the Worker's or
+    /// upstream's but are not read, one sentence each (no value in any): for the Worker to log
+    /// once its logging is up.
     pub warnings: Vec<String>,
 }
 
