@@ -240,6 +240,7 @@ fn a_misspelt_or_upstream_only_variable_is_a_warning_and_nothing_else_is() {
         ("MONGO_PASSWORD", "mongo-pw-1"),
         ("MULTI_TENANT_ENABLED", "false"),
         ("STREAMING_BROKERS", "kafka:9092"),
+        ("OBJECT_STORAGE_BUCKET_FILE", "/bucket"),
         // A machine's own environment, Kubernetes' service links, other programs' variables
         // with a shared prefix but no near name: silent.
         ("PATH", "/usr/bin"),
@@ -263,10 +264,12 @@ fn a_misspelt_or_upstream_only_variable_is_a_warning_and_nothing_else_is() {
         "MONGO_PASSWORD is ignored (upstream only: ",
         "MULTI_TENANT_ENABLED is ignored (upstream only: ",
         "STREAMING_BROKERS is ignored (upstream only: ",
+        "OBJECT_STORAGE_BUCKET_FILE is ignored: only secrets are read from a file (<NAME>_FILE), \
+         set OBJECT_STORAGE_BUCKET itself.",
     ] {
         assert!(out.contains(expected), "{expected:?} not in:\n{out}");
     }
-    assert!(out.starts_with("configuration OK (9 warning(s))"), "{out}");
+    assert!(out.starts_with("configuration OK (10 warning(s))"), "{out}");
     for silent in [
         "PATH",
         "HOME",

@@ -146,6 +146,14 @@ impl Known {
         if let Some((_, what)) = UPSTREAM_ONLY.iter().find(|(p, _)| matches(p, name)) {
             return Some(format!("{name} is ignored (upstream only: {what})."));
         }
+        if let Some(base) = name.strip_suffix(secret_files::SUFFIX) {
+            if self.reads(base) {
+                return Some(format!(
+                    "{name} is ignored: only secrets are read from a file (<NAME>_FILE), set \
+                     {base} itself."
+                ));
+            }
+        }
         let upper = name.to_ascii_uppercase();
         if !self.prefixes.iter().any(|p| upper.starts_with(p.as_str())) {
             return None;
