@@ -61,7 +61,7 @@ async fn run() -> ExitCode {
     };
     worker::telemetry::init(&settings.log);
     for warning in &settings.warnings {
-        tracing::warn!(warning = %warning, "A setting was replaced by its default or skipped.");
+        tracing::warn!(warning = %warning, "A setting was replaced by its default, or a variable set is not read.");
     }
     let shutdown = CancellationToken::new();
     tokio::spawn(worker::shutdown::on_signal(shutdown.clone()));

@@ -32,7 +32,8 @@ pub fn run(args: &[String], vars: impl IntoIterator<Item = (String, String)>) ->
 }
 
 /// Reads the variables as the Worker would at start, and connects to nothing. Problems and
-/// warnings name variables, never their values.
+/// warnings name variables, never their values; a refusal lists the warnings too, since a
+/// misspelt name often explains a problem.
 fn check(vars: impl IntoIterator<Item = (String, String)>) -> Outcome {
     match Settings::from_vars(vars) {
         Ok(settings) => {

@@ -1,15 +1,22 @@
 //! Settings from the environment (contract §9): the upstream variable names, validated at
 //! start, every problem reported at once, no secret ever printed. A numeric setting at or below
-//! 0 takes its default with a warning (as upstream), one out of range is refused; a bad
-//! `DATASOURCE_<NAME>_*` group is skipped with a warning (as upstream).
+//! 0 takes its default with a warning (as upstream), one out of range is refused; so is a bad
+//! `DATASOURCE_<NAME>_*` group (upstream skips it), an unknown log level or format and a URL of
+//! a scheme the Worker does not speak. A secret may come from a file (`<NAME>_FILE`). A variable
+//! that looks like one of the Worker's, or is upstream's only, is a warning.
 
+mod checks;
+#[cfg(test)]
+mod checks_tests;
 pub mod command;
 mod number;
 mod reader;
 #[cfg(test)]
 mod reference_tests;
+mod secret_files;
 #[cfg(test)]
 mod tests;
+mod unrecognised;
 mod variables;
 #[cfg(test)]
 mod walk_tests;
@@ -50,8 +57,9 @@ pub struct Settings {
     pub log: LogSettings,
     /// `DATASOURCE_<NAME>_*`, by connection name: the groups without problems.
     pub datasources: BTreeMap<String, ConnectionConfig>,
-    /// What was replaced by a default or skipped, one sentence each (no secret in any): for the
-    /// Worker to log once its logging is up.
+    /// What was replaced by a default, and the variables set that look like the Worker's or
+    /// upstream's but are not read, one sentence each (no value in any): for the Worker to log
+    /// once its logging is up.
     pub warnings: Vec<String>,
 }
 
@@ -167,6 +175,8 @@ pub struct LogSettings {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfigError {
     pub problems: Vec<String>,
+    /// The warnings of the same reading (a misspelt name often explains a problem).
+    pub warnings: Vec<String>,
 }
 
 impl fmt::Display for ConfigError {
@@ -178,6 +188,9 @@ impl fmt::Display for ConfigError {
         )?;
         for problem in &self.problems {
             write!(f, "\n  - {problem}")?;
+        }
+        for warning in &self.warnings {
+            write!(f, "\n  warning: {warning}")?;
         }
         Ok(())
     }
@@ -201,12 +214,34 @@ impl Settings {
     pub fn from_vars(
         vars: impl IntoIterator<Item = (String, String)>,
     ) -> Result<Settings, ConfigError> {
-        let vars: BTreeMap<String, String> = vars.into_iter().collect();
+        let given: BTreeMap<String, String> = vars.into_iter().collect();
+        let unrecognised = unrecognised::warnings(&given);
+        let files = secret_files::resolve(given);
+        let vars = files.vars;
         let mut r = Reader::new(&vars);
         let settings = reader::read(&mut r, &vars);
-        match (settings, r.into_problems()) {
-            (Some(settings), problems) if problems.is_empty() => Ok(settings),
-            (_, problems) => Err(ConfigError { problems }),
+        let mut problems = files.problems;
+        // A secret whose file was not read is not also "required".
+        problems.extend(r.into_problems().into_iter().filter(|problem| {
+            !files
+                .failed
+                .iter()
+                .any(|name| problem.starts_with(&format!("{name} is required")))
+        }));
+        problems.extend(checks::problems(&vars));
+        match settings {
+            Some(mut settings) if problems.is_empty() => {
+                settings.warnings.extend(unrecognised);
+                Ok(settings)
+            }
+            Some(settings) => Err(ConfigError {
+                problems,
+                warnings: settings.warnings.into_iter().chain(unrecognised).collect(),
+            }),
+            None => Err(ConfigError {
+                problems,
+                warnings: unrecognised,
+            }),
         }
     }
 }

@@ -252,23 +252,42 @@ fn signed(value: u64) -> i64 {
     i64::try_from(value).unwrap_or(i64::MAX)
 }
 
-/// The usable `DATASOURCE_<NAME>_*` groups. A group with problems is left out with a warning
-/// that lists every one of them (as upstream skips it), so one bad group does not stop the
-/// jobs of every other datasource; a job naming it fails with "connection not found" unless
-/// the `connections` table has that name.
+/// The `DATASOURCE_<NAME>_*` groups. A group with problems is refused with every one of them
+/// (upstream skips it with a warning, and its jobs then fail with "connection not found"): a
+/// datasource set in the environment is meant to be used.
 fn datasources(
     r: &mut Reader<'_>,
     vars: &BTreeMap<String, String>,
 ) -> BTreeMap<String, ConnectionConfig> {
     let read = engine::connection::read_env_vars(vars.iter().map(|(k, v)| (k.clone(), v.clone())));
     for skipped in read.skipped {
-        r.warning(format!(
-            "{} is skipped, a job naming {:?} resolves it from the connections table or fails \
-             with connection not found: {}",
+        r.problem(format!(
+            "{} does not define a usable datasource {:?}: {}",
             skipped.group,
             skipped.connection,
             skipped.problems.join("; ")
         ));
+    }
+    // A type without a connector (Oracle) defines a datasource whose every job would fail.
+    for (name, value) in vars {
+        let group = name
+            .strip_prefix("DATASOURCE_")
+            .and_then(|rest| rest.strip_suffix("_TYPE"));
+        let kind = value.trim().parse::<engine::connection::DatasourceKind>();
+        let (Some(group), Ok(kind)) = (group, kind) else {
+            continue;
+        };
+        if !kind.is_supported() {
+            let connection = vars
+                .get(&format!("DATASOURCE_{group}_CONFIG_NAME"))
+                .map(|n| n.trim().to_owned())
+                .filter(|n| !n.is_empty())
+                .unwrap_or_else(|| group.to_lowercase());
+            r.problem(format!(
+                "{name} is {kind}, a type this Worker has no connector for (POSTGRESQL, MYSQL, \
+                 MONGODB, SQL_SERVER): datasource {connection:?} cannot be used"
+            ));
+        }
     }
     read.configs
 }

@@ -131,8 +131,8 @@ fn zero_intervals_and_timeouts_become_their_defaults() {
 }
 
 #[test]
-fn bad_datasource_groups_are_skipped_with_every_problem_and_the_others_kept() {
-    let s = Settings::from_vars(base(&[
+fn bad_datasource_groups_are_refused_with_every_problem_naming_the_datasource() {
+    let refused = Settings::from_vars(base(&[
         ("DATASOURCE_LEDGER_TYPE", "POSTGRESQL"),
         ("DATASOURCE_LEDGER_HOST", "ledger.internal"),
         ("DATASOURCE_LEDGER_DATABASE", "ledger"),
@@ -147,23 +147,24 @@ fn bad_datasource_groups_are_skipped_with_every_problem_and_the_others_kept() {
         ("DATASOURCE_WORSE_USER", "u"),
         ("DATASOURCE_WORSE_PORT", "99999999999999999999"),
     ]))
-    .expect("bad groups do not stop the Worker");
-    assert_eq!(s.datasources.keys().collect::<Vec<_>>(), ["ledger"]);
-    let [bad, worse] = &s.warnings[..] else {
-        panic!("one warning per bad group: {:?}", s.warnings);
+    .expect_err("a bad group stops the Worker");
+    let [bad, worse] = &refused.problems[..] else {
+        panic!("one problem per bad group: {:?}", refused.problems);
     };
-    assert!(bad.starts_with("DATASOURCE_BAD_* is skipped"), "{bad}");
+    assert!(
+        bad.starts_with("DATASOURCE_BAD_* does not define a usable datasource \"bad\""),
+        "{bad}"
+    );
     for problem in [
         "DATASOURCE_BAD_HOST is not set",
         "DATASOURCE_BAD_PORT is not a port number (1-65535)",
         "DATASOURCE_BAD_DATABASE is not set",
         "DATASOURCE_BAD_USER is not set",
-        "connection not found",
     ] {
         assert!(bad.contains(problem), "{problem:?} not in {bad}");
     }
     assert!(
-        worse.starts_with("DATASOURCE_WORSE_* is skipped"),
+        worse.starts_with("DATASOURCE_WORSE_* does not define a usable datasource \"worse\""),
         "{worse}"
     );
     assert!(
@@ -174,5 +175,5 @@ fn bad_datasource_groups_are_skipped_with_every_problem_and_the_others_kept() {
         worse.contains("DATASOURCE_WORSE_PORT is not a port number"),
         "{worse}"
     );
-    assert!(!format!("{:?}", s.warnings).contains("ds-very-secret"));
+    assert!(!format!("{refused}").contains("ds-very-secret"));
 }

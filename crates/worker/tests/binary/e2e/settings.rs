@@ -1,82 +1,177 @@
-//! Settings that once stopped or crippled the Worker: a bad `DATASOURCE_<NAME>_*` group and
-//! numeric settings at 0. The Worker starts, logs one warning for each, and runs jobs: the bad
-//! group's fail with "connection not found", the others complete.
+//! Settings as the Worker binary takes them: what `config check` refuses, the start refuses
+//! too, with the same problems and no secret; numeric settings at 0, a misspelt and an
+//! upstream-only variable are each logged once at WARN and the Worker runs jobs, with its state
+//! database's URL and key read from secret files (`<NAME>_FILE`).
 
+use std::collections::BTreeMap;
+use std::process::Command;
 use std::time::Duration;
 
 use uuid::Uuid;
 
 use crate::harness::{free_port, WorkerProcess, World};
 
+/// `fetcher-worker config check` with exactly `env`: its exit code and its output.
+fn config_check(env: &BTreeMap<String, String>) -> (Option<i32>, String) {
+    let output = Command::new(WorkerProcess::binary())
+        .args(["config", "check"])
+        .env_clear()
+        .envs(env)
+        .output()
+        .expect("run fetcher-worker config check");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    (output.status.code(), text)
+}
+
 #[tokio::test]
-async fn bad_groups_and_zero_settings_are_warned_about_and_the_worker_runs() {
+async fn the_start_refuses_what_config_check_refuses() {
     let world = World::new().await;
     let port = free_port();
     let mut env = world.env(port);
     for (name, value) in [
+        ("LOG_LEVEL", "verbose"),
+        ("LOG_FORMAT", "xml"),
+        ("OBJECT_STORAGE_ENDPOINT", "notaurl"),
+        ("RABBITMQ_URI", "http"),
         ("DATASOURCE_BROKEN_TYPE", "POSTGRESQL"),
         ("DATASOURCE_BROKEN_PORT", "-1"),
         ("DATASOURCE_BROKEN_PASSWORD", "broken-secret-pw"),
-        ("OUTBOX_REPAIR_INTERVAL_SEC", "0"),
-        ("ENGINE_EXTRACTION_TIMEOUT_SEC", "0"),
+        ("DATASOURCE_ORACLE_TYPE", "ORACLE"),
+        ("DATASOURCE_ORACLE_HOST", "oracle.internal"),
+        ("DATASOURCE_ORACLE_DATABASE", "ledger"),
+        ("DATASOURCE_ORACLE_USER", "reader"),
+        ("RABBITMQ_NUMBER_OF_WORKERS", "8"),
     ] {
         env.insert(name.into(), value.into());
     }
+    env.insert(
+        "DATABASE_URL".into(),
+        "mysql://fetcher:state-secret-pw@127.0.0.1:3306/state".into(),
+    );
+    let problems = [
+        "LOG_LEVEL must be a level",
+        "LOG_FORMAT must be json or text",
+        "OBJECT_STORAGE_ENDPOINT must be an http:// or https:// URL",
+        "RABBITMQ_URI must be amqp or amqps",
+        "DATABASE_URL must be a postgres:// or postgresql:// URL",
+        "DATASOURCE_BROKEN_* does not define a usable datasource \"broken\"",
+        "DATASOURCE_BROKEN_HOST is not set",
+        "DATASOURCE_BROKEN_PORT is not a port number",
+        "DATASOURCE_ORACLE_TYPE is ORACLE, a type this Worker has no connector for",
+        "warning: RABBITMQ_NUMBER_OF_WORKERS is not a variable the Worker reads, it is ignored: \
+         did you mean RABBITMQ_NUMBERS_OF_WORKERS?",
+    ];
+
+    let (code, checked) = config_check(&env);
+    assert_eq!(code, Some(2), "{checked}");
+    let mut worker = WorkerProcess::spawn(env, port);
+    assert_eq!(
+        worker.wait_exit(Duration::from_secs(30)).await,
+        Some(2),
+        "{}",
+        worker.output()
+    );
+    worker
+        .wait_for_lines(
+            "the refusal's last line",
+            1,
+            Duration::from_secs(10),
+            |line| line.contains("warning: RABBITMQ_NUMBER_OF_WORKERS"),
+        )
+        .await;
+    let started = worker.output();
+    for (what, output) in [("config check", &checked), ("the start", &started)] {
+        assert!(
+            output.contains("the Worker cannot start, its configuration has 7 problem(s)"),
+            "{what}:\n{output}"
+        );
+        for problem in problems {
+            assert!(
+                output.contains(problem),
+                "{what}: {problem:?} not in:\n{output}"
+            );
+        }
+        for secret in ["broken-secret-pw", "state-secret-pw"] {
+            assert!(
+                !output.contains(secret),
+                "{what} printed {secret}:\n{output}"
+            );
+        }
+    }
+    world.cleanup().await;
+}
+
+#[tokio::test]
+async fn zero_settings_a_typo_and_upstream_only_variables_are_warned_about_and_secret_files_read() {
+    let world = World::new().await;
+    let port = free_port();
+    let mut env = world.env(port);
+    let dir = std::env::temp_dir().join(format!("worker-secrets-{}", Uuid::new_v4()));
+    std::fs::create_dir(&dir).expect("secret dir");
+    for (name, file) in [
+        ("DATABASE_URL", "database-url"),
+        ("APP_ENC_KEY", "app-enc-key"),
+    ] {
+        let value = env.remove(name).expect("the world sets it");
+        let path = dir.join(file);
+        std::fs::write(&path, format!("{value}\n")).expect("secret file");
+        env.insert(format!("{name}_FILE"), path.to_str().expect("UTF-8").into());
+    }
+    for (name, value) in [
+        ("OUTBOX_REPAIR_INTERVAL_SEC", "0"),
+        ("ENGINE_EXTRACTION_TIMEOUT_SEC", "0"),
+        ("RABBITMQ_NUMBER_OF_WORKERS", "8"),
+        ("ENABLE_TELEMETRY", "true"),
+        ("MONGO_PASSWORD", "mongo-secret-pw"),
+    ] {
+        env.insert(name.into(), value.into());
+    }
+    let (code, checked) = config_check(&env);
+    assert_eq!(code, Some(0), "{checked}");
+    assert!(
+        checked.starts_with("configuration OK (5 warning(s))"),
+        "{checked}"
+    );
+
     let worker = WorkerProcess::spawn(env, port);
     worker.wait_ready(Duration::from_secs(60)).await;
     let mut events = world.listen().await;
-
-    let broken = Uuid::now_v7();
-    world
-        .submit(
-            &world.job_body(broken, "broken", "payments", &["id"]),
-            None,
-            &[],
-        )
-        .await;
-    let event = events.event_for(broken, Duration::from_secs(40)).await;
-    assert_eq!(event.delivery.routing_key.as_str(), "job.failed");
-    let message = event.body()["metadata"]["error"]["message"]
-        .as_str()
-        .expect("message")
-        .to_owned();
-    assert!(
-        message.contains("connection not found for database: broken"),
-        "{message}"
-    );
-
-    // A zero extraction timeout is the default one, not an instant failure.
+    // A zero extraction timeout is the default one, not an instant failure; the job proves the
+    // state database (its URL from a file) and the key (from a file) are the ones in use.
     let fine = Uuid::now_v7();
     world
         .submit(&world.job_body(fine, "src", "payments", &["id"]), None, &[])
         .await;
     let event = events.event_for(fine, Duration::from_secs(40)).await;
     assert_eq!(event.delivery.routing_key.as_str(), "job.completed");
+    assert_eq!(world.job_status(fine).await.as_deref(), Some("completed"));
 
     let output = worker.output();
     let warnings: Vec<&str> = output
         .lines()
-        .filter(|l| {
-            l.contains("\"level\":\"WARN\"") && l.contains("replaced by its default or skipped")
-        })
+        .filter(|l| l.contains("\"level\":\"WARN\"") && l.contains("a variable set is not read"))
         .collect();
-    assert_eq!(warnings.len(), 3, "{output}");
+    assert_eq!(warnings.len(), 5, "{output}");
     for expected in [
-        "DATASOURCE_BROKEN_* is skipped",
-        "DATASOURCE_BROKEN_HOST is not set",
-        "DATASOURCE_BROKEN_PORT is not a port number",
         "OUTBOX_REPAIR_INTERVAL_SEC is 0, not above 0: using the default, 30 seconds",
         "ENGINE_EXTRACTION_TIMEOUT_SEC is 0, not above 0: using the default, 300 seconds",
+        "RABBITMQ_NUMBER_OF_WORKERS is not a variable the Worker reads, it is ignored: did you \
+         mean RABBITMQ_NUMBERS_OF_WORKERS?",
+        "ENABLE_TELEMETRY is ignored (upstream only: ",
+        "MONGO_PASSWORD is ignored (upstream only: ",
     ] {
         assert!(
             warnings.iter().any(|w| w.contains(expected)),
             "{expected:?} not in {warnings:?}"
         );
+        assert!(checked.contains(expected), "{expected:?} not in {checked}");
     }
-    assert!(
-        !output.contains("broken-secret-pw"),
-        "the password is in the log"
-    );
+    assert!(!output.contains("mongo-secret-pw"), "a value is in the log");
     drop(worker);
+    let _ = std::fs::remove_dir_all(&dir);
     world.cleanup().await;
 }
