@@ -5,6 +5,8 @@
 //!   every variable it gives the Worker against the Worker's configuration;
 //! - [`kubernetes`]: the core objects with `kubernetes-validate`, the custom resources against
 //!   the fields their projects document, every variable and port against the configuration.
+//! - [`spill`]: the spill volume of both (Kubernetes' emptyDir and ephemeral storage, compose's
+//!   tmpfs) sized from the settings that bound what the jobs spill.
 //!
 //! [`tools`] installs the tools through `scripts/tools.sh` when absent (a tool that cannot be
 //! installed fails the test); [`config`] reads the Worker's variables from README's table. The
@@ -14,4 +16,5 @@ mod compose;
 mod config;
 mod kubernetes;
 mod rules;
+mod spill;
 mod tools;
