@@ -45,9 +45,14 @@ pub enum EngineError {
     /// extraction ends with it, and its caller reports the consumer's own error.
     #[error("extraction abandoned: the result's consumer stopped")]
     Abandoned,
-    /// Spooling a part of the result to a temporary file failed (`ENGINE_SPILL_DIR`).
-    #[error("failed to spill the result to a temporary file: {0}")]
-    Spill(String),
+    /// Spooling a part of the result to a temporary file in `ENGINE_SPILL_DIR` failed (the
+    /// directory is gone, read-only or full). The directory's path is no secret: an operator
+    /// reads it to find the disk to fix.
+    #[error("the spill directory ENGINE_SPILL_DIR ({}) could not be written: {detail}", .dir.display())]
+    Spill {
+        dir: std::path::PathBuf,
+        detail: String,
+    },
     #[error("connection store unavailable: {0}")]
     Store(String),
     #[error("failed to write the result: {0}")]
@@ -57,10 +62,12 @@ pub enum EngineError {
 impl EngineError {
     /// Whether running the same job again later may succeed without anyone changing anything
     /// (an unreachable connection store). A datasource that is down fails the job: the caller
-    /// asked for data as of now, and fail-fast is the contract. A spill that failed (a full or
-    /// missing `ENGINE_SPILL_DIR`) says nothing about the job either.
+    /// asked for data as of now, and fail-fast is the contract. A spill that failed (a full,
+    /// read-only or missing `ENGINE_SPILL_DIR`) is this Worker's own disk, not a dependency that
+    /// comes back by itself: running the job again would only read the customer's database again
+    /// and fail the same way, so the job fails.
     pub fn is_retriable(&self) -> bool {
-        matches!(self, EngineError::Store(_) | EngineError::Spill(_))
+        matches!(self, EngineError::Store(_))
     }
 
     /// The status of the execution that ended with this error (lifecycle §1): refused before
@@ -83,7 +90,7 @@ impl EngineError {
             | EngineError::ResultTooLarge { .. }
             | EngineError::Store(_)
             | EngineError::Abandoned
-            | EngineError::Spill(_)
+            | EngineError::Spill { .. }
             | EngineError::Result(_) => ExecutionStatus::Failed,
         }
     }

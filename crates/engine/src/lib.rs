@@ -48,5 +48,5 @@ pub mod watch;
 pub use config::EngineConfig;
 pub use engine::{Engine, TimeLimit, OUTPUT_CHUNKS};
 pub use error::{EngineError, Result};
-pub use result::{Chunks, Extracted, Extraction, SpillStats};
+pub use result::{probe_spill_dir, Chunks, Extracted, Extraction, SpillStats};
 pub use watch::{DatasourceEnd, Observer, Watch};

@@ -34,6 +34,9 @@ pub const STORAGE_RETRIES: &str = "storage_write_retries_total";
 pub const SPILL_FILES: &str = "engine_spill_files_total";
 /// Counter: bytes written to those files.
 pub const SPILL_BYTES: &str = "engine_spill_bytes_total";
+/// Counter: jobs failed because a part of their result could not be spilled (`ENGINE_SPILL_DIR`
+/// gone, read-only or full).
+pub const SPILL_FAILURES: &str = "engine_spill_failures_total";
 /// Counter: connections closed on accept because the limit was reached, by `server` (`health`,
 /// `api`; the name is the health server's, which had it first).
 pub const HEALTH_REFUSED: &str = "health_connections_refused_total";
@@ -94,6 +97,7 @@ fn register_at_zero() {
         STORAGE_RETRIES,
         SPILL_FILES,
         SPILL_BYTES,
+        SPILL_FAILURES,
         TIMEOUTS,
     ] {
         metrics::counter!(counter).absolute(0);
@@ -124,6 +128,10 @@ fn describe() {
     metrics::describe_counter!(
         SPILL_BYTES,
         "Bytes of results spilled to temporary files while waiting their turn."
+    );
+    metrics::describe_counter!(
+        SPILL_FAILURES,
+        "Jobs failed because a part of their result could not be spilled to ENGINE_SPILL_DIR."
     );
     metrics::describe_counter!(
         BYTES,
@@ -213,6 +221,11 @@ pub(crate) fn stale_redelivery_accepted() {
 pub(crate) fn spilled(spilled: engine::SpillStats) {
     metrics::counter!(SPILL_FILES).increment(spilled.files);
     metrics::counter!(SPILL_BYTES).increment(spilled.bytes);
+}
+
+/// A job failed: its spill directory could not be written.
+pub(crate) fn spill_failed() {
+    metrics::counter!(SPILL_FAILURES).increment(1);
 }
 
 pub(crate) fn storage_retry() {

@@ -114,7 +114,7 @@ impl Assembly {
             let Some(head) = self.parts.get_mut(self.head) else {
                 return Ok(());
             };
-            if let Some(chunk) = head.spool.pop().await? {
+            if let Some(chunk) = head.spool.pop(&self.place).await? {
                 self.pending = Some(chunk);
             } else if head.closed && head.done {
                 self.head += 1;

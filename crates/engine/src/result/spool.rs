@@ -9,7 +9,7 @@
 use std::collections::VecDeque;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::error::{EngineError, Result};
@@ -71,7 +71,7 @@ impl Spool {
         }
         if self.file.is_none() {
             let dir = place.dir.clone();
-            let file = blocking(move || tempfile::tempfile_in(&dir)).await?;
+            let file = blocking(&place.dir, move || tempfile::tempfile_in(&dir)).await?;
             stats.files += 1;
             self.file = Some(SpillFile {
                 file: Arc::new(file),
@@ -83,14 +83,14 @@ impl Spool {
             unreachable!("the spill file was created above");
         };
         let (file, at, len) = (spill.file.clone(), spill.written, chunk.len() as u64);
-        blocking(move || file.write_all_at(&chunk, at)).await?;
+        blocking(&place.dir, move || file.write_all_at(&chunk, at)).await?;
         spill.written += len;
         stats.bytes += len;
         Ok(())
     }
 
     /// Takes the oldest chunk, if any. A drained file is closed, which frees its space.
-    pub async fn pop(&mut self) -> Result<Option<Vec<u8>>> {
+    pub async fn pop(&mut self, place: &SpillPlace) -> Result<Option<Vec<u8>>> {
         if let Some(chunk) = self.memory.pop_front() {
             self.memory_bytes -= chunk.len();
             return Ok(Some(chunk));
@@ -100,7 +100,7 @@ impl Spool {
         };
         let len = (spill.written - spill.read).min(READ_BYTES);
         let (file, at) = (spill.file.clone(), spill.read);
-        let chunk = blocking(move || {
+        let chunk = blocking(&place.dir, move || {
             // At most `READ_BYTES`: the length fits in memory.
             let mut chunk = vec![0; usize::try_from(len).unwrap_or(usize::MAX)];
             file.read_exact_at(&mut chunk, at).map(|()| chunk)
@@ -114,15 +114,29 @@ impl Spool {
     }
 }
 
-/// Runs file I/O on the blocking pool.
+/// Creates, writes and drops one spill file in `dir`, as a spill does: whether the directory
+/// takes them (it exists, is writable and has room for a byte). The Worker checks
+/// `ENGINE_SPILL_DIR` with it at start.
+pub fn probe_spill_dir(dir: &Path) -> std::io::Result<()> {
+    let file = tempfile::tempfile_in(dir)?;
+    file.write_all_at(b"\n", 0)?;
+    file.sync_data()
+}
+
+/// Runs file I/O on the blocking pool; a failure is a spill error naming `dir`.
 async fn blocking<T: Send + 'static>(
+    dir: &Path,
     io: impl FnOnce() -> std::io::Result<T> + Send + 'static,
 ) -> Result<T> {
-    match tokio::task::spawn_blocking(io).await {
-        Ok(Ok(value)) => Ok(value),
-        Ok(Err(error)) => Err(EngineError::Spill(error.to_string())),
-        Err(join_error) => Err(EngineError::Spill(join_error.to_string())),
-    }
+    let detail = match tokio::task::spawn_blocking(io).await {
+        Ok(Ok(value)) => return Ok(value),
+        Ok(Err(error)) => error.to_string(),
+        Err(join_error) => join_error.to_string(),
+    };
+    Err(EngineError::Spill {
+        dir: dir.to_owned(),
+        detail,
+    })
 }
 
 #[cfg(test)]
@@ -154,13 +168,13 @@ mod tests {
                 assert_eq!(stats.files, 1, "the third chunk passes the memory share");
             }
         }
-        let mut got = spool.pop().await.expect("pop").expect("a chunk");
+        let mut got = spool.pop(&place).await.expect("pop").expect("a chunk");
         spool
             .push(b"ee".to_vec(), &place, &mut stats)
             .await
             .expect("push");
         expected.extend_from_slice(b"ee");
-        while let Some(chunk) = spool.pop().await.expect("pop") {
+        while let Some(chunk) = spool.pop(&place).await.expect("pop") {
             got.extend_from_slice(&chunk);
         }
         assert_eq!(got, expected);
@@ -174,14 +188,46 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_missing_spill_directory_is_a_spill_error() {
-        let place = place(std::path::Path::new("/nonexistent/fetcher-spill"), 0);
+    async fn a_missing_spill_directory_fails_the_job_naming_the_directory() {
+        let place = place(Path::new("/nonexistent/fetcher-spill"), 0);
         let mut spool = Spool::default();
         let error = spool
             .push(b"x".to_vec(), &place, &mut SpillStats::default())
             .await
             .expect_err("no directory");
-        assert!(matches!(error, EngineError::Spill(_)), "{error}");
-        assert!(error.is_retriable());
+        assert!(matches!(error, EngineError::Spill { .. }), "{error}");
+        assert!(
+            !error.is_retriable(),
+            "the Worker's own disk: the job fails"
+        );
+        let text = error.to_string();
+        assert!(
+            text.starts_with(
+                "the spill directory ENGINE_SPILL_DIR (/nonexistent/fetcher-spill) could not be written: "
+            ),
+            "{text}"
+        );
+        assert_eq!(contract::redact(&text), text, "nothing in it is redacted");
+    }
+
+    #[test]
+    fn the_probe_takes_a_writable_directory_and_refuses_one_root_cannot_write() {
+        let dir = tempfile::tempdir().expect("dir");
+        probe_spill_dir(dir.path()).expect("a fresh directory takes spill files");
+        assert_eq!(
+            std::fs::read_dir(dir.path()).expect("list").count(),
+            0,
+            "the probe leaves nothing behind"
+        );
+        // sysfs takes no new file, even from root (tests run as root, so mode bits would not do).
+        let refused = probe_spill_dir(Path::new("/sys")).expect_err("sysfs takes no file");
+        assert_eq!(
+            refused.kind(),
+            std::io::ErrorKind::PermissionDenied,
+            "{refused}"
+        );
+        let missing = probe_spill_dir(Path::new("/nonexistent/fetcher-spill"))
+            .expect_err("no such directory");
+        assert_eq!(missing.kind(), std::io::ErrorKind::NotFound, "{missing}");
     }
 }

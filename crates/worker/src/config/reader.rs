@@ -385,17 +385,29 @@ fn engine(r: &mut Reader<'_>) -> EngineConfig {
     }
 }
 
-/// `ENGINE_SPILL_DIR`, else the system's temporary directory; it must be a directory.
+/// `ENGINE_SPILL_DIR`, else the system's temporary directory: a directory that takes a spill
+/// file, tried as a spill makes one. A directory found unusable only at a job's spill would fail
+/// jobs one by one while the Worker looks healthy.
 fn spill_dir(r: &mut Reader<'_>) -> std::path::PathBuf {
-    let Some(dir) = r.get("ENGINE_SPILL_DIR") else {
-        return std::env::temp_dir();
+    let (dir, named) = match r.get("ENGINE_SPILL_DIR") {
+        Some(dir) => (
+            std::path::PathBuf::from(dir),
+            format!("ENGINE_SPILL_DIR {dir:?}"),
+        ),
+        None => {
+            let dir = std::env::temp_dir();
+            let named = format!("ENGINE_SPILL_DIR (unset: the system temp dir {dir:?})");
+            (dir, named)
+        }
     };
-    if !std::path::Path::new(dir).is_dir() {
+    if !dir.is_dir() {
+        r.problem(format!("{named} must be an existing directory"));
+    } else if let Err(error) = engine::probe_spill_dir(&dir) {
         r.problem(format!(
-            "ENGINE_SPILL_DIR must be an existing directory: {dir:?}"
+            "{named} must be a writable directory: a spill file could not be created there ({error})"
         ));
     }
-    dir.into()
+    dir
 }
 
 fn default_worker_id() -> String {

@@ -149,3 +149,26 @@ fn no_secret_appears_in_debug_or_errors() {
     }
     assert!(s.datasources.contains_key("ledger"));
 }
+
+#[test]
+fn a_spill_directory_that_takes_no_file_is_refused_naming_the_variable() {
+    let writable = std::env::temp_dir();
+    let path = writable.display().to_string();
+    let s = Settings::from_vars(with(&[("ENGINE_SPILL_DIR", &path)])).expect("valid");
+    assert_eq!(s.engine.spill_dir, writable);
+
+    // sysfs is a directory that refuses new files even to root, as the tests run.
+    let refused = problems(with(&[("ENGINE_SPILL_DIR", "/sys")]));
+    assert!(
+        refused.iter().any(|p| p
+            .contains("ENGINE_SPILL_DIR \"/sys\" must be a writable directory")
+            && p.contains("Permission denied")),
+        "{refused:?}"
+    );
+    let missing = problems(with(&[("ENGINE_SPILL_DIR", "/nonexistent/fetcher-spill")]));
+    assert!(
+        missing.iter().any(|p| p
+            == "ENGINE_SPILL_DIR \"/nonexistent/fetcher-spill\" must be an existing directory"),
+        "{missing:?}"
+    );
+}

@@ -130,7 +130,7 @@ pub(super) const VARIABLES: &[Variable] = &[
     num(&number::OBJECT_STORAGE_RETRY_SEC, "how long a failed result write is retried in the same run, never past the job's timeout"),
     num(&number::ENGINE_MAX_RESULT_BYTES, "result JSON size cap"),
     num(&number::ENGINE_EXTRACTION_TIMEOUT_SEC, "whole-extraction timeout"),
-    var("ENGINE_SPILL_DIR", Unset("system temp dir"), "where the parts of a result that wait their turn (datasources after the first, read in parallel) are spilled: unnamed private files, gone with the job; needs free space up to the result's size in the worst case"),
+    var("ENGINE_SPILL_DIR", Unset("system temp dir"), "where the parts of a result that wait their turn (datasources after the first, read in parallel) are spilled: unnamed private files, gone with the job; must take a file at start (the Worker tries one); needs free space up to `ENGINE_MAX_RESULT_BYTES` × `RABBITMQ_NUMBERS_OF_WORKERS` in the worst case; a job whose spill fails fails, not retried"),
     example(
         secret(crypto::CRM_HASH_KEY_VAR, Unset("unset"), "the `plugin_crm` path's HMAC key for `search.*` filters (its bytes as given); needed by a CRM job with filters or decrypted fields"),
         Example::Off(""),

@@ -101,7 +101,11 @@ pub(super) async fn produce(
     );
     let outcome = match (extracted, written) {
         (_, Err(failure)) => Err(failure),
-        (Err(error), Ok(_)) => Err(extraction_failure(error, graceful.is_cancelled())),
+        (Err(error), Ok(_)) => Err(extraction_failure(
+            job.job_id,
+            error,
+            graceful.is_cancelled(),
+        )),
         (Ok(_), Ok(_)) if graceful.is_cancelled() => Err(Failure::Canceled),
         (Ok(extracted), Ok(sealing)) => Ok((extracted, sealing)),
     };
@@ -182,7 +186,7 @@ async fn write(
 }
 
 /// Why an extraction that ended in `error` produced nothing.
-fn extraction_failure(error: EngineError, canceled: bool) -> Failure {
+fn extraction_failure(job_id: Uuid, error: EngineError, canceled: bool) -> Failure {
     match error {
         // A canceled job ends canceled, whatever its last datasources came to.
         _ if canceled => Failure::Canceled,
@@ -190,6 +194,13 @@ fn extraction_failure(error: EngineError, canceled: bool) -> Failure {
         EngineError::Timeout(_) => {
             metrics::timed_out();
             Failure::TimedOut(Redacted::new(&error.to_string()))
+        }
+        // This Worker's disk, which no retry fixes: the job fails once, and says where.
+        EngineError::Spill { .. } => {
+            metrics::spill_failed();
+            let reason = Redacted::new(&error.to_string());
+            tracing::warn!(%job_id, %reason, "Job failed: a part of its result could not be spilled to ENGINE_SPILL_DIR.");
+            Failure::Job(reason)
         }
         e => Failure::of(e.is_retriable(), &e),
     }

@@ -60,6 +60,19 @@ pub fn readme_variables() -> BTreeSet<String> {
     names
 }
 
+/// The default README's configuration table gives `name` (the first backticked word of its
+/// default column: `268435456` of "`268435456` (256 MiB)").
+pub fn readme_default(name: &str) -> String {
+    let row = table_rows("variable")
+        .into_iter()
+        .find(|row| quoted(&row[0]).first() == Some(&name))
+        .unwrap_or_else(|| panic!("README's table has no row for {name}"));
+    quoted(&row[1])
+        .first()
+        .unwrap_or_else(|| panic!("README gives {name} no default: {row:?}"))
+        .to_string()
+}
+
 /// Whether `name` is a variable the Worker reads: in the table, a `DATASOURCE_<NAME>_<FIELD>`
 /// group, or `RUST_MIN_STACK` (README's "Stack").
 pub fn is_worker_variable(name: &str, known: &BTreeSet<String>) -> bool {

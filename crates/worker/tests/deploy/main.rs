@@ -7,6 +7,8 @@
 //!   file's configuration, which the Workers log in to;
 //! - [`kubernetes`]: the core objects with `kubernetes-validate`, the custom resources against
 //!   the fields their projects document, every variable and port against the configuration.
+//! - [`spill`]: the spill volume of both (Kubernetes' emptyDir and ephemeral storage, compose's
+//!   tmpfs) sized from the settings that bound what the jobs spill.
 //!
 //! [`tools`] installs the tools through `scripts/tools.sh` when absent (a tool that cannot be
 //! installed fails the test); [`config`] reads the Worker's variables from README's table. The
@@ -17,4 +19,5 @@ mod compose;
 mod config;
 mod kubernetes;
 mod rules;
+mod spill;
 mod tools;

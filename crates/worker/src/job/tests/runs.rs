@@ -59,6 +59,34 @@ async fn an_unreachable_connection_store_gives_the_message_back_and_releases_the
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_spill_directory_that_takes_no_file_fails_the_job_once_and_acks() {
+    let bench = Bench::new();
+    bench
+        .extract
+        .state()
+        .answers
+        .push_back(Err(EngineError::Spill {
+            dir: "/var/spill".into(),
+            detail: "Read-only file system (os error 30)".into(),
+        }));
+    let message = bench.job();
+    assert_eq!(
+        bench.deliver(&message).await,
+        Disposition::Ack,
+        "not requeued"
+    );
+    let state = bench.jobs.state();
+    assert_eq!(state.written.len(), 1);
+    assert_eq!(state.written[0].status, TerminalStatus::Failed);
+    assert_eq!(
+        state.written[0].error.as_deref(),
+        Some("the spill directory ENGINE_SPILL_DIR (/var/spill) could not be written: Read-only file system (os error 30)")
+    );
+    assert!(state.released.is_empty(), "the claim ends with the job");
+    assert_eq!(bench.events.delivered()[0].1, message.failed_ce_id());
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_failing_datasource_fails_the_job_without_an_object() {
     let bench = Bench::new();
     bench

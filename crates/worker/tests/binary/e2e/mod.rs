@@ -11,6 +11,7 @@ mod failures;
 mod lifecycle;
 mod mirror;
 mod settings;
+mod spill;
 mod sqlserver;
 mod streaming;
 mod topology;
