@@ -44,7 +44,8 @@ pub struct TerminalRecord<'a> {
     /// `Some`: the owner of the claim that ran the job; the record is written only while that
     /// owner still holds it. `None`: the caller holds no claim (a message whose body could not
     /// be parsed, a job whose worker was lost); the record is written only when the job is new
-    /// (its row is then created), pending, or processing under an expired lease.
+    /// (its row is then created), pending, or processing under an expired lease. Either way a
+    /// cancel that wins is left to the caller ([`Recorded::Canceling`]).
     pub owner: Option<&'a str>,
     /// The job's tenant. With `owner: None` the row is created with it, and a row of another
     /// tenant is refused ([`Recorded::OtherTenant`]); a claim already checked it otherwise.
@@ -76,9 +77,10 @@ pub enum Recorded {
     /// Nothing written: the job had already ended (or is deleting, or deleted).
     AlreadyTerminal { status: JobStatus },
     /// Nothing written: the job's cancel wins over the outcome ([`lifecycle::step`]): a cancel
-    /// of the caller's run is in progress, or a cancel came before the job's message (or a
-    /// cancel's owner died). The caller ends it ([`Store::end_cancel`], as the owner when it
-    /// holds the claim) instead of completing or failing the job.
+    /// of the caller's run is in progress, a cancel came before the job's message, or the owner
+    /// of a cancel in progress is gone (its lease lapsed). The caller ends it
+    /// ([`Store::end_cancel`], as the owner when it holds the claim) instead of completing or
+    /// failing the job.
     Canceling,
     /// Nothing written: the job is held by a claim that is not the caller's (with `owner: Some`,
     /// the claim was taken over; with `owner: None`, a live claim holds the job).
