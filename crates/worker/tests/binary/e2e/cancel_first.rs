@@ -32,7 +32,7 @@ fn unrunnable(world: &World, job_id: Uuid, cause: &str) -> (Vec<u8>, Vec<(&'stat
             ),
             Vec::new(),
         ),
-        // Eleven datasources: over the engine's default of ten.
+        // Eleven datasources: over the engine's limit of ten.
         "over the engine's limits" => {
             let mapped: serde_json::Map<_, _> = (0..11)
                 .map(|i| (format!("ds{i}"), json!({"payments": ["id"]})))
