@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use contract::event::{OutboundEvent, StoredResult, TerminalStatus};
-use contract::lifecycle::JobStatus;
+use contract::lifecycle::{self, Event, JobState, JobStatus, Refusal, Step, UnknownStatus};
 use contract::Redacted;
 use sqlx::{Postgres, Row, Transaction};
 use uuid::Uuid;
@@ -44,7 +44,8 @@ pub struct TerminalRecord<'a> {
     /// `Some`: the owner of the claim that ran the job; the record is written only while that
     /// owner still holds it. `None`: the caller holds no claim (a message whose body could not
     /// be parsed, a job whose worker was lost); the record is written only when the job is new
-    /// (its row is then created), pending, or processing under an expired lease.
+    /// (its row is then created), pending, or processing under an expired lease. Either way a
+    /// cancel that wins is left to the caller ([`Recorded::Canceling`]).
     pub owner: Option<&'a str>,
     /// The job's tenant. With `owner: None` the row is created with it, and a row of another
     /// tenant is refused ([`Recorded::OtherTenant`]); a claim already checked it otherwise.
@@ -75,8 +76,11 @@ pub enum Recorded {
     },
     /// Nothing written: the job had already ended (or is deleting, or deleted).
     AlreadyTerminal { status: JobStatus },
-    /// Nothing written: a cancel of the caller's run is in progress. The caller ends it
-    /// ([`Store::end_cancel`] as the owner) instead of completing or failing the job.
+    /// Nothing written: the job's cancel wins over the outcome ([`lifecycle::step`]): a cancel
+    /// of the caller's run is in progress, a cancel came before the job's message, or the owner
+    /// of a cancel in progress is gone (its lease lapsed). The caller ends it
+    /// ([`Store::end_cancel`], as the owner when it holds the claim) instead of completing or
+    /// failing the job.
     Canceling,
     /// Nothing written: the job is held by a claim that is not the caller's (with `owner: Some`,
     /// the claim was taken over; with `owner: None`, a live claim holds the job).
@@ -195,14 +199,17 @@ fn check_event(record: &TerminalRecord<'_>, status: TerminalStatus) -> Result<()
     Ok(())
 }
 
-/// Locks the job row and says why the record must not be written, if it must not.
+/// Locks the job row and says why the record must not be written, if it must not: the state
+/// machine ([`lifecycle::step`]) decides what the outcome does to the stored state, once the
+/// caller is known to be entitled to end the job.
 async fn refusal(
     tx: &mut Transaction<'static, Postgres>,
     record: &TerminalRecord<'_>,
 ) -> Result<Option<Recorded>> {
     let db = |e| OutboxError::sqlx(STEP, e);
     let row = sqlx::query(
-        "SELECT status, owner, lease_expires_at <= now() AS expired,
+        "SELECT status, cancel_requested, force_canceled, delete_requested, owner,
+                lease_expires_at <= now() AS expired,
                 tenant_id IS DISTINCT FROM $2 AS other_tenant
          FROM jobs WHERE job_id = $1 FOR UPDATE",
     )
@@ -220,35 +227,64 @@ async fn refusal(
         return Ok(Some(Recorded::OtherTenant));
     }
     let status: String = row.try_get("status").map_err(db)?;
-    let parsed = status
-        .parse::<JobStatus>()
-        .map_err(|e| OutboxError::Corrupt {
-            step: STEP,
-            detail: e.to_string(),
-        })?;
-    let holder: Option<String> = row.try_get("owner").map_err(db)?;
-    match parsed {
-        JobStatus::Completed
-        | JobStatus::Failed
-        | JobStatus::Canceled
-        | JobStatus::DeletionInProgress
-        | JobStatus::Deleted => return Ok(Some(Recorded::AlreadyTerminal { status: parsed })),
-        JobStatus::CancellationInProgress => {
-            let ours = record.owner.is_some() && holder.as_deref() == record.owner;
-            return Ok(Some(if ours {
-                Recorded::Canceling
-            } else {
-                Recorded::LostClaim
-            }));
-        }
-        JobStatus::Pending | JobStatus::Processing => {}
-    }
-    let expired: Option<bool> = row.try_get("expired").map_err(db)?;
-    let allowed = match record.owner {
-        Some(owner) => status == "processing" && holder.as_deref() == Some(owner),
-        None => status == "pending" || expired == Some(true),
+    let state = JobState {
+        status: status
+            .parse()
+            .map_err(|e: UnknownStatus| OutboxError::Corrupt {
+                step: STEP,
+                detail: e.to_string(),
+            })?,
+        cancel_requested: row.try_get("cancel_requested").map_err(db)?,
+        force: row.try_get("force_canceled").map_err(db)?,
+        delete_requested: row.try_get("delete_requested").map_err(db)?,
     };
-    Ok((!allowed).then_some(Recorded::LostClaim))
+    let holder: Option<String> = row.try_get("owner").map_err(db)?;
+    let expired: Option<bool> = row.try_get("expired").map_err(db)?;
+    // Who may end the job: the holder of its claim; without a claim, anyone while no live
+    // claim holds it.
+    let entitled = match record.owner {
+        Some(owner) => {
+            holder.as_deref() == Some(owner)
+                && matches!(
+                    state.status,
+                    JobStatus::Processing | JobStatus::CancellationInProgress
+                )
+        }
+        None => state.status == JobStatus::Pending || expired == Some(true),
+    };
+    let outcome = record.outcome.status();
+    let step = match outcome {
+        TerminalStatus::Completed => Step::Completed,
+        TerminalStatus::Failed => Step::Failed,
+    };
+    Ok(match lifecycle::step(Some(state), step) {
+        // The job ended already (or is deleting, or deleted): nothing to do.
+        Err(Refusal::InvalidTransition { from }) if !ongoing(from) => {
+            Some(Recorded::AlreadyTerminal { status: from })
+        }
+        Err(_) => Some(Recorded::LostClaim),
+        Ok(_) if !entitled => Some(Recorded::LostClaim),
+        // Its cancel wins: a cancel in progress, or one that came before the job's message.
+        Ok(transition) if transition.events.contains(&Event::Canceled) => Some(Recorded::Canceling),
+        Ok(transition) if transition.to.status.as_str() == outcome.as_str() => None,
+        Ok(transition) => {
+            return Err(OutboxError::invalid(
+                STEP,
+                format!(
+                    "the lifecycle ends a {outcome} outcome of a {} job {}",
+                    state.status, transition.to.status
+                ),
+            ))
+        }
+    })
+}
+
+/// A job not ended yet: a terminal outcome it refuses means the caller lost its claim.
+fn ongoing(status: JobStatus) -> bool {
+    matches!(
+        status,
+        JobStatus::Pending | JobStatus::Processing | JobStatus::CancellationInProgress
+    )
 }
 
 /// Sets the job's terminal status with its result or error.

@@ -137,7 +137,8 @@ pub(super) async fn finish(core: &JobCore, ending: Ending<'_>) -> Finished {
             }
             Finished::AlreadyTerminal
         }
-        // A cancel came while the run worked: it ends canceled, its object deleted.
+        // The job's cancel wins: it came while the run worked (its object is deleted), or
+        // before the message of a job that fails unrun (both cancel events are recorded).
         Ok(Recorded::Canceling) => {
             let canceled = Canceled {
                 job_id,

@@ -81,7 +81,8 @@ pub(super) async fn unusable(
 }
 
 /// Ends `job_id` failed without running it and without a claim (the job is new, or its claim
-/// lapsed); a live claim elsewhere keeps the job, and this copy is dropped.
+/// lapsed); a live claim elsewhere keeps the job, and this copy is dropped. A job canceled
+/// before this message ends `canceled` instead (lifecycle §3).
 pub(super) async fn fail_unrun(
     core: &JobCore,
     job_id: Uuid,
