@@ -25,6 +25,9 @@ const FLOOD: usize = 300;
 const PER_ADDRESS: usize = 16;
 /// Probes (and API requests) sent during a flood, each of which must be answered.
 const PROBES: usize = 15;
+/// Between two rounds of probes: the rounds span more than the header-read timeout (5 s), so
+/// the flood's held connections are cut and taken again while they run.
+const PROBE_INTERVAL: Duration = Duration::from_millis(400);
 
 /// Whether the server has closed `stream` (a read gives end of file or an error).
 async fn closed_by_server(stream: &mut TcpStream, within: Duration) -> bool {
@@ -99,10 +102,11 @@ async fn health_bind_limits_the_interface() {
     world.cleanup().await;
 }
 
-/// A client at one address keeping [`FLOOD`] connections open whose request headers never end:
-/// each one the server closes (refused at once, or cut at the header-read timeout) is opened
-/// again a second later, so that the client holds every place it can get all along. Dropping
-/// it closes them all.
+/// A client at one address keeping [`FLOOD`] connections open whose request headers never end,
+/// so that it holds every place it can get all along. A connection the server cut at the
+/// header-read timeout is opened again at once; one refused on accept a second later, each
+/// connection's retries a few milliseconds apart from the next one's, so that a place the
+/// server frees is taken again within milliseconds. Dropping it closes them all.
 struct Flood {
     _connections: JoinSet<()>,
 }
@@ -110,9 +114,12 @@ struct Flood {
 impl Flood {
     fn start(source: IpAddr, port: u16) -> Flood {
         let mut connections = JoinSet::new();
-        for _ in 0..FLOOD {
+        for i in 0..FLOOD {
+            let phase = Duration::from_secs(1) * i as u32 / FLOOD as u32;
             connections.spawn(async move {
+                tokio::time::sleep(phase).await;
                 loop {
+                    let opened = Instant::now();
                     if let Ok(mut stream) = connect_from(source, port).await {
                         let partial = b"GET /health HTTP/1.1\r\nHost: localhost\r\nX-Slow: ";
                         if stream.write_all(partial).await.is_ok() {
@@ -121,7 +128,9 @@ impl Flood {
                             let _ = stream.read_to_end(&mut sink).await;
                         }
                     }
-                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    if opened.elapsed() < Duration::from_secs(1) {
+                        tokio::time::sleep(Duration::from_secs(1)).await;
+                    }
                 }
             });
         }
@@ -175,6 +184,7 @@ async fn a_flood_of_the_control_api_from_one_address_blocks_neither_probes_nor_o
 
     let mut unanswered = Vec::new();
     for i in 0..PROBES {
+        tokio::time::sleep(PROBE_INTERVAL).await;
         // The probes come from the flooding address itself: the API's flood is not the health
         // server's business, whoever sends it.
         for path in ["/health", "/readyz"] {
@@ -215,6 +225,7 @@ async fn a_flood_of_the_health_port_from_one_address_leaves_another_addresss_pro
 
     let mut unanswered = Vec::new();
     for i in 0..PROBES {
+        tokio::time::sleep(PROBE_INTERVAL).await;
         // As the kubelet probes from its node's address: a container's startup, liveness and
         // readiness probes (at most one of each at a time), here all at once, and a scrape.
         let (health, ready, live, metrics) = tokio::join!(
