@@ -15,6 +15,8 @@
 //! kubelet (whose probes all come from its node's address) the other three quarters; and the
 //! kubelet's own probes cannot use up their address's share: it runs each probe of a container
 //! (startup, liveness, readiness) one at a time, and each is answered within a few seconds.
+//! Many addresses together can still fill a listener, which is why the deploy kit's network
+//! policy admits only the nodes and the monitoring namespace to the health port.
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
