@@ -1,7 +1,22 @@
-//! The Worker's HTTP listener, for the health server and the control API alike: bounded so that
-//! open sockets cannot starve the Worker of file descriptors. At most [`MAX_CONNECTIONS`] at once (more are closed on accept), request headers
-//! within [`HEADER_READ_TIMEOUT`], every request answered within [`REQUEST_TIMEOUT`], and no
-//! connection older than [`CONNECTION_LIFETIME`].
+//! The Worker's HTTP listener, one for the health server and another for the control API: bounded
+//! so that open sockets cannot starve the Worker of file descriptors, nor one client the others.
+//!
+//! Each listener holds at most [`MAX_CONNECTIONS`] connections, and at most
+//! [`PER_ADDRESS_CONNECTIONS`] from one address (an IPv6 client: from one /64); more are closed on
+//! accept and counted in `health_connections_refused_total` by `server` and `reason` (`total`,
+//! `per_address`). Request headers must arrive within [`HEADER_READ_TIMEOUT`], every request is
+//! answered within [`REQUEST_TIMEOUT`], and no connection lives longer than
+//! [`CONNECTION_LIFETIME`].
+//!
+//! The probes keep answering while the control API is flooded because the two never share a
+//! listener or a budget: the health server (`/health`, `/readyz`, `/metrics`) has its own port and
+//! its own limits, and the configuration refuses `API_PORT` equal to `HEALTH_PORT`. A flood of
+//! the health port itself from one address takes a quarter of its budget, which leaves the
+//! kubelet (whose probes all come from its node's address) the other three quarters; and the
+//! kubelet's own probes cannot use up their address's share: it runs each probe of a container
+//! (startup, liveness, readiness) one at a time, and each is answered within a few seconds.
+//! Many addresses together can still fill a listener, which is why the deploy kit's network
+//! policy admits only the nodes and the monitoring namespace to the health port.
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -15,8 +30,16 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+mod peers;
+
+use peers::Peers;
+
 /// Connections served at once; probes and scrapes need a handful.
 pub const MAX_CONNECTIONS: usize = 64;
+/// Connections served at once from one address: a quarter of [`MAX_CONNECTIONS`], so that one
+/// client holds at most that much, with room for the kubelet's three probes (one connection each
+/// at a time, plus the ones still closing) and a scrape.
+pub const PER_ADDRESS_CONNECTIONS: usize = 16;
 /// A client that has not sent its request headers by then is disconnected.
 pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(5);
 /// A request not answered by then gets 503 (the readiness checks take at most 3 s).
@@ -58,14 +81,15 @@ impl HttpServer {
     pub async fn serve(self, stop: CancellationToken) -> std::io::Result<()> {
         let router = self.router.layer(axum::middleware::from_fn(answer_in_time));
         let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+        let peers = Peers::new(PER_ADDRESS_CONNECTIONS);
         let connections = TaskTracker::new();
         loop {
             let accepted = tokio::select! {
                 _ = stop.cancelled() => break,
                 accepted = self.listener.accept() => accepted,
             };
-            let stream = match accepted {
-                Ok((stream, _)) => stream,
+            let (stream, peer) = match accepted {
+                Ok(accepted) => accepted,
                 Err(error) => {
                     // Out of descriptors or a connection reset before accept: not fatal.
                     tracing::debug!(%error, server = self.name, "Could not accept a connection.");
@@ -73,16 +97,23 @@ impl HttpServer {
                     continue;
                 }
             };
-            // Over the limit, the connection is closed at once rather than left to wait.
+            // Over a limit, the connection is closed at once rather than left to wait. The
+            // address's share is taken first, so that a flooding address's extra connections
+            // never hold one of the server's places, even for a moment.
+            let Some(peer_slot) = peers.enter(peer.ip()) else {
+                crate::metrics::connection_refused(self.name, "per_address");
+                drop(stream);
+                continue;
+            };
             let Ok(slot) = slots.clone().try_acquire_owned() else {
-                crate::metrics::connection_refused(self.name);
+                crate::metrics::connection_refused(self.name, "total");
                 drop(stream);
                 continue;
             };
             let service = TowerToHyperService::new(router.clone());
             let stop = stop.clone();
             connections.spawn(async move {
-                let _slot = slot;
+                let _slots = (slot, peer_slot);
                 let mut builder = hyper::server::conn::http1::Builder::new();
                 builder
                     .timer(TokioTimer::new())

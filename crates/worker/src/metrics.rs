@@ -37,8 +37,9 @@ pub const SPILL_BYTES: &str = "engine_spill_bytes_total";
 /// Counter: jobs failed because a part of their result could not be spilled (`ENGINE_SPILL_DIR`
 /// gone, read-only or full).
 pub const SPILL_FAILURES: &str = "engine_spill_failures_total";
-/// Counter: connections closed on accept because the limit was reached, by `server` (`health`,
-/// `api`; the name is the health server's, which had it first).
+/// Counter: connections closed on accept because a limit was reached, by `server` (`health`,
+/// `api`; the name is the health server's, which had it first) and `reason` (`total`: the
+/// server's; `per_address`: the client address's).
 pub const HEALTH_REFUSED: &str = "health_connections_refused_total";
 /// Counter: cancel requests and their ends, by outcome (`requested`, `refused`, `canceled`).
 pub const CANCELS: &str = "job_cancels_total";
@@ -103,7 +104,9 @@ fn register_at_zero() {
         metrics::counter!(counter).absolute(0);
     }
     for server in ["health", "api"] {
-        metrics::counter!(HEALTH_REFUSED, "server" => server).absolute(0);
+        for reason in ["total", "per_address"] {
+            metrics::counter!(HEALTH_REFUSED, "server" => server, "reason" => reason).absolute(0);
+        }
     }
     metrics::gauge!(ACTIVE).set(0.0);
 }
@@ -180,7 +183,7 @@ fn describe() {
     );
     metrics::describe_counter!(
         HEALTH_REFUSED,
-        "Health-server connections closed at once: the connection limit was reached."
+        "Connections the health server or control API closed at once: its limit or the client address's was reached."
     );
 }
 
@@ -242,8 +245,8 @@ pub(crate) fn selfprobe(dep: &'static str, up: bool) {
     metrics::gauge!(SELFPROBE, "dep" => dep).set(if up { 1.0 } else { 0.0 });
 }
 
-pub(crate) fn connection_refused(server: &'static str) {
-    metrics::counter!(HEALTH_REFUSED, "server" => server).increment(1);
+pub(crate) fn connection_refused(server: &'static str, reason: &'static str) {
+    metrics::counter!(HEALTH_REFUSED, "server" => server, "reason" => reason).increment(1);
 }
 
 pub(crate) fn api_request(route: &'static str, status: u16) {

@@ -168,6 +168,14 @@ pub(super) fn read(r: &mut Reader<'_>, vars: &BTreeMap<String, String>) -> Optio
             .flag("API_ENABLED", true)
             .then(|| port(r.number(&number::API_PORT))),
     };
+    // Apart, a flood of the control API never holds a connection the probes need.
+    if http.api_port == Some(http.port) {
+        r.problem(format!(
+            "API_PORT must differ from HEALTH_PORT (both {}): the control API and the health \
+             server have listeners of their own",
+            http.port
+        ));
+    }
     let shutdown = ShutdownSettings {
         readyz_drain_delay: r.seconds(&number::READYZ_DRAIN_DELAY_SEC),
         grace: r.seconds(&number::SHUTDOWN_GRACE_SEC),

@@ -125,6 +125,18 @@ fn streaming_must_be_enabled_and_the_exchange_set() {
 }
 
 #[test]
+fn the_control_api_and_the_health_server_never_share_a_port() {
+    let text = problems(with(&[("API_PORT", "4007")])).join("\n");
+    assert!(
+        text.contains("API_PORT must differ from HEALTH_PORT"),
+        "{text}"
+    );
+    // The default (4008) differs, and a disabled API has no port to clash.
+    assert!(Settings::from_vars(minimal()).is_ok());
+    assert!(Settings::from_vars(with(&[("API_PORT", "4007"), ("API_ENABLED", "false")])).is_ok());
+}
+
+#[test]
 fn no_secret_appears_in_debug_or_errors() {
     let s = Settings::from_vars(with(&[
         ("OBJECT_STORAGE_ACCESS_KEY_ID", "AKIAEXAMPLE"),

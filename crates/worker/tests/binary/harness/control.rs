@@ -2,7 +2,7 @@
 //! `fetcherctl` signs them, or deliberately not.
 
 use std::io::{Read, Write};
-use std::net::TcpStream;
+use std::net::{IpAddr, TcpStream};
 use std::time::Duration;
 
 use contract::envelope::{sign_control, ControlRoute};
@@ -52,6 +52,49 @@ impl ControlClient {
         body: &[u8],
         signing: Signing,
     ) -> Result<(u16, serde_json::Value), std::io::Error> {
+        let request = self.request(method, job_id, suffix, tenant, body, signing);
+        let mut stream = TcpStream::connect(("127.0.0.1", self.port))?;
+        stream.set_read_timeout(Some(Duration::from_secs(15)))?;
+        stream.write_all(&request)?;
+        let mut response = String::new();
+        stream.read_to_string(&mut response)?;
+        answer(&response)
+    }
+
+    /// A validly signed request sent from the local address `source` (`127.0.0.2`: another
+    /// client than the tests' usual `127.0.0.1`), without blocking the test's runtime.
+    pub async fn send_from(
+        &self,
+        source: IpAddr,
+        method: &str,
+        job_id: Uuid,
+        suffix: &str,
+    ) -> Result<(u16, serde_json::Value), std::io::Error> {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let request = self.request(method, job_id, suffix, None, b"", Signing::Valid);
+        let mut stream = super::connect_from(source, self.port).await?;
+        let exchange = async {
+            stream.write_all(&request).await?;
+            let mut response = Vec::new();
+            stream.read_to_end(&mut response).await?;
+            Ok::<_, std::io::Error>(response)
+        };
+        let response = tokio::time::timeout(Duration::from_secs(15), exchange)
+            .await
+            .map_err(|_| std::io::Error::other("no answer within 15 s"))??;
+        answer(&String::from_utf8_lossy(&response))
+    }
+
+    /// The request's bytes, signed as `signing` says.
+    fn request(
+        &self,
+        method: &str,
+        job_id: Uuid,
+        suffix: &str,
+        tenant: Option<&str>,
+        body: &[u8],
+        signing: Signing,
+    ) -> Vec<u8> {
         let id = job_id.to_string();
         let path = format!("/v1/fetcher/{id}{suffix}");
         let now = chrono::Utc::now().timestamp();
@@ -81,19 +124,20 @@ impl ControlClient {
             request.push_str(&format!("X-Tenant-ID: {tenant}\r\n"));
         }
         request.push_str("\r\n");
-        let mut stream = TcpStream::connect(("127.0.0.1", self.port))?;
-        stream.set_read_timeout(Some(Duration::from_secs(15)))?;
-        stream.write_all(request.as_bytes())?;
-        stream.write_all(body)?;
-        let mut response = String::new();
-        stream.read_to_string(&mut response)?;
-        let status = response
-            .split_whitespace()
-            .nth(1)
-            .and_then(|s| s.parse().ok())
-            .ok_or_else(|| std::io::Error::other(format!("no status line in {response:?}")))?;
-        let body = response.split("\r\n\r\n").nth(1).unwrap_or("");
-        let json = serde_json::from_str(body).unwrap_or(serde_json::Value::String(body.into()));
-        Ok((status, json))
+        let mut bytes = request.into_bytes();
+        bytes.extend_from_slice(body);
+        bytes
     }
+}
+
+/// An HTTP/1.0 response's status and JSON body (a body that is not JSON, as a string).
+fn answer(response: &str) -> Result<(u16, serde_json::Value), std::io::Error> {
+    let status = response
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| std::io::Error::other(format!("no status line in {response:?}")))?;
+    let body = response.split("\r\n\r\n").nth(1).unwrap_or("");
+    let json = serde_json::from_str(body).unwrap_or(serde_json::Value::String(body.into()));
+    Ok((status, json))
 }

@@ -13,7 +13,7 @@
 //! - [`listener`]: [`listener::Listener`] and [`Event`], the Worker's events as a consumer receives them.
 //! - [`control`]: [`ControlClient`], signed (or not) requests to the control API.
 //! - [`dead_letters`]: [`DeadLetters`], a test run's own dead letters on the shared exchange.
-//! - [`http`]: GETs on the health port, and Prometheus samples.
+//! - [`http`]: GETs on the health port (also from another local address), and Prometheus samples.
 //! - [`proxy`]: [`FaultProxy`], a TCP proxy in front of a dependency whose faults a test
 //!   switches (latency, stall, refuse, reset, cuts and traps).
 //! - [`s3`]: the S3 test server: the bucket of a world, and a client behind the Worker's back.
@@ -38,7 +38,7 @@ mod world;
 pub use control::{ControlClient, Signing};
 pub use dead_letters::DeadLetters;
 pub use golden::assert_golden;
-pub use http::{http_get, metric_sum};
+pub use http::{connect_from, http_get, http_get_from, metric_sum};
 pub use listener::{Event, Listener};
 pub use process::{free_port, WorkerProcess};
 pub use proxy::{FaultProxy, Trap};
