@@ -183,15 +183,21 @@ struct Destination {
 }
 
 impl Destination {
-    /// The named route, if any.
-    fn route(&self) -> Option<(String, String)> {
-        match (&self.to_queue, &self.to_exchange, &self.to_routing_key) {
-            (Some(queue), _, _) => Some((String::new(), queue.clone())),
-            (None, exchange, Some(key)) => {
-                Some((exchange.clone().unwrap_or_default(), key.clone()))
-            }
-            _ => None,
+    /// The named route, if any; refused when AMQP cannot carry it (names of at most 255 bytes)
+    /// or it names no queue.
+    fn route(&self) -> anyhow::Result<Option<(String, String)>> {
+        let route = match (&self.to_queue, &self.to_exchange, &self.to_routing_key) {
+            (Some(queue), _, _) => (String::new(), queue.clone()),
+            (None, exchange, Some(key)) => (exchange.clone().unwrap_or_default(), key.clone()),
+            _ => return Ok(None),
+        };
+        if route.0.len() > 255 || route.1.len() > 255 {
+            bail!("--to-queue, --to-exchange and --to-routing-key take at most 255 bytes");
         }
+        if route.0.is_empty() && route.1.is_empty() {
+            bail!("--to-queue (or --to-routing-key) must name the work queue");
+        }
+        Ok(Some(route))
     }
 }
 
@@ -212,6 +218,10 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         DlqCommand::Requeue(requeue) => &requeue.queue,
         DlqCommand::Purge(purge) => &purge.queue,
     };
+    if let DlqCommand::Requeue(requeue) = &args.command {
+        // A route that cannot be used is refused before the broker is contacted.
+        requeue.to.route()?;
+    }
     let (connection, channel) = open(queue).await?;
     let outcome = match &args.command {
         DlqCommand::List(list) => self::list(list, &channel).await,
@@ -354,7 +364,7 @@ async fn requeue(args: &Requeue, channel: &Channel) -> anyhow::Result<()> {
         .context("Failed to enable publisher confirms")?;
     // Only the messages there now: one the Worker refuses again lands behind them.
     let depth = depth(channel, dlq).await?;
-    let named = args.to.route();
+    let named = args.to.route()?;
     let mut kept: Vec<Delivery> = Vec::new();
     let mut requeued = 0;
     for _ in 0..depth {
@@ -528,4 +538,46 @@ async fn release(channel: &Channel, letters: &[Delivery]) -> anyhow::Result<()> 
         )
         .await
         .context("Failed to hand the messages back to the queue")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn destination(queue: Option<&str>, exchange: Option<&str>, key: Option<&str>) -> Destination {
+        Destination {
+            to_queue: queue.map(str::to_owned),
+            to_exchange: exchange.map(str::to_owned),
+            to_routing_key: key.map(str::to_owned),
+        }
+    }
+
+    #[test]
+    fn a_named_route_is_the_default_exchange_or_the_one_given() {
+        let route = |d: Destination| d.route().expect("valid");
+        assert_eq!(route(destination(None, None, None)), None);
+        assert_eq!(
+            route(destination(Some("work"), None, None)),
+            Some((String::new(), "work".to_owned()))
+        );
+        assert_eq!(
+            route(destination(None, Some("jobs"), Some("work"))),
+            Some(("jobs".to_owned(), "work".to_owned()))
+        );
+        assert_eq!(
+            route(destination(None, None, Some("work"))),
+            Some((String::new(), "work".to_owned()))
+        );
+    }
+
+    #[test]
+    fn an_unusable_route_is_refused() {
+        assert!(destination(Some(""), None, None).route().is_err());
+        assert!(destination(Some(&"q".repeat(256)), None, None)
+            .route()
+            .is_err());
+        assert!(destination(None, Some(&"e".repeat(256)), Some("k"))
+            .route()
+            .is_err());
+    }
 }
