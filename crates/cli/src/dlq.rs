@@ -4,16 +4,28 @@
 //! Reading never consumes for good: messages are taken with `basic.get` unacknowledged and, once
 //! read, all handed back with one `basic.nack` (requeue), which RabbitMQ puts back in their
 //! places. Meanwhile they are invisible to anyone else reading the queue, and each comes back
-//! marked redelivered. `requeue` publishes a selected message to the route it was first
-//! published with (the signature covers it), its body and properties (headers included) as they
-//! are, waits for the broker's confirm, and only then acknowledges the dead letter: a failure in
-//! between leaves it in the queue, and a crash after the confirm leaves one copy in each (the
-//! Worker runs a job once). Nothing is re-signed, so a message whose signature failed is refused
-//! again, and one older than `RABBITMQ_SIGNATURE_MAX_AGE_SEC` is refused as stale unless its job
-//! was accepted before.
+//! marked redelivered.
+//!
+//! What a letter says of itself counts only when the Worker's stamp on it verifies under the
+//! internal key (`APP_ENC_KEY`, or `--hmac-key` / `FETCHER_INTERNAL_HMAC_KEY`; see
+//! [`crate::dead_letter`]): anyone who may publish to the work queue can plant a letter with
+//! `x-fetcher-*` (and `x-death`) headers of their choosing. Without a key, or without a stamp
+//! that verifies, a letter is listed as unverified with RabbitMQ's `x-death` account only,
+//! `--reason` never selects it, and `requeue` sends it only to a route the operator names
+//! (`--to-queue`, or `--to-exchange` with `--to-routing-key`): never to a route its headers name.
+//!
+//! `requeue` publishes a selected message to a trusted route (the verified stamp's, which is
+//! the route it was first published with and which its signature covers, or the one named), its
+//! body and properties (headers included) as they are, waits for the broker's confirm, and only
+//! then acknowledges the dead letter: a failure in between leaves it in the queue, and a crash
+//! after the confirm leaves one copy in each (the Worker runs a job once). Nothing is re-signed,
+//! so a message whose signature failed, or that is sent to another route than it was signed
+//! for, is refused again, and one older than `RABBITMQ_SIGNATURE_MAX_AGE_SEC` is refused as
+//! stale unless its job was accepted before.
 
 use anyhow::{anyhow, bail, Context as _};
 use chrono::Utc;
+use crypto::HmacKey;
 use lapin::message::Delivery;
 use lapin::options::{
     BasicAckOptions, BasicGetOptions, BasicNackOptions, BasicPublishOptions, BasicQosOptions,
@@ -23,7 +35,9 @@ use lapin::types::{AMQPValue, FieldTable};
 use lapin::{Channel, Confirmation, Connection};
 
 use crate::amqp::BrokerArgs;
-use crate::dead_letter::DeadLetter;
+use crate::dead_letter::{DeadLetter, Unverified};
+use crate::keys::MASTER_KEY_ENV;
+use crate::submit::{internal_key, HMAC_KEY_ENV};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -34,12 +48,16 @@ pub struct Args {
 #[derive(clap::Subcommand)]
 enum DlqCommand {
     /// One line per dead letter: position, job id, reason and queue, age, size, deaths.
-    /// Nothing is consumed: the messages are read and handed back in their places.
+    /// A letter whose Worker stamp does not verify is marked unverified and shown with
+    /// RabbitMQ's x-death reason and queue only. Nothing is consumed: the messages are read
+    /// and handed back in their places.
     List(List),
     /// One dead letter's properties, headers and body (capped), by job id or position.
     Show(Show),
     /// Publish the selected dead letters, unchanged, to the route they were first published
-    /// with (the work queue), each acknowledged only once the broker confirmed its copy.
+    /// with (the work queue) as the Worker's verified stamp names it, or to the route given
+    /// with --to-queue or --to-exchange and --to-routing-key; each acknowledged only once the
+    /// broker confirmed its copy. An unverified letter without a named route stays.
     Requeue(Requeue),
     /// Delete every message of the dead-letter queue for good (needs --yes).
     Purge(Purge),
@@ -55,10 +73,42 @@ struct Queue {
     dlq: String,
 }
 
+/// The key that checks the Worker's stamps.
+#[derive(clap::Args)]
+struct StampKey {
+    /// The internal HMAC key as 64 hex characters (`fetcherctl derive-key --internal`), which
+    /// checks the Worker's stamp on each dead letter; or APP_ENC_KEY (exactly one of the two).
+    /// Without either, every letter is unverified. A flag is visible in the process list:
+    /// prefer the variable.
+    #[arg(long, value_name = "HEX", env = HMAC_KEY_ENV, hide_env_values = true)]
+    hmac_key: Option<String>,
+}
+
+impl StampKey {
+    /// The internal key, `None` (said once on standard error) when none is given.
+    fn key(&self) -> anyhow::Result<Option<HmacKey>> {
+        let given = self
+            .hmac_key
+            .as_deref()
+            .is_some_and(|h| !h.trim().is_empty());
+        if !given && !crate::keys::master_is_set() {
+            eprintln!(
+                "No internal key ({MASTER_KEY_ENV}, or --hmac-key / {HMAC_KEY_ENV}): no Worker \
+                 stamp can be checked, every dead letter is unverified."
+            );
+            return Ok(None);
+        }
+        internal_key(self.hmac_key.as_deref()).map(Some)
+    }
+}
+
 #[derive(clap::Args)]
 struct List {
     #[command(flatten)]
     queue: Queue,
+
+    #[command(flatten)]
+    stamps: StampKey,
 
     /// Read at most this many messages.
     #[arg(long, default_value_t = 1000)]
@@ -70,6 +120,9 @@ struct List {
 struct Show {
     #[command(flatten)]
     queue: Queue,
+
+    #[command(flatten)]
+    stamps: StampKey,
 
     /// The first dead letter of this job.
     #[arg(long, group = "which")]
@@ -90,18 +143,62 @@ struct Requeue {
     #[command(flatten)]
     queue: Queue,
 
+    #[command(flatten)]
+    stamps: StampKey,
+
+    #[command(flatten)]
+    to: Destination,
+
     /// The dead letters of this job (repeatable).
     #[arg(long, group = "which")]
     job: Vec<String>,
 
-    /// The dead letters with this reason (the Worker's, as `list` shows it, such as
-    /// `signature_mismatch`; or RabbitMQ's `rejected`, `expired`, `maxlen`).
+    /// The dead letters with this reason, as the Worker's verified stamp gives it (such as
+    /// `signature_mismatch`). An unverified letter is never selected by its reason.
     #[arg(long, group = "which")]
     reason: Option<String>,
 
     /// Every dead letter.
     #[arg(long, group = "which")]
     all: bool,
+}
+
+/// A route the operator names for the requeued letters, instead of their verified stamps'.
+/// A job's signature covers its exchange and routing key (contract §3): a letter sent to any
+/// other route than it was signed for is refused again.
+#[derive(clap::Args)]
+struct Destination {
+    /// Requeue to this work queue (the default exchange, this routing key), as jobs are
+    /// normally published (fetcherctl submit's --queue).
+    #[arg(long, value_name = "QUEUE", conflicts_with_all = ["to_exchange", "to_routing_key"])]
+    to_queue: Option<String>,
+
+    /// Requeue to this exchange (with --to-routing-key).
+    #[arg(long, value_name = "EXCHANGE", requires = "to_routing_key")]
+    to_exchange: Option<String>,
+
+    /// Requeue with this routing key (on --to-exchange, else the default exchange).
+    #[arg(long, value_name = "KEY")]
+    to_routing_key: Option<String>,
+}
+
+impl Destination {
+    /// The named route, if any; refused when AMQP cannot carry it (names of at most 255 bytes)
+    /// or it names no queue.
+    fn route(&self) -> anyhow::Result<Option<(String, String)>> {
+        let route = match (&self.to_queue, &self.to_exchange, &self.to_routing_key) {
+            (Some(queue), _, _) => (String::new(), queue.clone()),
+            (None, exchange, Some(key)) => (exchange.clone().unwrap_or_default(), key.clone()),
+            _ => return Ok(None),
+        };
+        if route.0.len() > 255 || route.1.len() > 255 {
+            bail!("--to-queue, --to-exchange and --to-routing-key take at most 255 bytes");
+        }
+        if route.0.is_empty() && route.1.is_empty() {
+            bail!("--to-queue (or --to-routing-key) must name the work queue");
+        }
+        Ok(Some(route))
+    }
 }
 
 #[derive(clap::Args)]
@@ -121,6 +218,10 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         DlqCommand::Requeue(requeue) => &requeue.queue,
         DlqCommand::Purge(purge) => &purge.queue,
     };
+    if let DlqCommand::Requeue(requeue) = &args.command {
+        // A route that cannot be used is refused before the broker is contacted.
+        requeue.to.route()?;
+    }
     let (connection, channel) = open(queue).await?;
     let outcome = match &args.command {
         DlqCommand::List(list) => self::list(list, &channel).await,
@@ -136,6 +237,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
 }
 
 async fn list(args: &List, channel: &Channel) -> anyhow::Result<()> {
+    let key = args.stamps.key()?;
     let depth = depth(channel, &args.queue.dlq).await?;
     let letters = peek(channel, &args.queue.dlq, args.limit.min(depth)).await?;
     release(channel, &letters).await?;
@@ -152,54 +254,61 @@ async fn list(args: &List, channel: &Channel) -> anyhow::Result<()> {
     );
     println!("#\tjob\treason\tage\tsize\tdeaths");
     for (index, delivery) in letters.iter().enumerate() {
-        let letter = DeadLetter::read(delivery);
+        let letter = DeadLetter::read(delivery, key.as_ref());
         println!(
-            "{}\t{}\t{} from {}\t{}\t{} B\t{}",
+            "{}\t{}\t{}\t{}\t{} B\t{}",
             index + 1,
             letter.job_id,
-            letter.reason,
-            letter.queue,
+            letter.summary(),
             letter.age(now),
             letter.size,
-            letter.deaths
+            letter.deaths()
         );
     }
     Ok(())
 }
 
 async fn show(args: &Show, channel: &Channel) -> anyhow::Result<()> {
+    let key = args.stamps.key()?;
     let depth = depth(channel, &args.queue.dlq).await?;
     let letters = peek(channel, &args.queue.dlq, depth).await?;
     release(channel, &letters).await?;
     let found = letters.iter().enumerate().find(|(index, delivery)| {
         args.index == Some(index + 1)
-            || args.job.as_deref() == Some(DeadLetter::read(delivery).job_id.as_str())
+            || args.job.as_deref() == Some(DeadLetter::read(delivery, None).job_id.as_str())
     });
     let Some((index, delivery)) = found else {
         bail!("no such dead letter in {}", args.queue.dlq);
     };
-    print!("{}", describe(index + 1, delivery, args.max_bytes));
+    let letter = DeadLetter::read(delivery, key.as_ref());
+    print!("{}", describe(index + 1, &letter, delivery, args.max_bytes));
     Ok(())
 }
 
-/// A dead letter for `show`: what `list` says, the route, properties, headers and the body's
-/// first `max_bytes`. Texts go through [`contract::redact`], so a connection string a body or a
-/// header might carry is not printed.
-fn describe(position: usize, delivery: &Delivery, max_bytes: usize) -> String {
-    let letter = DeadLetter::read(delivery);
+/// A dead letter for `show`: what `list` says, the route (the verified stamp's, or x-death's
+/// marked untrusted), properties, headers and the body's first `max_bytes`. Texts go through
+/// [`contract::redact`], so a connection string a body or a header might carry is not printed.
+fn describe(position: usize, letter: &DeadLetter, delivery: &Delivery, max_bytes: usize) -> String {
     let properties = &delivery.properties;
     let mut out = format!(
-        "position: {position}\njob: {}\nreason: {} from {}\ndeaths: {}\nage: {}\n",
+        "position: {position}\njob: {}\nreason: {}\ndeaths: {}\nage: {}\n",
         letter.job_id,
-        letter.reason,
-        letter.queue,
-        letter.deaths,
+        letter.summary(),
+        letter.deaths(),
         letter.age(Utc::now())
     );
-    if let Some((exchange, key)) = &letter.route {
-        out.push_str(&format!(
-            "route: exchange {exchange:?}, routing key {key:?}\n"
-        ));
+    match (&letter.stamp, &letter.death.route) {
+        (Ok(stamped), _) => {
+            let (exchange, key) = &stamped.route;
+            out.push_str(&format!(
+                "route: exchange {exchange:?}, routing key {key:?} (stamped by the Worker)\n"
+            ));
+        }
+        (Err(_), Some((exchange, key))) => out.push_str(&format!(
+            "route: exchange {exchange:?}, routing key {key:?} (x-death, unverified: requeue \
+             needs --to-queue)\n"
+        )),
+        (Err(_), None) => {}
     }
     let optional = |value: Option<String>| value.unwrap_or_else(|| "-".into());
     out.push_str(&format!(
@@ -248,31 +357,33 @@ fn cap(text: &str, chars: usize) -> String {
 
 async fn requeue(args: &Requeue, channel: &Channel) -> anyhow::Result<()> {
     let dlq = &args.queue.dlq;
+    let stamp_key = args.stamps.key()?;
     channel
         .confirm_select(ConfirmSelectOptions::default())
         .await
         .context("Failed to enable publisher confirms")?;
     // Only the messages there now: one the Worker refuses again lands behind them.
     let depth = depth(channel, dlq).await?;
+    let named = args.to.route()?;
     let mut kept: Vec<Delivery> = Vec::new();
     let mut requeued = 0;
     for _ in 0..depth {
         let Some(delivery) = get(channel, dlq).await? else {
             break;
         };
-        let letter = DeadLetter::read(&delivery);
+        let letter = DeadLetter::read(&delivery, stamp_key.as_ref());
         let selected = args.all
             || args.job.contains(&letter.job_id)
-            || args.reason.as_deref() == Some(letter.reason.as_str());
+            || (args.reason.is_some() && args.reason.as_deref() == letter.verified_reason());
         if !selected {
             kept.push(delivery);
             continue;
         }
-        let Some((exchange, key)) = letter.route.clone() else {
-            eprintln!(
-                "Kept the dead letter of job {}: it has no x-death route to requeue it to",
-                letter.job_id
-            );
+        let trusted = named
+            .clone()
+            .or_else(|| letter.stamp.as_ref().ok().map(|s| s.route.clone()));
+        let Some((exchange, key)) = trusted else {
+            eprintln!("{}", unrouted(&letter));
             kept.push(delivery);
             continue;
         };
@@ -298,6 +409,19 @@ async fn requeue(args: &Requeue, channel: &Channel) -> anyhow::Result<()> {
     release(channel, &kept).await?;
     println!("Requeued {requeued} of {depth} message(s) in {dlq}");
     Ok(())
+}
+
+/// The one line that says why a selected letter stays: it is unverified and no route was named.
+fn unrouted(letter: &DeadLetter) -> String {
+    let why = letter.stamp.as_ref().err().map_or("", |why| why.why());
+    let hint = match letter.stamp {
+        Err(Unverified::NoKey) => "give the internal key, or name the work queue with --to-queue",
+        _ => "its headers' route is not trusted; name the work queue with --to-queue",
+    };
+    format!(
+        "Kept the dead letter of job {}: unverified ({why}); {hint}",
+        letter.job_id
+    )
 }
 
 /// Publishes the dead letter's body and properties as they are, mandatory, and waits for the
@@ -414,4 +538,46 @@ async fn release(channel: &Channel, letters: &[Delivery]) -> anyhow::Result<()> 
         )
         .await
         .context("Failed to hand the messages back to the queue")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn destination(queue: Option<&str>, exchange: Option<&str>, key: Option<&str>) -> Destination {
+        Destination {
+            to_queue: queue.map(str::to_owned),
+            to_exchange: exchange.map(str::to_owned),
+            to_routing_key: key.map(str::to_owned),
+        }
+    }
+
+    #[test]
+    fn a_named_route_is_the_default_exchange_or_the_one_given() {
+        let route = |d: Destination| d.route().expect("valid");
+        assert_eq!(route(destination(None, None, None)), None);
+        assert_eq!(
+            route(destination(Some("work"), None, None)),
+            Some((String::new(), "work".to_owned()))
+        );
+        assert_eq!(
+            route(destination(None, Some("jobs"), Some("work"))),
+            Some(("jobs".to_owned(), "work".to_owned()))
+        );
+        assert_eq!(
+            route(destination(None, None, Some("work"))),
+            Some((String::new(), "work".to_owned()))
+        );
+    }
+
+    #[test]
+    fn an_unusable_route_is_refused() {
+        assert!(destination(Some(""), None, None).route().is_err());
+        assert!(destination(Some(&"q".repeat(256)), None, None)
+            .route()
+            .is_err());
+        assert!(destination(None, Some(&"e".repeat(256)), Some("k"))
+            .route()
+            .is_err());
+    }
 }

@@ -88,6 +88,9 @@ enum Command {
     ///
     /// `list` and `show` consume nothing; `requeue` publishes a message unchanged (nothing is
     /// re-signed) and acknowledges the dead letter only once the broker confirmed the copy.
+    /// A letter counts as the Worker's only when its stamp verifies under the internal key
+    /// (APP_ENC_KEY, or --hmac-key / FETCHER_INTERNAL_HMAC_KEY); any other is unverified and
+    /// requeued only to a route named with --to-queue (or --to-exchange, --to-routing-key).
     Dlq(dlq::Args),
 }
 

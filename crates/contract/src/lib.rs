@@ -7,6 +7,7 @@
 //! - [`json`]: a Go-compatible JSON writer (`encoding/json` `Marshal` / `MarshalIndent` bytes),
 //!   streaming into any `std::io::Write`.
 //! - [`envelope`]: what a signature covers (contract §3), signing and verification.
+//! - [`dead_letter`]: what the Worker's stamp on a dead letter covers, signing and verification.
 //! - [`redaction`]: error redaction before an error text leaves the process.
 //! - [`message`]: inbound job messages, decoded with Go's rules and validated; job id recovery.
 //! - [`wire`]: header and queue names shared by the Worker and `fetcherctl`.
@@ -14,6 +15,7 @@
 //! This crate must not depend on any other crate of the workspace, nor on any I/O crate
 //! (`tokio`, `lapin`, `sqlx`, `aws-sdk-*`, `axum`).
 
+pub mod dead_letter;
 pub mod envelope;
 pub mod event;
 pub mod json;

@@ -1,6 +1,7 @@
 //! Names on the wire that the Worker, its publisher and `fetcherctl` must spell alike: message
 //! headers beyond the signature's own (those are in [`crate::envelope`]), the headers of a dead
-//! letter the Worker refused, and the work queue's conventional name.
+//! letter the Worker refused (their stamp's text is [`crate::dead_letter`]), and the work
+//! queue's conventional name.
 
 /// `X-Tenant-ID`: the job's tenant (signed as part of the route, contract §3).
 pub const TENANT_HEADER: &str = "X-Tenant-ID";
@@ -21,6 +22,11 @@ pub const DEAD_LETTER_EXCHANGE_HEADER: &str = "x-fetcher-exchange";
 pub const DEAD_LETTER_ROUTING_KEY_HEADER: &str = "x-fetcher-routing-key";
 /// `x-fetcher-refused-at`: when it was refused (an AMQP timestamp, seconds since the epoch).
 pub const DEAD_LETTER_AT_HEADER: &str = "x-fetcher-refused-at";
+/// `x-fetcher-stamp`: the Worker's HMAC (internal key, lowercase hex) over the five headers
+/// above and the body's SHA-256, as [`crate::dead_letter::Stamp`] writes them. Anyone who may
+/// publish to the work queue can set the other `x-fetcher-*` headers; only the Worker can stamp
+/// them, so a dead letter without a stamp that verifies is not the Worker's.
+pub const DEAD_LETTER_STAMP_HEADER: &str = "x-fetcher-stamp";
 
 /// The work queue's conventional name (contract §4; `RABBITMQ_FETCHER_WORK_QUEUE`'s default).
 pub const DEFAULT_WORK_QUEUE: &str = "fetcher.extract-external-data.queue";

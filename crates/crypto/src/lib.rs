@@ -64,7 +64,7 @@ pub use keys::{
 pub use open_stream::OpenStream;
 pub use seal::{CipherKey, NONCE_LEN, TAG_LEN};
 pub use seal_stream::SealStream;
-pub use sign::{HmacKey, HmacStream};
+pub use sign::{sha256_hex, HmacKey, HmacStream};
 
 /// Length in bytes of every derived key.
 pub const KEY_LEN: usize = secret::KEY_LEN;

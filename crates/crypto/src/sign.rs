@@ -84,6 +84,13 @@ impl fmt::Debug for HmacKey {
     }
 }
 
+/// Lowercase hex SHA-256 of `data`: the body's digest a dead letter's stamp covers
+/// (`contract::dead_letter`).
+pub fn sha256_hex(data: &[u8]) -> String {
+    use sha2::Digest as _;
+    hex::encode(Sha256::digest(data))
+}
+
 /// An HMAC-SHA256 in progress, started by [`HmacKey::start`].
 ///
 /// Feed it with [`update`](Self::update) or through [`io::Write`] (which never fails), then call
@@ -203,6 +210,14 @@ mod tests {
         assert_eq!(
             HmacKey::from_bytes([0xab; KEY_LEN]).reveal_hex(),
             "ab".repeat(32)
+        );
+    }
+
+    #[test]
+    fn sha256_hex_is_the_lowercase_hex_digest() {
+        assert_eq!(
+            sha256_hex(b"hello"),
+            "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824"
         );
     }
 

@@ -129,7 +129,7 @@ async fn consume(
             }
             next = deliveries.next() => match next {
                 Some(Ok(delivery)) => {
-                    let refusal = Refusal { confirms: confirms.clone(), queue: queue.clone() };
+                    let refusal = RefusalChannel { confirms: confirms.clone(), queue: queue.clone() };
                     let (core, stop) = (core.clone(), stop.clone());
                     tracker.spawn(async move { handle(core, delivery, refusal, stop).await });
                 }
@@ -141,27 +141,30 @@ async fn consume(
 }
 
 /// Where a refused delivery goes: the confirm channel and the queue it was consumed from.
-struct Refusal {
+struct RefusalChannel {
     confirms: Channel,
     queue: Arc<str>,
 }
 
-async fn handle(core: Arc<JobCore>, delivery: Delivery, refusal: Refusal, stop: CancellationToken) {
+async fn handle(
+    core: Arc<JobCore>,
+    delivery: Delivery,
+    refusal: RefusalChannel,
+    stop: CancellationToken,
+) {
     metrics::active(1.0);
     let disposition = core.handle(&headers::inbound(&delivery), &stop).await;
     metrics::active(-1.0);
     let outcome = match disposition {
         Disposition::Ack => delivery.acker.ack(BasicAckOptions::default()).await,
         Disposition::DeadLetter(reason) => {
-            let max_bytes = core.max_message_bytes();
-            dead_letter::refuse(
-                &refusal.confirms,
-                &delivery,
-                &refusal.queue,
-                reason,
-                max_bytes,
-            )
-            .await
+            let refusal = dead_letter::Refusal {
+                confirms: &refusal.confirms,
+                queue: &refusal.queue,
+                max_bytes: core.max_message_bytes(),
+                key: core.settings().keys.internal_hmac(),
+            };
+            dead_letter::refuse(&refusal, &delivery, reason).await
         }
         Disposition::Retry => {
             // A short pause so an unreachable dependency is not hammered by the same message.

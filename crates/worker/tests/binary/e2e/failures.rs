@@ -6,11 +6,12 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use uuid::Uuid;
 
+use contract::dead_letter::Stamp;
 use contract::wire;
-use lapin::types::AMQPValue;
+use lapin::types::{AMQPValue, FieldTable};
 use testkit::amqp::{header, long_string};
 
-use crate::harness::{publish, Headers, World};
+use crate::harness::{publish, Headers, World, RUN_HEADER};
 
 #[tokio::test]
 async fn failing_jobs_publish_redacted_reasons_and_store_nothing() {
@@ -81,8 +82,14 @@ fn text(delivery: &lapin::message::Delivery, name: &str) -> String {
 }
 
 /// `delivery` is a dead letter the Worker placed for `reason`, refused from `queue` where it came
-/// by the default exchange, not one RabbitMQ dead-lettered (no `x-death`).
-fn assert_refused(delivery: &lapin::message::Delivery, queue: &str, reason: &str) {
+/// by the default exchange, not one RabbitMQ dead-lettered (no `x-death`), and stamped with the
+/// internal key of `keys` over those headers and its body.
+fn assert_refused(
+    delivery: &lapin::message::Delivery,
+    queue: &str,
+    reason: &str,
+    keys: &crypto::KeySet,
+) {
     let text = |name| text(delivery, name);
     assert_eq!(text(wire::DEAD_LETTER_REASON_HEADER), reason);
     assert_eq!(text(wire::DEAD_LETTER_QUEUE_HEADER), queue);
@@ -95,6 +102,24 @@ fn assert_refused(delivery: &lapin::message::Delivery, queue: &str, reason: &str
     assert!(
         header(delivery, "x-death").is_none(),
         "dead-lettered by RabbitMQ"
+    );
+    let Some(AMQPValue::Timestamp(refused_at)) = header(delivery, wire::DEAD_LETTER_AT_HEADER)
+    else {
+        unreachable!("checked above")
+    };
+    let digest = crypto::sha256_hex(&delivery.data);
+    let stamp = Stamp {
+        reason,
+        queue,
+        exchange: "",
+        routing_key: queue,
+        refused_at: *refused_at,
+        body_sha256: &digest,
+    };
+    let value = text(wire::DEAD_LETTER_STAMP_HEADER);
+    assert!(
+        stamp.verify(&value, |t, v| keys.internal_hmac().verify_hex(t, v)),
+        "the Worker's stamp does not verify"
     );
 }
 
@@ -122,7 +147,12 @@ async fn refused_messages_are_dead_lettered_with_their_reason_and_unusable_bodie
     assert_eq!(dead_letter.data, body);
     assert_eq!(world.job_status(bad_job).await, None, "the job was touched");
     // Placed by the Worker with its reason and the route the message came by, not by RabbitMQ.
-    assert_refused(&dead_letter, &world.queue, "signature_mismatch");
+    assert_refused(
+        &dead_letter,
+        &world.queue,
+        "signature_mismatch",
+        &world.keys,
+    );
 
     // Requeued as `fetcherctl dlq requeue` does it (to the route it names, body and headers as
     // they are, nothing re-signed): refused again, the job still untouched.
@@ -151,8 +181,78 @@ async fn refused_messages_are_dead_lettered_with_their_reason_and_unusable_bodie
         .expect("delivery")
         .expect("delivery");
     assert_eq!(again.data, body);
-    assert_refused(&again, &world.queue, "signature_mismatch");
+    assert_refused(&again, &world.queue, "signature_mismatch", &world.keys);
     assert_eq!(world.job_status(bad_job).await, None, "the job was touched");
+
+    // Forged: a message the Worker cannot copy (headers nested past MAX_HEADER_DEPTH) is rejected,
+    // so RabbitMQ dead-letters it with the `x-fetcher-*` headers it came with; no stamp of the
+    // Worker verifies on it, which is how `fetcherctl dlq` tells it from the Worker's.
+    let forged_job = Uuid::now_v7();
+    let forged_body = world.job_body(forged_job, "src", "payments", &["id"]);
+    let mut deep = FieldTable::default();
+    for _ in 0..6 {
+        let mut outer = FieldTable::default();
+        outer.insert("t".into(), AMQPValue::FieldTable(deep));
+        deep = outer;
+    }
+    let forged_headers = Headers::default()
+        .text(RUN_HEADER, &world.id)
+        .text("x-message-signature", &"0".repeat(64))
+        .text("t", &chrono::Utc::now().timestamp().to_string())
+        .text("signature-version", "v1")
+        .text(wire::DEAD_LETTER_REASON_HEADER, "signature_mismatch")
+        .text(wire::DEAD_LETTER_QUEUE_HEADER, &world.queue)
+        .text(wire::DEAD_LETTER_EXCHANGE_HEADER, "attacker")
+        .text(wire::DEAD_LETTER_ROUTING_KEY_HEADER, "loot")
+        .value(
+            wire::DEAD_LETTER_AT_HEADER,
+            AMQPValue::Timestamp(1_700_000_000),
+        )
+        .text(wire::DEAD_LETTER_STAMP_HEADER, &"0".repeat(64))
+        .value("deep", AMQPValue::FieldTable(deep));
+    publish(
+        &world.broker.channel,
+        "",
+        &world.queue,
+        &forged_body,
+        &forged_headers,
+    )
+    .await;
+    let forged = loop {
+        let letter = tokio::time::timeout(Duration::from_secs(20), dead.next())
+            .await
+            .expect("the forged message was dead-lettered")
+            .expect("delivery")
+            .expect("delivery");
+        if letter.data == forged_body {
+            break letter;
+        }
+    };
+    assert!(
+        header(&forged, "x-death").is_some(),
+        "dead-lettered by RabbitMQ"
+    );
+    assert_eq!(text(&forged, wire::DEAD_LETTER_EXCHANGE_HEADER), "attacker");
+    let digest = crypto::sha256_hex(&forged.data);
+    let claimed = Stamp {
+        reason: "signature_mismatch",
+        queue: &world.queue,
+        exchange: "attacker",
+        routing_key: "loot",
+        refused_at: 1_700_000_000,
+        body_sha256: &digest,
+    };
+    assert!(
+        !claimed.verify(&text(&forged, wire::DEAD_LETTER_STAMP_HEADER), |t, v| world
+            .keys
+            .internal_hmac()
+            .verify_hex(t, v))
+    );
+    assert_eq!(
+        world.job_status(forged_job).await,
+        None,
+        "the job was touched"
+    );
 
     // Unparseable body, job id in a header: job.failed with the reason.
     let broken_job = Uuid::now_v7();
