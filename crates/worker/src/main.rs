@@ -60,7 +60,10 @@ async fn run() -> ExitCode {
     };
     worker::telemetry::init(&settings.log);
     for warning in &settings.warnings {
-        tracing::warn!(warning = %warning, "A setting was replaced by its default or skipped.");
+        tracing::warn!(
+            warning = %warning,
+            "A setting was replaced by its default or skipped, or protects less than it reads."
+        );
     }
     let shutdown = CancellationToken::new();
     tokio::spawn(worker::shutdown::on_signal(shutdown.clone()));

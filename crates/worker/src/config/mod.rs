@@ -13,6 +13,8 @@ mod tests;
 mod variables;
 #[cfg(test)]
 mod walk_tests;
+#[cfg(test)]
+mod wire_tests;
 
 pub use variables::{env_example, markdown};
 
@@ -50,8 +52,8 @@ pub struct Settings {
     pub log: LogSettings,
     /// `DATASOURCE_<NAME>_*`, by connection name: the groups without problems.
     pub datasources: BTreeMap<String, ConnectionConfig>,
-    /// What was replaced by a default or skipped, one sentence each (no secret in any): for the
-    /// Worker to log once its logging is up.
+    /// What was replaced by a default or skipped, or protects less than it reads, one sentence
+    /// each (no secret in any): for the Worker to log once its logging is up.
     pub warnings: Vec<String>,
 }
 
