@@ -2,6 +2,7 @@
 //! S3 (s3s-fs), and a private pysqlbridge for the SQL Server job, driven as an operator and a
 //! consumer would.
 
+mod command_line;
 mod consume;
 mod control;
 mod datasources;
