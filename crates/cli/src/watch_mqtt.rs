@@ -33,8 +33,14 @@ pub struct MqttWatch<'a> {
 }
 
 /// `mqtt://host[:port]` or `mqtts://host[:port]` as options: a fresh client id, a clean
-/// session, credentials from `MQTT_USERNAME` and `MQTT_PASSWORD`, TLS with the CA file's
+/// session, credentials from `MQTT_USERNAME` and `MQTT_PASSWORD` (over `mqtt://` only with
+/// `MQTT_ALLOW_CLEARTEXT_PASSWORD=true`, the Worker's rule), TLS with the CA file's
 /// certificates or the system's roots.
+/// Whether `MQTT_ALLOW_CLEARTEXT_PASSWORD` says yes (`true`, any case).
+fn cleartext_allowed(value: Option<String>) -> bool {
+    value.is_some_and(|v| v.trim().eq_ignore_ascii_case("true"))
+}
+
 fn options(url: &str, ca_file: Option<&Path>) -> anyhow::Result<MqttOptions> {
     let (tls, rest) = match (url.strip_prefix("mqtts://"), url.strip_prefix("mqtt://")) {
         (Some(rest), _) => (true, rest),
@@ -60,6 +66,13 @@ fn options(url: &str, ca_file: Option<&Path>) -> anyhow::Result<MqttOptions> {
     let mut options = MqttOptions::new(id, host, port);
     options.set_keep_alive(Duration::from_secs(30));
     if let Ok(username) = std::env::var("MQTT_USERNAME") {
+        if !tls && !cleartext_allowed(std::env::var("MQTT_ALLOW_CLEARTEXT_PASSWORD").ok()) {
+            bail!(
+                "MQTT_USERNAME is set and --mqtt is mqtt://: the password would cross the network \
+                 in clear text; use mqtts://, or set MQTT_ALLOW_CLEARTEXT_PASSWORD=true (as the \
+                 Worker asks)"
+            );
+        }
         options.set_credentials(username, std::env::var("MQTT_PASSWORD").unwrap_or_default());
     }
     if tls {

@@ -106,3 +106,32 @@ fn a_ca_file_that_is_not_pem_certificates_is_refused_before_connecting() {
     }
     let _ = std::fs::remove_file(&not_pem);
 }
+
+#[test]
+fn a_password_over_plain_mqtt_is_refused_before_connecting_unless_allowed() {
+    let watch = |allow: Option<&str>| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_fetcherctl"));
+        // Nothing listens on port 1: the refusal comes before any connection.
+        command
+            .args(["watch", "--mqtt", "mqtt://127.0.0.1:1", "--timeout", "1"])
+            .env("MQTT_USERNAME", "operator")
+            .env("MQTT_PASSWORD", "not-a-real-password")
+            .env_remove("MQTT_ALLOW_CLEARTEXT_PASSWORD");
+        if let Some(allow) = allow {
+            command.env("MQTT_ALLOW_CLEARTEXT_PASSWORD", allow);
+        }
+        command.output().expect("fetcherctl")
+    };
+    let refused = watch(None);
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success());
+    assert!(stderr.contains("MQTT_ALLOW_CLEARTEXT_PASSWORD"), "{stderr}");
+    assert!(!stderr.contains("not-a-real-password"), "{stderr}");
+    // Allowed, it goes on to connect (and fails there: nothing listens on port 1).
+    let allowed = watch(Some("true"));
+    let stderr = String::from_utf8_lossy(&allowed.stderr);
+    assert!(
+        !stderr.contains("MQTT_ALLOW_CLEARTEXT_PASSWORD"),
+        "{stderr}"
+    );
+}
