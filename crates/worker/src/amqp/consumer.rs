@@ -20,7 +20,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::amqp::{dead_letter, headers, topology};
-use crate::job::{Disposition, JobCore};
+use crate::job::{Disposition, JobCore, Requeue};
 use crate::metrics;
 
 /// Where and how much to consume.
@@ -147,9 +147,13 @@ struct Refusal {
 }
 
 async fn handle(core: Arc<JobCore>, delivery: Delivery, refusal: Refusal, stop: CancellationToken) {
+    if delivery.redelivered {
+        metrics::redelivered();
+    }
     metrics::active(1.0);
     let disposition = core.handle(&headers::inbound(&delivery), &stop).await;
     metrics::active(-1.0);
+    let requeued = matches!(disposition, Disposition::Retry(_));
     let outcome = match disposition {
         Disposition::Ack => delivery.acker.ack(BasicAckOptions::default()).await,
         Disposition::DeadLetter(reason) => {
@@ -163,7 +167,8 @@ async fn handle(core: Arc<JobCore>, delivery: Delivery, refusal: Refusal, stop: 
             )
             .await
         }
-        Disposition::Retry => {
+        Disposition::Retry(cause) => {
+            metrics::requeued(cause, 1);
             // A short pause so an unreachable dependency is not hammered by the same message.
             if !stop.is_cancelled() {
                 tokio::time::sleep(Duration::from_secs(2)).await;
@@ -179,6 +184,10 @@ async fn handle(core: Arc<JobCore>, delivery: Delivery, refusal: Refusal, stop: 
     };
     if let Err(error) = outcome {
         // The channel is gone: the broker redelivers the message, and a finished job acks it.
+        // A requeue was counted with its cause.
+        if !requeued {
+            metrics::requeued(Requeue::Broker, 1);
+        }
         tracing::warn!(%error, "Could not settle a delivery; the broker will redeliver it.");
     }
 }
