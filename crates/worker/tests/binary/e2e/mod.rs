@@ -11,6 +11,7 @@ mod executions;
 mod failures;
 mod lifecycle;
 mod mirror;
+mod requeues;
 mod settings;
 mod spill;
 mod sqlserver;
