@@ -182,12 +182,17 @@ async fn handle(core: Arc<JobCore>, delivery: Delivery, refusal: Refusal, stop: 
                 .await
         }
     };
-    if let Err(error) = outcome {
-        // The channel is gone: the broker redelivers the message, and a finished job acks it.
-        // A requeue was counted with its cause.
-        if !requeued {
-            metrics::requeued(Requeue::Broker, 1);
-        }
-        tracing::warn!(%error, "Could not settle a delivery; the broker will redeliver it.");
+    let error = match outcome {
+        Ok(true) => return,
+        // lapin answers `false` when the delivery's channel closed meanwhile (its ackers are
+        // poisoned): nothing reached the broker.
+        Ok(false) => "its channel is closed".to_owned(),
+        Err(error) => error.to_string(),
+    };
+    // The channel is gone: the broker redelivers the message, and a finished job acks it. A
+    // requeue was counted with its cause.
+    if !requeued {
+        metrics::requeued(Requeue::Broker, 1);
     }
+    tracing::warn!(%error, "Could not settle a delivery; the broker will redeliver it.");
 }

@@ -2,7 +2,9 @@
 //! `messages_requeued_total` with the reason that sent it back, and its redelivery in
 //! `messages_redelivered_total`. The Worker reaches its state database through a fault proxy:
 //! one lookup of the `connections` table is cut (`connection_store`), then PostgreSQL goes away
-//! altogether while a job waits to be claimed (`state_database`); each job then ends once.
+//! altogether while a job waits to be claimed (`state_database`); each job then ends once. And
+//! a run whose channel to RabbitMQ is cut while it extracts cannot acknowledge its message: the
+//! broker gives it back (`broker`), and its redelivery finds the job done.
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -48,6 +50,12 @@ fn requeued(counters: &(Vec<(&'static str, f64)>, f64), reason: &str) -> f64 {
         .iter()
         .find(|(name, _)| *name == reason)
         .map_or(0.0, |(_, value)| *value)
+}
+
+/// The job messages the Worker handles right now (`consumers_active`).
+fn active(worker: &WorkerProcess) -> f64 {
+    let metrics = worker.get("/metrics").expect("/metrics").1;
+    metric_sum(&metrics, "consumers_active", "")
 }
 
 /// Polls the counters until `done` holds for them.
@@ -151,6 +159,54 @@ async fn a_job_given_back_to_the_queue_counts_its_reason_and_its_redelivery() {
     let requeues: f64 = end.0.iter().map(|(_, value)| value).sum();
     assert_eq!(end.1, requeues, "{end:?}");
     for reason in ["shutdown", "broker", "internal"] {
+        assert_eq!(requeued(&end, reason), 0.0, "{end:?}");
+    }
+    drop(worker);
+    world.cleanup().await;
+}
+
+#[tokio::test]
+async fn a_delivery_whose_channel_is_gone_counts_as_a_broker_requeue_and_its_redelivery_acks() {
+    let world = World::new().await;
+    let amqp = FaultProxy::start(SocketAddr::from(([127, 0, 0, 1], 5672))).await;
+    let worker = world
+        .start_worker_with(vec![
+            ("RABBITMQ_HOST".into(), "127.0.0.1".into()),
+            ("RABBITMQ_PORT_AMQP".into(), amqp.port().to_string()),
+        ])
+        .await;
+    let mut events = world.listen().await;
+    let job_id = Uuid::now_v7();
+    let body = serde_json::json!({
+        "jobId": job_id,
+        "mappedFields": {"src": {"slow": ["id"]}},
+        "metadata": {"source": "e2e"},
+    });
+    world.submit(body.to_string().as_bytes(), None, &[]).await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while world.slow_queries().await == 0 {
+        assert!(Instant::now() < deadline, "the slow query never ran");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // The consumer's connection (and the publisher's) is cut while the job extracts: the broker
+    // puts the unacknowledged message back and the Worker, reconnected, receives it again while
+    // the first run still holds the claim.
+    amqp.reset_all();
+    let event = events.event_for(job_id, Duration::from_secs(60)).await;
+    assert_eq!(event.delivery.routing_key.as_str(), "job.completed");
+    // The redelivery waits for the first run's claim, finds the job done and is acknowledged:
+    // no delivery is being handled any more.
+    let end = wait_counters(
+        &worker,
+        "the broker requeue and the settled redelivery",
+        Duration::from_secs(60),
+        |now| requeued(now, "broker") >= 1.0 && now.1 >= 1.0 && active(&worker) == 0.0,
+    )
+    .await;
+    println!("after the cut: {end:?}");
+    assert_eq!(requeued(&end, "broker"), 1.0, "{end:?}");
+    assert_eq!(end.1, 1.0, "one redelivery: {end:?}");
+    for reason in ["state_database", "connection_store", "shutdown", "internal"] {
         assert_eq!(requeued(&end, reason), 0.0, "{end:?}");
     }
     drop(worker);
