@@ -28,6 +28,13 @@ pub const LEGACY_VERIFIED: &str = "messages_legacy_signature_total";
 /// Counter: redeliveries of accepted jobs taken although their signature had outgrown
 /// `RABBITMQ_SIGNATURE_MAX_AGE_SEC` (the body was the accepted one).
 pub const STALE_REDELIVERIES: &str = "messages_stale_redelivery_accepted_total";
+/// Counter: job messages given back to the queue (or left to come back) to be tried again, by
+/// `reason` ([`crate::job::Requeue`]: `state_database`, `connection_store`, `shutdown`, `broker`,
+/// `internal`).
+pub const REQUEUED: &str = "messages_requeued_total";
+/// Counter: job messages delivered with the broker's `redelivered` flag (a requeue's, or one left
+/// unsettled by a Worker that stopped or lost its channel).
+pub const REDELIVERED: &str = "messages_redelivered_total";
 /// Counter: result writes that failed transiently and were tried again in the same run.
 pub const STORAGE_RETRIES: &str = "storage_write_retries_total";
 /// Counter: temporary files parts of results waiting their turn spilled to (`ENGINE_SPILL_DIR`).
@@ -103,8 +110,12 @@ fn register_at_zero() {
         SPILL_BYTES,
         SPILL_FAILURES,
         TIMEOUTS,
+        REDELIVERED,
     ] {
         metrics::counter!(counter).absolute(0);
+    }
+    for reason in crate::job::Requeue::ALL {
+        metrics::counter!(REQUEUED, "reason" => reason.as_str()).absolute(0);
     }
     for server in ["health", "api"] {
         for reason in ["total", "per_address"] {
@@ -170,6 +181,14 @@ fn describe() {
         "Redeliveries of accepted jobs taken past the signature's freshness window."
     );
     metrics::describe_counter!(
+        REQUEUED,
+        "Job messages given back to the queue to be tried again, by reason."
+    );
+    metrics::describe_counter!(
+        REDELIVERED,
+        "Job messages delivered with the broker's redelivered flag."
+    );
+    metrics::describe_counter!(
         STORAGE_RETRIES,
         "Result writes that failed transiently and were tried again in the same run."
     );
@@ -233,6 +252,15 @@ pub(crate) fn legacy_verified() {
 
 pub(crate) fn stale_redelivery_accepted() {
     metrics::counter!(STALE_REDELIVERIES).increment(1);
+}
+
+/// `messages` job messages go back to the queue, for `reason`.
+pub(crate) fn requeued(reason: crate::job::Requeue, messages: u64) {
+    metrics::counter!(REQUEUED, "reason" => reason.as_str()).increment(messages);
+}
+
+pub(crate) fn redelivered() {
+    metrics::counter!(REDELIVERED).increment(1);
 }
 
 pub(crate) fn spilled(spilled: engine::SpillStats) {

@@ -372,7 +372,9 @@ async fn consume_until_stopped(
         .await
         .is_err()
     {
-        tracing::warn!("In-flight jobs did not finish within SHUTDOWN_GRACE_SEC; their messages will be redelivered.");
+        let unsettled = tracker.len() as u64;
+        crate::metrics::requeued(crate::job::Requeue::Shutdown, unsettled);
+        tracing::warn!(jobs = unsettled, "In-flight jobs did not finish within SHUTDOWN_GRACE_SEC; their messages will be redelivered.");
     }
     if let Some(connection) = connection {
         let _ = connection.close(200, "OK".into()).await;

@@ -20,7 +20,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::amqp::{dead_letter, headers, topology};
-use crate::job::{Disposition, JobCore};
+use crate::job::{Disposition, JobCore, Requeue};
 use crate::metrics;
 
 /// Where and how much to consume.
@@ -152,9 +152,13 @@ async fn handle(
     refusal: RefusalChannel,
     stop: CancellationToken,
 ) {
+    if delivery.redelivered {
+        metrics::redelivered();
+    }
     metrics::active(1.0);
     let disposition = core.handle(&headers::inbound(&delivery), &stop).await;
     metrics::active(-1.0);
+    let requeued = matches!(disposition, Disposition::Retry(_));
     let outcome = match disposition {
         Disposition::Ack => delivery.acker.ack(BasicAckOptions::default()).await,
         Disposition::DeadLetter(reason) => {
@@ -166,7 +170,8 @@ async fn handle(
             };
             dead_letter::refuse(&refusal, &delivery, reason).await
         }
-        Disposition::Retry => {
+        Disposition::Retry(cause) => {
+            metrics::requeued(cause, 1);
             // A short pause so an unreachable dependency is not hammered by the same message.
             if !stop.is_cancelled() {
                 tokio::time::sleep(Duration::from_secs(2)).await;
@@ -180,8 +185,17 @@ async fn handle(
                 .await
         }
     };
-    if let Err(error) = outcome {
-        // The channel is gone: the broker redelivers the message, and a finished job acks it.
-        tracing::warn!(%error, "Could not settle a delivery; the broker will redeliver it.");
+    let error = match outcome {
+        Ok(true) => return,
+        // lapin answers `false` when the delivery's channel closed meanwhile (its ackers are
+        // poisoned): nothing reached the broker.
+        Ok(false) => "its channel is closed".to_owned(),
+        Err(error) => error.to_string(),
+    };
+    // The channel is gone: the broker redelivers the message, and a finished job acks it. A
+    // requeue was counted with its cause.
+    if !requeued {
+        metrics::requeued(Requeue::Broker, 1);
     }
+    tracing::warn!(%error, "Could not settle a delivery; the broker will redeliver it.");
 }

@@ -5,7 +5,7 @@ use chrono::Utc;
 use contract::envelope::{self, Route, ScannedJobId, SignatureError, Verified, VerifyPolicy};
 use uuid::Uuid;
 
-use super::core::{Disposition, JobCore};
+use super::core::{Disposition, JobCore, Requeue};
 use super::inbound::InboundHeaders;
 use crate::metrics;
 
@@ -88,7 +88,7 @@ async fn verify_redelivery(
         Ok(_) => Ok(Err(stale)),
         Err(error) => {
             tracing::warn!(%job_id, %error, "Could not check a stale redelivery against its accepted job; the message will be retried.");
-            Err(Disposition::Retry)
+            Err(Disposition::Retry(Requeue::StateDatabase))
         }
     }
 }

@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use super::cancel::{self, CancelEnd, Canceled};
-use super::core::{Disposition, JobCore};
+use super::core::{Disposition, JobCore, Requeue};
 use super::finish::Finished;
 use super::inbound::InboundHeaders;
 use super::rejects;
@@ -67,10 +67,10 @@ pub(super) async fn claim_and_run(
                     running_for,
                 };
                 return match run.run(core).await {
-                    Finished::NotRecorded(reason) => {
-                        tracing::warn!(job_id = %job.job_id, %reason, "Job interrupted by an unreachable dependency; the message will be retried.");
+                    Finished::NotRecorded(cause, reason) => {
+                        tracing::warn!(job_id = %job.job_id, cause = cause.as_str(), %reason, "Job interrupted by an unreachable dependency; the message will be retried.");
                         release(core, job.job_id, &owner).await;
-                        Disposition::Retry
+                        Disposition::Retry(cause)
                     }
                     // Ended here or elsewhere, or taken over: the new owner finishes it.
                     Finished::Recorded
@@ -100,7 +100,7 @@ pub(super) async fn claim_and_run(
                 }
                 tokio::select! {
                     _ = tokio::time::sleep(until_expiry + Duration::from_millis(250)) => {}
-                    _ = stop.cancelled() => return Disposition::Retry,
+                    _ = stop.cancelled() => return Disposition::Retry(Requeue::Shutdown),
                 }
             }
             Ok(Claim::CancelRequested) => {
@@ -118,14 +118,14 @@ pub(super) async fn claim_and_run(
                     CancelEnd::OtherTenant => return rejects::other_tenant(job.job_id),
                     CancelEnd::NotRecorded(reason) => {
                         tracing::warn!(job_id = %job.job_id, %reason, "Could not end the job's cancel; the message will be retried.");
-                        return Disposition::Retry;
+                        return Disposition::Retry(Requeue::StateDatabase);
                     }
                 }
             }
             Ok(Claim::OtherTenant) => return rejects::other_tenant(job.job_id),
             Err(error) if error.is_retriable() => {
                 tracing::warn!(job_id = %job.job_id, %error, "Could not claim the job; the message will be retried.");
-                return Disposition::Retry;
+                return Disposition::Retry(Requeue::StateDatabase);
             }
             // The database refuses this job for good (a value it cannot store): retrying would
             // loop forever, so the job fails with the reason.

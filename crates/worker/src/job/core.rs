@@ -25,8 +25,47 @@ pub enum Disposition {
     /// Refused (a bad signature, another tenant, ...): dead-lettered with this reason, the
     /// code of `messages_rejected_total{reason}`.
     DeadLetter(&'static str),
-    /// A dependency was unreachable: give it back to the queue to be tried again.
-    Retry,
+    /// Not done with, for this cause: give it back to the queue to be tried again.
+    Retry(Requeue),
+}
+
+/// Why a delivery goes back to the queue: the `reason` of `messages_requeued_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Requeue {
+    /// The state database did not answer (or lost its answer to a commit).
+    StateDatabase,
+    /// The connection store (the state database's `connections` table, the datasources'
+    /// settings) did not answer.
+    ConnectionStore,
+    /// The Worker is stopping: the delivery waited on another owner's claim, or its job had not
+    /// finished within `SHUTDOWN_GRACE_SEC`.
+    Shutdown,
+    /// The delivery could not be settled: the channel to the broker was gone.
+    Broker,
+    /// A step of the Worker's own was interrupted (a sealing task, an event it could not build).
+    Internal,
+}
+
+impl Requeue {
+    /// Every cause, in the order the metric's series are registered.
+    pub const ALL: [Requeue; 5] = [
+        Requeue::StateDatabase,
+        Requeue::ConnectionStore,
+        Requeue::Shutdown,
+        Requeue::Broker,
+        Requeue::Internal,
+    ];
+
+    /// The metric's `reason` label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Requeue::StateDatabase => "state_database",
+            Requeue::ConnectionStore => "connection_store",
+            Requeue::Shutdown => "shutdown",
+            Requeue::Broker => "broker",
+            Requeue::Internal => "internal",
+        }
+    }
 }
 
 /// How the core judges and runs jobs.

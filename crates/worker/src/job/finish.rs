@@ -20,7 +20,7 @@ use tokio::time::Instant;
 use uuid::Uuid;
 
 use super::cancel::{end_cancel, CancelEnd, Canceled};
-use super::core::JobCore;
+use super::core::{JobCore, Requeue};
 use super::events::EventContext;
 use crate::metrics;
 
@@ -83,8 +83,9 @@ pub(super) enum Finished {
     NotOurs,
     /// Nothing written: without a claim, the job is another tenant's.
     OtherTenant,
-    /// Nothing is known to be written (a dependency was unreachable); try again later.
-    NotRecorded(String),
+    /// Nothing is known to be written (a dependency was unreachable, for this cause); try again
+    /// later.
+    NotRecorded(Requeue, String),
 }
 
 /// Ends the job as `ending` says; see the module's docs.
@@ -93,7 +94,7 @@ pub(super) async fn finish(core: &JobCore, ending: Ending<'_>) -> Finished {
     let tenant = ending.events.tenant;
     let (outcome, event) = match event_of(core, &ending).await {
         Ok(built) => built,
-        Err(reason) => return Finished::NotRecorded(reason),
+        Err(reason) => return Finished::NotRecorded(Requeue::Internal, reason),
     };
     let status = outcome.status();
     let record = TerminalRecord {
@@ -175,11 +176,13 @@ pub(super) async fn finish(core: &JobCore, ending: Ending<'_>) -> Finished {
                 if let Some(key) = stored {
                     delete_quietly(core, key).await;
                 }
-                Finished::NotRecorded(error.to_string())
+                Finished::NotRecorded(Requeue::StateDatabase, error.to_string())
             }
             // The object stays. The message's next run finds the job ended (the commit
             // happened) or runs it again: it overwrites the object, or deletes it if it fails.
-            CommitCheck::Unknown => Finished::NotRecorded(error.to_string()),
+            CommitCheck::Unknown => {
+                Finished::NotRecorded(Requeue::StateDatabase, error.to_string())
+            }
         },
     }
 }
@@ -189,7 +192,7 @@ pub(super) fn cancel_ended(end: CancelEnd) -> Finished {
     match end {
         CancelEnd::Ended => Finished::Recorded,
         CancelEnd::MovedOn | CancelEnd::OtherTenant => Finished::NotOurs,
-        CancelEnd::NotRecorded(reason) => Finished::NotRecorded(reason),
+        CancelEnd::NotRecorded(reason) => Finished::NotRecorded(Requeue::StateDatabase, reason),
     }
 }
 

@@ -37,7 +37,7 @@ mod sweeper;
 mod tests;
 mod wakeups;
 
-pub use self::core::{Disposition, JobCore, JobSettings, MessageLimits};
+pub use self::core::{Disposition, JobCore, JobSettings, MessageLimits, Requeue};
 pub use deletion::{finish_deletion, Deletion};
 pub use inbound::{Inbound, InboundHeaders};
 pub use ports::Ports;

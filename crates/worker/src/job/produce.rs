@@ -21,7 +21,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 use uuid::Uuid;
 
-use super::core::JobCore;
+use super::core::{JobCore, Requeue};
 use super::ports::ResultUpload;
 use super::run::ClaimedRun;
 use super::sealing::{Sealing, SealingError};
@@ -34,24 +34,13 @@ pub(super) enum Failure {
     /// The job's timeout fired (lifecycle §2): it fails with this reason, and the datasources
     /// still running timed out.
     TimedOut(Redacted),
-    /// A dependency was unreachable; the job may complete later.
-    Transient(String),
+    /// A dependency was unreachable (the cause); the job may complete later.
+    Transient(Requeue, String),
     /// The claim was taken over before the object was written: the new owner runs the job.
     LostClaim,
     /// A cancel came before the object was written (a graceful one let the running
     /// datasources end first): nothing is stored; the run ends it.
     Canceled,
-}
-
-impl Failure {
-    /// A dependency's error: transient when it says a retry may succeed, else the job's end.
-    fn of(retriable: bool, error: &dyn std::fmt::Display) -> Failure {
-        if retriable {
-            Failure::Transient(error.to_string())
-        } else {
-            Failure::Job(Redacted::new(&error.to_string()))
-        }
-    }
 }
 
 /// How a result write is tried again: from 250 ms doubling to 5 s, with full jitter.
@@ -141,7 +130,7 @@ pub(super) async fn produce(
             Ok(Lease::Held) => return Ok(()),
             Ok(Lease::Canceling { .. }) => Failure::Canceled,
             Ok(Lease::Lost) => Failure::LostClaim,
-            Err(e) => Failure::Transient(e.to_string()),
+            Err(e) => Failure::Transient(Requeue::StateDatabase, e.to_string()),
         };
         verdict = Some(refused);
         Err("the job's claim is no longer held".to_owned())
@@ -174,7 +163,7 @@ async fn write(
     while let Some(chunk) = chunks.recv().await {
         let (next, text) = sealing.update(chunk).await.map_err(|e| match e {
             SealingError::TooLong => Failure::Job(Redacted::new(&e.to_string())),
-            SealingError::Interrupted(_) => Failure::Transient(e.to_string()),
+            SealingError::Interrupted(_) => Failure::Transient(Requeue::Internal, e.to_string()),
         })?;
         sealing = next;
         if let Err(error) = upload.write(&text).await {
@@ -202,7 +191,9 @@ fn extraction_failure(job_id: Uuid, error: EngineError, canceled: bool) -> Failu
             tracing::warn!(%job_id, %reason, "Job failed: a part of its result could not be spilled to ENGINE_SPILL_DIR.");
             Failure::Job(reason)
         }
-        e => Failure::of(e.is_retriable(), &e),
+        // Only the connection store's outage is retriable: the job may complete once it answers.
+        e if e.is_retriable() => Failure::Transient(Requeue::ConnectionStore, e.to_string()),
+        e => Failure::Job(Redacted::new(&e.to_string())),
     }
 }
 

@@ -54,7 +54,7 @@ pub(super) async fn too_large(
         body.len()
     ));
     match fail_unrun(core, job_id, headers, &Map::new(), message).await {
-        Disposition::Retry => Disposition::Retry,
+        Disposition::Retry(cause) => Disposition::Retry(cause),
         _ => Disposition::DeadLetter(REASON),
     }
 }
@@ -106,9 +106,9 @@ pub(super) async fn fail_unrun(
         Finished::Recorded | Finished::NotOurs => Disposition::Ack,
         Finished::AlreadyTerminal => republish(core, job_id).await,
         Finished::OtherTenant => other_tenant(job_id),
-        Finished::NotRecorded(reason) => {
-            tracing::warn!(%job_id, %reason, "Could not record the job's failure; the message will be retried.");
-            Disposition::Retry
+        Finished::NotRecorded(cause, reason) => {
+            tracing::warn!(%job_id, cause = cause.as_str(), %reason, "Could not record the job's failure; the message will be retried.");
+            Disposition::Retry(cause)
         }
     }
 }

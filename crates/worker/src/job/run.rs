@@ -119,7 +119,7 @@ impl ClaimedRun<'_> {
                     None,
                 )
             }
-            Err(Failure::Transient(reason)) => return Finished::NotRecorded(reason),
+            Err(Failure::Transient(cause, reason)) => return Finished::NotRecorded(cause, reason),
             Err(Failure::LostClaim) => {
                 tracing::warn!(%job_id, "The job's claim was taken over during extraction; abandoning this run before storing.");
                 return Finished::NotOurs;

@@ -89,7 +89,7 @@ impl Sweeper {
                 }
                 // A redelivery took the job over, or it ended meanwhile.
                 Finished::AlreadyTerminal | Finished::NotOurs | Finished::OtherTenant => {}
-                Finished::NotRecorded(reason) => anyhow::bail!("{reason}"),
+                Finished::NotRecorded(_, reason) => anyhow::bail!("{reason}"),
             }
         }
         // Deletions whose object could not be deleted (S3 was away): again, until they end.

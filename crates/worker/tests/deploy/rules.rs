@@ -95,3 +95,46 @@ fn the_rules_use_only_metrics_that_exist() {
         }
     }
 }
+
+/// The reasons of `messages_requeued_total` that the FetcherJobsRequeuedRepeatedly runbook, its
+/// alert's annotation and README's metrics table name are the ones the Worker emits.
+#[test]
+fn the_requeue_runbook_names_the_reasons_the_worker_emits() {
+    let emitted: BTreeSet<&str> = worker::job::Requeue::ALL
+        .iter()
+        .map(|reason| reason.as_str())
+        .collect();
+    let operations =
+        std::fs::read_to_string(root().join("docs/operations.md")).expect("docs/operations.md");
+    let start = operations
+        .find("### FetcherJobsRequeuedRepeatedly")
+        .expect("the runbook");
+    let section = &operations[start + 4..];
+    let section = &section[..section.find("\n#").unwrap_or(section.len())];
+    let documented: BTreeSet<&str> = section
+        .lines()
+        .filter_map(|line| line.strip_prefix("- `")?.split('`').next())
+        .collect();
+    assert_eq!(documented, emitted, "the runbook's reasons");
+
+    let alert = alerts()
+        .into_iter()
+        .find(|alert| alert["alert"] == "FetcherJobsRequeuedRepeatedly")
+        .expect("the alert");
+    let annotation = alert["annotations"]["runbook"].as_str().expect("runbook");
+    let readme = std::fs::read_to_string(root().join("README.md")).expect("README");
+    let row = readme
+        .lines()
+        .find(|line| line.starts_with("| `messages_requeued_total` |"))
+        .expect("README's row");
+    for reason in emitted {
+        assert!(
+            annotation.contains(reason),
+            "the annotation misses {reason}"
+        );
+        assert!(
+            row.contains(&format!("`{reason}`")),
+            "README misses {reason}"
+        );
+    }
+}

@@ -6,7 +6,7 @@ use contract::event::{CloudEventAttributes, OutboundEvent};
 use contract::lifecycle::{Event, JobState, JobStatus, Refusal, Then, Transition};
 use outbox::{Claim, Controlled, PendingEvent};
 
-use super::{Bench, Disposition};
+use super::{Bench, Disposition, Requeue};
 
 fn pending_event(job_id: uuid::Uuid, event: Event, id: i64) -> PendingEvent {
     PendingEvent {
@@ -141,7 +141,10 @@ async fn a_cancel_the_state_database_cannot_end_gives_the_message_back() {
         state.cancels.push_back(Err(super::fakes::db_down()));
     }
     let message = bench.job();
-    assert_eq!(bench.deliver(&message).await, Disposition::Retry);
+    assert_eq!(
+        bench.deliver(&message).await,
+        Disposition::Retry(Requeue::StateDatabase)
+    );
     assert_eq!(bench.extract.state().calls, 0);
 }
 

@@ -11,7 +11,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::fakes::db_down;
-use super::{Bench, Disposition};
+use super::{Bench, Disposition, Requeue};
 use crate::job::claim::BUSY_WAIT_LIMIT;
 
 fn busy_for(secs: i64) -> Claim {
@@ -67,7 +67,7 @@ async fn a_stop_while_waiting_on_a_busy_job_gives_the_message_back() {
     });
     assert_eq!(
         bench.deliver_until(&message, &stop).await,
-        Disposition::Retry
+        Disposition::Retry(Requeue::Shutdown)
     );
     stopping.await.expect("stopper");
     assert!(bench.jobs.state().written.is_empty());
@@ -144,7 +144,10 @@ async fn an_unreachable_state_database_at_the_claim_gives_the_message_back() {
     let bench = Bench::new();
     bench.jobs.state().claims.push_back(Err(db_down()));
     let message = bench.job();
-    assert_eq!(bench.deliver(&message).await, Disposition::Retry);
+    assert_eq!(
+        bench.deliver(&message).await,
+        Disposition::Retry(Requeue::StateDatabase)
+    );
     assert!(bench.jobs.state().written.is_empty());
 }
 

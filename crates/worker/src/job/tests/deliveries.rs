@@ -5,7 +5,7 @@ use contract::event::TerminalStatus;
 use uuid::Uuid;
 
 use super::fakes::Written;
-use super::{Bench, Disposition};
+use super::{Bench, Disposition, Requeue};
 
 fn failed_unrun(bench: &Bench) -> Written {
     let state = bench.jobs.state();
@@ -78,7 +78,10 @@ async fn a_signed_oversized_message_is_retried_when_its_failure_cannot_be_record
         .state()
         .records
         .push_back(Err(super::fakes::db_down()));
-    assert_eq!(bench.deliver(&message).await, Disposition::Retry);
+    assert_eq!(
+        bench.deliver(&message).await,
+        Disposition::Retry(Requeue::StateDatabase)
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -181,5 +184,8 @@ async fn a_stale_redelivery_is_retried_when_the_state_database_cannot_tell() {
     let fresh = bench.job();
     let stale = bench.signed(fresh.job_id, fresh.body.clone(), 600);
     bench.jobs.state().accepted_digest = Err(());
-    assert_eq!(bench.deliver(&stale).await, Disposition::Retry);
+    assert_eq!(
+        bench.deliver(&stale).await,
+        Disposition::Retry(Requeue::StateDatabase)
+    );
 }

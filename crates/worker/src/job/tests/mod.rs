@@ -19,7 +19,9 @@ use storage::object_key;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-use super::{Disposition, Inbound, InboundHeaders, JobCore, JobSettings, MessageLimits, Ports};
+use super::{
+    Disposition, Inbound, InboundHeaders, JobCore, JobSettings, MessageLimits, Ports, Requeue,
+};
 use fakes::{Events, Extract, Jobs, Objects};
 
 const QUEUE: &str = "fetcher.jobs";

@@ -11,7 +11,7 @@ use storage::{Cause, StorageError};
 use tokio::time::Instant;
 
 use super::fakes::{db_down, s3_down};
-use super::{Bench, Disposition, LEASE};
+use super::{Bench, Disposition, Requeue, LEASE};
 
 #[tokio::test(start_paused = true)]
 async fn a_job_completes_stored_recorded_published_and_acked() {
@@ -51,7 +51,10 @@ async fn an_unreachable_connection_store_gives_the_message_back_and_releases_the
         .answers
         .push_back(Err(EngineError::Store("connection refused".into())));
     let message = bench.job();
-    assert_eq!(bench.deliver(&message).await, Disposition::Retry);
+    assert_eq!(
+        bench.deliver(&message).await,
+        Disposition::Retry(Requeue::ConnectionStore)
+    );
     let state = bench.jobs.state();
     assert!(state.written.is_empty());
     assert_eq!(state.released, state.claimed, "the claim is given back");
@@ -262,7 +265,10 @@ async fn a_commit_that_did_not_happen_deletes_the_object_and_gives_the_message_b
     let bench = Bench::new();
     bench.jobs.state().records.push_back(Err(db_down()));
     let message = bench.job();
-    assert_eq!(bench.deliver(&message).await, Disposition::Retry);
+    assert_eq!(
+        bench.deliver(&message).await,
+        Disposition::Retry(Requeue::StateDatabase)
+    );
     let key = bench.key_of(message.job_id);
     assert_eq!(bench.objects.state().deleted, vec![key]);
     assert!(bench.events.delivered().is_empty());
@@ -281,7 +287,10 @@ async fn a_commit_nobody_can_confirm_keeps_the_object_and_gives_the_message_back
         }
     }
     let message = bench.job();
-    assert_eq!(bench.deliver(&message).await, Disposition::Retry);
+    assert_eq!(
+        bench.deliver(&message).await,
+        Disposition::Retry(Requeue::StateDatabase)
+    );
     assert!(bench.objects.state().deleted.is_empty());
     assert_eq!(bench.objects.state().stored.len(), 1);
     assert!(bench.jobs.state().lookups.is_empty(), "asked five times");

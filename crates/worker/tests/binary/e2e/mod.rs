@@ -12,6 +12,7 @@ mod executions;
 mod failures;
 mod lifecycle;
 mod mirror;
+mod requeues;
 mod settings;
 mod spill;
 mod sqlserver;
