@@ -76,7 +76,7 @@ fn every_alert_has_a_runbook_and_a_test_that_fires_and_one_that_does_not() {
 
 #[test]
 fn the_rules_use_only_metrics_that_exist() {
-    let exported = crate::config::readme_metrics();
+    let exported = crate::config::documented_metrics();
     let rabbitmq = [
         "rabbitmq_detailed_queue_messages_ready",
         "rabbitmq_detailed_queue_messages",
@@ -89,7 +89,7 @@ fn the_rules_use_only_metrics_that_exist() {
                 exported.iter().any(|(metric, _)| *metric == name)
                     || rabbitmq.contains(&name.as_str())
                     || name == "up",
-                "{}: {name} is neither exported by the Worker (README) nor RabbitMQ's",
+                "{}: {name} is neither exported by the Worker (docs/metrics.md) nor RabbitMQ's",
                 alert["alert"]
             );
         }
