@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use crate::config::{is_worker_variable, documented_variables};
+use crate::config::{documented_variables, is_worker_variable};
 use crate::tools::{check_jsonschema, fresh_dir, root, run, text, yaml_documents};
 
 fn compose_file() -> std::path::PathBuf {

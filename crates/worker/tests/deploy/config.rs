@@ -128,7 +128,10 @@ fn the_documented_tables_parse() {
         "DATASOURCE_",
         "SHUTDOWN_GRACE_SEC",
     ] {
-        assert!(variables.contains(name), "{name} not read from {CONFIGURATION}");
+        assert!(
+            variables.contains(name),
+            "{name} not read from {CONFIGURATION}"
+        );
     }
     assert!(!is_worker_variable("RABBITMQ_PASSWORD", &variables));
     assert!(is_worker_variable("DATASOURCE_CRM_HOST", &variables));

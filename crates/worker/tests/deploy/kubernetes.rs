@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use crate::config::{is_worker_variable, documented_variables};
+use crate::config::{documented_variables, is_worker_variable};
 use crate::tools::{
     check_jsonschema, fresh_dir, kubernetes_validate, root, run, text, yaml_documents,
 };
