@@ -2,6 +2,8 @@
 //! health and metrics, and graceful drain. `main.rs` only starts it.
 //!
 //! # Layout
+//! - [`command`]: the command line (`run`, `--help`, `--version`, `config ...`);
+//!   [`build_info`]: the version, git revision and build date.
 //! - [`config`]: settings from the environment, every problem reported at once.
 //! - [`startup`]: [`startup::Application`]: wiring, the run, the drain.
 //! - [`dependencies`]: waiting at start for PostgreSQL, RabbitMQ and S3 to answer.
@@ -19,8 +21,10 @@
 pub mod adapters;
 pub mod amqp;
 pub mod api;
+pub mod build_info;
 pub mod cancels;
 pub mod checks;
+pub mod command;
 pub mod config;
 pub mod dependencies;
 pub mod health;

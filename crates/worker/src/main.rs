@@ -1,6 +1,5 @@
-//! `fetcher-worker`: the binary operators deploy (`fetcher-worker config reference | check`
-//! print its configuration reference or check an environment). Everything it does lives in the
-//! library.
+//! `fetcher-worker`: the binary operators deploy (`fetcher-worker --help` lists its commands).
+//! Everything it does lives in the library.
 
 use std::process::ExitCode;
 
@@ -19,7 +18,7 @@ const RUNTIME_STACK_BYTES: usize = 64 << 20;
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    if let Some(done) = worker::config::command::run(&args, worker::config::env_vars()) {
+    if let Some(done) = worker::command::run(&args) {
         print!("{}", done.stdout);
         eprint!("{}", done.stderr);
         return ExitCode::from(done.code);
@@ -61,7 +60,10 @@ async fn run() -> ExitCode {
     };
     worker::telemetry::init(&settings.log);
     for warning in &settings.warnings {
-        tracing::warn!(warning = %warning, "A setting was replaced by its default, or a variable set is not read.");
+        tracing::warn!(
+            warning = %warning,
+            "A setting was replaced by its default, a variable set is not read, or a setting protects less than it reads."
+        );
     }
     let shutdown = CancellationToken::new();
     tokio::spawn(worker::shutdown::on_signal(shutdown.clone()));

@@ -61,6 +61,8 @@ pub const READYZ_CHECK_DURATION: &str = "readyz_check_duration_ms";
 pub const READYZ_CHECK_STATUS: &str = "readyz_check_status";
 /// Gauge: the start's probe of each dependency, by `dep`: 1 once it answered, 0 while waiting.
 pub const SELFPROBE: &str = "selfprobe_result";
+/// Gauge: always 1, labelled with this build's `version`, `revision` and `build_date`.
+pub const BUILD_INFO: &str = "fetcher_worker_build_info";
 
 /// Upstream's buckets of [`READYZ_CHECK_DURATION`], milliseconds.
 const READYZ_MS_BUCKETS: &[f64] = &[
@@ -88,7 +90,8 @@ pub fn install() -> Result<PrometheusHandle, BuildError> {
 
 /// Exports the counters of rare events (and the busy gauge) from the start, at 0: a series that
 /// appears only with its first event makes `rate()` and the alerts blind to that first event.
-/// The labelled ones whose labels are few and known are registered for each.
+/// The labelled ones whose labels are few and known are registered for each. The build's gauge
+/// is 1 from the start.
 fn register_at_zero() {
     for counter in [
         ROWS,
@@ -109,9 +112,20 @@ fn register_at_zero() {
         }
     }
     metrics::gauge!(ACTIVE).set(0.0);
+    metrics::gauge!(
+        BUILD_INFO,
+        "version" => crate::build_info::VERSION,
+        "revision" => crate::build_info::REVISION,
+        "build_date" => crate::build_info::BUILD_DATE,
+    )
+    .set(1.0);
 }
 
 fn describe() {
+    metrics::describe_gauge!(
+        BUILD_INFO,
+        "Always 1: the version, git revision and build date of this fetcher-worker."
+    );
     metrics::describe_counter!(JOBS, "Jobs that reached a terminal state, by outcome.");
     metrics::describe_histogram!(
         JOB_DURATION,

@@ -289,7 +289,13 @@ async fn consume_until_stopped(
     readiness: &Readiness,
     shutdown: &CancellationToken,
 ) {
-    tracing::info!(worker_id = %settings.jobs.worker_id, "Fetcher Worker started.");
+    tracing::info!(
+        worker_id = %settings.jobs.worker_id,
+        version = crate::build_info::VERSION,
+        revision = crate::build_info::REVISION,
+        build_date = crate::build_info::BUILD_DATE,
+        "Fetcher Worker started."
+    );
 
     let stop_consuming = CancellationToken::new();
     let stop_background = CancellationToken::new();

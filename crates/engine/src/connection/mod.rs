@@ -130,6 +130,26 @@ impl ConnectionConfig {
         }
     }
 
+    /// What an operator should hear at start about this connection's TLS, naming the
+    /// connection and never a secret: SQL Server's `require` encrypts without checking the
+    /// server's certificate (upstream's `TrustServerCertificate=true`), so an active attacker
+    /// between the Worker and the server can pose as it and receive the login's password, as
+    /// with `prefer`; `verify-ca` and `verify-full` are the settings for an untrusted network.
+    pub fn tls_warning(&self) -> Option<String> {
+        let unverified_login = self.kind == DatasourceKind::SqlServer
+            && self.ssl_mode == SslMode::Require
+            && !self.password.is_empty();
+        unverified_login.then(|| {
+            format!(
+                "datasource {:?} (SQL Server) has sslmode=require: TLS without a certificate \
+                 check, so an active attacker between the Worker and the server can pose as it \
+                 and receive the password; on an untrusted network set sslmode=verify-ca or \
+                 verify-full",
+                self.name
+            )
+        })
+    }
+
     /// An [`EngineError::InvalidConnection`] about this connection.
     pub(crate) fn invalid(&self, reason: String) -> EngineError {
         EngineError::InvalidConnection {

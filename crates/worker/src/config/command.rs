@@ -15,11 +15,11 @@ const USAGE: &str =
     "usage: fetcher-worker config reference [--env-example] | fetcher-worker config check";
 
 /// Runs `fetcher-worker <args>` when `args` (without the program name) are a `config` command;
-/// `None` otherwise, and the Worker starts. `vars` are the environment `check` reads.
+/// `None` otherwise ([`crate::command`] reads the rest). `vars` are the environment `check`
+/// reads.
 pub fn run(args: &[String], vars: impl IntoIterator<Item = (String, String)>) -> Option<Outcome> {
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let (first, rest) = args.split_first()?;
-    // Anything else is not a command: the Worker has always started whatever its arguments.
     if *first != "config" {
         return None;
     }
@@ -66,6 +66,6 @@ fn usage(why: String) -> Outcome {
     Outcome {
         code: 2,
         stdout: String::new(),
-        stderr: format!("fetcher-worker: {why}\n{USAGE}\n"),
+        stderr: format!("fetcher-worker: {why} ({USAGE})\n"),
     }
 }

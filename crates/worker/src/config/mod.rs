@@ -20,6 +20,8 @@ mod unrecognised;
 mod variables;
 #[cfg(test)]
 mod walk_tests;
+#[cfg(test)]
+mod wire_tests;
 
 pub use variables::{env_example, markdown};
 
@@ -57,9 +59,9 @@ pub struct Settings {
     pub log: LogSettings,
     /// `DATASOURCE_<NAME>_*`, by connection name: the groups without problems.
     pub datasources: BTreeMap<String, ConnectionConfig>,
-    /// What was replaced by a default, and the variables set that look like the Worker's or
-    /// upstream's but are not read, one sentence each (no value in any): for the Worker to log
-    /// once its logging is up.
+    /// What was replaced by a default, what protects less than it reads, and the variables set
+    /// that look like the Worker's or upstream's but are not read, one sentence each (no secret
+    /// in any): for the Worker to log once its logging is up.
     pub warnings: Vec<String>,
 }
 

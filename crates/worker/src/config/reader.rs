@@ -219,7 +219,9 @@ pub(super) fn read(r: &mut Reader<'_>, vars: &BTreeMap<String, String>) -> Optio
 
 /// The MQTT mirror's settings, when `MQTT_URL` is set. The URL's error never repeats it, and the
 /// password is never printed; the prefix is checked here, so a `$` or a wildcard stops the
-/// start instead of every publish.
+/// start instead of every publish. Credentials over `mqtt://` are refused unless
+/// `MQTT_ALLOW_CLEARTEXT_PASSWORD=true`, as a datasource's password needs `sslmode=disable`
+/// chosen to cross unencrypted.
 fn mqtt(r: &mut Reader<'_>, worker_id: &str) -> Option<MqttSettings> {
     let keep_alive = r.seconds(&number::MQTT_KEEP_ALIVE_SEC);
     let url = r.get("MQTT_URL").filter(|url| !url.is_empty())?;
@@ -237,13 +239,24 @@ fn mqtt(r: &mut Reader<'_>, worker_id: &str) -> Option<MqttSettings> {
     if client_id.is_empty() || client_id.len() > 65_535 {
         r.problem("MQTT_CLIENT_ID must be 1 to 65535 bytes".into());
     }
+    let username = r.get("MQTT_USERNAME").map(str::to_owned);
+    let password = r
+        .get("MQTT_PASSWORD")
+        .map(|p| SecretString::from(p.to_owned()));
+    let allow_cleartext = r.flag("MQTT_ALLOW_CLEARTEXT_PASSWORD", false);
+    let plain = url.as_ref().is_some_and(|url| !url.tls);
+    if plain && (username.is_some() || password.is_some()) && !allow_cleartext {
+        r.problem(
+            "MQTT_USERNAME and MQTT_PASSWORD would cross to the broker in the clear: MQTT_URL is \
+             mqtt://, not mqtts://; use mqtts:// or set MQTT_ALLOW_CLEARTEXT_PASSWORD=true"
+                .into(),
+        );
+    }
     Some(MqttSettings {
         url: url?,
         client_id,
-        username: r.get("MQTT_USERNAME").map(str::to_owned),
-        password: r
-            .get("MQTT_PASSWORD")
-            .map(|p| SecretString::from(p.to_owned())),
+        username,
+        password,
         topic_prefix,
         keep_alive,
         ca_file: r.get("MQTT_CA_FILE").map(std::path::PathBuf::from),
@@ -262,12 +275,18 @@ fn signed(value: u64) -> i64 {
 
 /// The `DATASOURCE_<NAME>_*` groups. A group with problems is refused with every one of them
 /// (upstream skips it with a warning, and its jobs then fail with "connection not found"): a
-/// datasource set in the environment is meant to be used.
+/// datasource set in the environment is meant to be used. A usable group whose TLS protects
+/// less than it reads (SQL Server's `require`) is kept with a warning.
 fn datasources(
     r: &mut Reader<'_>,
     vars: &BTreeMap<String, String>,
 ) -> BTreeMap<String, ConnectionConfig> {
     let read = engine::connection::read_env_vars(vars.iter().map(|(k, v)| (k.clone(), v.clone())));
+    for config in read.configs.values() {
+        if let Some(warning) = config.tls_warning() {
+            r.warning(warning);
+        }
+    }
     for skipped in read.skipped {
         r.problem(format!(
             "{} does not define a usable datasource {:?}: {}",

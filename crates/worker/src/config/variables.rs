@@ -162,6 +162,10 @@ pub(super) const VARIABLES: &[Variable] = &[
         Example::Off(""),
     ),
     example(
+        var("MQTT_ALLOW_CLEARTEXT_PASSWORD", Value("false"), "`true` lets `MQTT_USERNAME` and `MQTT_PASSWORD` cross an unencrypted `mqtt://` connection; otherwise credentials need `mqtts://` and are refused at start"),
+        Example::Off("false"),
+    ),
+    example(
         var("MQTT_TOPIC_PREFIX", Value("fetcher"), "replaces IoT's `$aws`; `$`, `+`, `#` and empty levels are refused at start"),
         Example::Off("fetcher"),
     ),

@@ -2,8 +2,8 @@
 //! many probes ask, and 503 from the moment the drain starts.
 //!
 //! The body uses upstream's words: `{"status": "healthy"|"unhealthy", "checks": {"<dep>":
-//! {"status": "up"|"down", "latency_ms": N, "error": "..."}}, "version": "..."}`, with a
-//! `draining` check (`down`, "graceful drain in progress") during the drain. Each check run is
+//! {"status": "up"|"down", "latency_ms": N, "error": "..."}}, "version": "..."}`, plus this
+//! build's `revision` and `build_date` ([`crate::build_info`]), with a `draining` check (`down`, "graceful drain in progress") during the drain. Each check run is
 //! also counted in `readyz_check_status{dep,status}` and timed in
 //! `readyz_check_duration_ms{dep,status}`.
 
@@ -16,6 +16,8 @@ use std::time::Duration;
 use serde_json::{json, Map, Value};
 use tokio::sync::Mutex;
 use tokio::time::Instant;
+
+use crate::build_info;
 
 /// How long one dependency check may take before it counts as down.
 const CHECK_TIMEOUT: Duration = Duration::from_secs(3);
@@ -94,7 +96,13 @@ impl Readiness {
         let status = if ready { "healthy" } else { "unhealthy" };
         (
             ready,
-            json!({"status": status, "checks": checks, "version": env!("CARGO_PKG_VERSION")}),
+            json!({
+                "status": status,
+                "checks": checks,
+                "version": build_info::VERSION,
+                "revision": build_info::REVISION,
+                "build_date": build_info::BUILD_DATE,
+            }),
         )
     }
 
@@ -157,6 +165,9 @@ mod tests {
         let reports = futures_util::future::join_all(probes).await;
         assert!(reports.iter().all(|(ready, _)| *ready));
         assert_eq!(reports[0].1["status"], "healthy");
+        assert_eq!(reports[0].1["version"], build_info::VERSION);
+        assert_eq!(reports[0].1["revision"], build_info::REVISION);
+        assert_eq!(reports[0].1["build_date"], build_info::BUILD_DATE);
         assert_eq!(runs.load(Ordering::SeqCst), 1);
     }
 

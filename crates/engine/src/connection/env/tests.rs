@@ -372,3 +372,34 @@ fn two_groups_with_one_connection_name_are_both_left_out() {
         );
     }
 }
+
+#[test]
+fn sql_server_require_with_a_password_is_warned_about_by_name_only() {
+    let group = |name: &str, ssl_mode: &str, password: &str| {
+        vars(&[
+            (&format!("DATASOURCE_{name}_TYPE"), "SQL_SERVER"),
+            (&format!("DATASOURCE_{name}_HOST"), "mssql.internal"),
+            (&format!("DATASOURCE_{name}_DATABASE"), "ledger"),
+            (&format!("DATASOURCE_{name}_USER"), "reader"),
+            (&format!("DATASOURCE_{name}_SSLMODE"), ssl_mode),
+            (&format!("DATASOURCE_{name}_PASSWORD"), password),
+        ])
+    };
+    let mut list = group("REQUIRED", "require", SECRET);
+    list.extend(group("VERIFIED", "verify-full", SECRET));
+    list.extend(group("NOPASSWORD", "require", ""));
+    list.extend(with(ledger(), &[("DATASOURCE_LEDGER_SSLMODE", "require")]));
+    let configs = from_env_vars(list).unwrap();
+    let warned: Vec<(&str, String)> = configs
+        .values()
+        .filter_map(|c| Some((c.name.as_str(), c.tls_warning()?)))
+        .collect();
+    assert_eq!(warned.len(), 1, "{warned:?}");
+    let (name, text) = &warned[0];
+    assert_eq!(*name, "required");
+    assert!(text.contains("\"required\""), "{text}");
+    assert!(text.contains("verify-full"), "{text}");
+    for secret in [SECRET, "mssql.internal", "reader"] {
+        assert!(!text.contains(secret), "{secret} in {text}");
+    }
+}

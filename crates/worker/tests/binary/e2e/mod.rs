@@ -3,6 +3,7 @@
 //! consumer would.
 
 mod cancel_first;
+mod command_line;
 mod consume;
 mod control;
 mod datasources;
