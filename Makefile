@@ -1,4 +1,5 @@
-# The Fetcher Worker's entry points. `make demo` and `make test` are the README's two commands.
+# The Fetcher Worker's entry points. `make demo` and `make test` are the README's two commands
+# (docs/testing.md says what each does).
 .PHONY: demo test lint bench fmt float32-sweep
 
 CARGO ?= cargo
@@ -47,7 +48,7 @@ float32-sweep:
 	bash scripts/services.sh go
 	$(CARGO) test --release --locked -p contract --test go_reference -- --ignored --nocapture every_float32
 
-## Rewrite README's configuration table and deploy/worker.env.example from the Worker's
+## Rewrite docs/configuration.md's configuration table and deploy/worker.env.example from the Worker's
 ## configuration reference (crates/worker/src/config/variables.rs); a test fails when they drift.
 .PHONY: config-reference
 config-reference:

@@ -568,7 +568,7 @@ fn json_columns_match_go() {
 #[test]
 fn big_integers_in_json_columns_stay_exact_where_go_rounds() {
     // Go decodes a JSON number into a float64, so an integer beyond 2⁵³ loses its low digits;
-    // the Worker keeps any integer that fits 64 bits exact (README, value mapping).
+    // the Worker keeps any integer that fits 64 bits exact (docs/datasources.md, value mapping).
     let cases = [
         ("9007199254740993", "9007199254740992"),
         ("-9223372036854775807", "-9223372036854776000"),

@@ -11,7 +11,7 @@ pub struct TableName {
 }
 
 /// How a column's values are read and written into the result JSON. The datasource module
-/// decides the kind from the column's declared type; see the README's value mapping table.
+/// decides the kind from the column's declared type; see docs/datasources.md's value mapping table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ValueKind {
     /// Signed integer of any width: a JSON number.

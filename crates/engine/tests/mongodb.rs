@@ -1,6 +1,6 @@
 //! MongoDB datasources against the local test server (secantusdb): values, projection,
-//! filters, validation and cursors on the server. README's MongoDB value-mapping table is
-//! backed by `every_bson_type_is_written_in_its_documented_form`.
+//! filters, validation and cursors on the server. The MongoDB value-mapping table of
+//! `docs/datasources.md` is backed by `every_bson_type_is_written_in_its_documented_form`.
 
 mod support;
 

@@ -1,5 +1,5 @@
-//! Every PostgreSQL column type, with edge values, into the result JSON (the README's value
-//! mapping), against the real server.
+//! Every PostgreSQL column type, with edge values, into the result JSON (the value mapping of
+//! `docs/datasources.md`), against the real server.
 
 mod support;
 

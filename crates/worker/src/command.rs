@@ -58,7 +58,7 @@ Consumes signed extraction jobs, extracts, seals, stores, records and publishes 
 
 Usage:
   fetcher-worker [run]              Run the Worker; every setting comes from the environment
-                                    (README's configuration reference).
+                                    (docs/configuration.md in the repository).
   fetcher-worker config check       Check the environment's settings; connects to nothing.
   fetcher-worker config reference [--env-example]
                                     Print the configuration reference, or an example env file.

@@ -1,4 +1,5 @@
-//! BSON values written as result JSON: the MongoDB column of README's value-mapping table.
+//! BSON values written as result JSON: the MongoDB column of the value-mapping table
+//! (`docs/datasources.md`).
 //!
 //! Every value is written straight from the server's raw BSON, without an intermediate document.
 //! Embedded documents are written with their keys sorted (as Go's `encoding/json` writes the

@@ -1,5 +1,6 @@
-//! SQL Server values (tiberius' [`ColumnData`]) into result JSON, as the README's value mapping
-//! table lists them: exact decimals as strings, times as Go's `time.Time` writes them.
+//! SQL Server values (tiberius' [`ColumnData`]) into result JSON, as the value mapping table of
+//! `docs/datasources.md` lists them: exact decimals as strings, times as Go's `time.Time` writes
+//! them.
 
 use chrono::{Duration, NaiveDate, NaiveDateTime, NaiveTime};
 use contract::json::{GoTime, JsonError, JsonWriter};

@@ -1,6 +1,7 @@
-//! The configuration reference against the reader, README and `deploy/worker.env.example`: a
-//! variable read but not listed, listed but not read, or documented with another default fails
-//! here, and so does README's table or the example once it drifts from the list. With
+//! The configuration reference against the reader, `docs/configuration.md` and
+//! `deploy/worker.env.example`: a variable read but not listed, listed but not read, or documented
+//! with another default fails here, and so does the document's table or the example once it
+//! drifts from the list. With
 //! `UPDATE_CONFIG_REFERENCE=1` (`make config-reference`) the drifted files are rewritten instead.
 
 use std::path::PathBuf;
@@ -12,7 +13,7 @@ use super::tests::{minimal, with};
 use super::variables::{DefaultValue, VARIABLES};
 use super::*;
 
-/// README's generated section lies between these lines.
+/// The configuration document's generated section lies between these lines.
 const BEGIN: &str = "<!-- config-reference:begin (generated: make config-reference) -->\n";
 const END: &str = "<!-- config-reference:end -->";
 
@@ -39,16 +40,20 @@ fn same_or_update(path: &str, committed: &str, generated: &str, whole_file: &str
 }
 
 #[test]
-fn readme_table_is_the_reference() {
-    let readme = std::fs::read_to_string(repository("README.md")).expect("README.md");
-    let start = readme.find(BEGIN).expect("README has the begin marker") + BEGIN.len();
-    let end = readme[start..]
+fn the_configuration_documents_table_is_the_reference() {
+    let path = "docs/configuration.md";
+    let document = std::fs::read_to_string(repository(path)).expect(path);
+    let start = document
+        .find(BEGIN)
+        .unwrap_or_else(|| panic!("{path} has no begin marker"))
+        + BEGIN.len();
+    let end = document[start..]
         .find(END)
-        .expect("README has the end marker")
+        .unwrap_or_else(|| panic!("{path} has no end marker"))
         + start;
     let generated = markdown();
-    let whole = format!("{}{generated}{}", &readme[..start], &readme[end..]);
-    same_or_update("README.md", &readme[start..end], &generated, &whole);
+    let whole = format!("{}{generated}{}", &document[..start], &document[end..]);
+    same_or_update(path, &document[start..end], &generated, &whole);
 }
 
 #[test]

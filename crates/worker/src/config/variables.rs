@@ -1,7 +1,8 @@
 //! Every variable the Worker reads, once: its name, default, meaning, whether it is a secret,
 //! its limits (a numeric one's come from its [`Number`]) and what `deploy/worker.env.example`
-//! sets it to. README's configuration table and the example are printed from this list
-//! (`fetcher-worker config reference`), and tests hold the reader, README and the example to it.
+//! sets it to. The configuration table of `docs/configuration.md` and the example are printed
+//! from this list (`fetcher-worker config reference`), and tests hold the reader, that table and
+//! the example to it.
 
 use super::number::{self, Number};
 
@@ -71,7 +72,7 @@ const fn example(variable: Variable, example: Example) -> Variable {
 
 use DefaultValue::{Required, Unset, Value};
 
-/// The Worker's variables, in README's order.
+/// The Worker's variables, in the configuration table's order.
 pub(super) const VARIABLES: &[Variable] = &[
     secret("APP_ENC_KEY", Required, "standard base64 of ≥ 32 bytes; the four keys of contract §1 are derived from it"),
     var("APP_ENC_KEY_VERSION", Value("1"), "the key version stored connection passwords must carry"),
@@ -280,7 +281,7 @@ impl Variable {
     }
 }
 
-/// README's configuration table, as Markdown.
+/// The configuration table of `docs/configuration.md`, as Markdown.
 pub fn markdown() -> String {
     let mut out = String::from("| variable | default | meaning |\n|---|---|---|\n");
     for variable in VARIABLES.iter().chain(DATASOURCE_VARIABLES) {
@@ -298,7 +299,7 @@ pub fn markdown() -> String {
 pub fn env_example() -> String {
     let mut out = String::from(
         "# fetcher-worker configuration, printed by `fetcher-worker config reference --env-example`\n\
-         # (README's configuration reference says what each variable means). Secrets are left\n\
+         # (docs/configuration.md says what each variable means). Secrets are left\n\
          # empty: they belong in a secret store, not in this file. Lines commented out are\n\
          # optional features, off.\n",
     );

@@ -4,8 +4,9 @@
 use super::tests::{minimal, with};
 use super::*;
 
-/// Every numeric variable the Worker reads, listed here from README's table rather than taken
-/// from the reader, so a new one the walk does not know fails
+/// Every numeric variable the Worker reads, listed here from the configuration table
+/// (`docs/configuration.md`) rather than taken from the reader, so a new one the walk does not
+/// know fails
 /// [`the_walk_knows_every_numeric_variable`].
 const NUMERIC: [&str; 19] = [
     "RABBITMQ_PORT_AMQP",

@@ -7,7 +7,7 @@
 //! - [`security`]: one test per finding of the attacker's review, and the hostile sizes;
 //! - [`chaos`]: cuts at chosen points through fault proxies, and the `#[ignore]`d soak;
 //! - [`deploy`]: the deploy kit's dashboard and alert rules against Prometheus scraping the
-//!   Worker, and README's metrics on `/metrics`;
+//!   Worker, and docs/metrics.md's metrics on `/metrics`;
 //! - [`bench`]: `#[ignore]`d benchmarks of the binary (`make bench`).
 //!
 //! [`harness`] is what they run on, built on `testkit`. A suite alone:

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use crate::config::{is_worker_variable, readme_variables};
+use crate::config::{documented_variables, is_worker_variable};
 use crate::tools::{check_jsonschema, fresh_dir, root, run, text, yaml_documents};
 
 fn compose_file() -> std::path::PathBuf {
@@ -40,7 +40,7 @@ fn a_misspelt_compose_field_is_refused() {
 #[test]
 fn every_worker_variable_of_the_compose_file_is_in_the_configuration() {
     let compose = &yaml_documents(&compose_file())[0];
-    let known = readme_variables();
+    let known = documented_variables();
     let worker = &compose["services"]["worker"];
     let env = worker["environment"]
         .as_object()
@@ -49,7 +49,7 @@ fn every_worker_variable_of_the_compose_file_is_in_the_configuration() {
     for name in env.keys() {
         assert!(
             is_worker_variable(name, &known),
-            "compose.yaml sets {name}, which the Worker does not read (README's table)"
+            "compose.yaml sets {name}, which the Worker does not read (docs/configuration.md's table)"
         );
     }
     // Two replicas, built from the repository's Dockerfile.

@@ -1,23 +1,27 @@
-//! The Worker's configuration and metrics as README documents them: the variables of its
-//! configuration table and the metrics of its metrics table (the documented source; the `binary`
-//! test's `deploy::` checks the metrics against a running Worker).
+//! The Worker's configuration and metrics as its documents give them: the variables of the
+//! configuration table (`docs/configuration.md`) and the metrics of the metrics table
+//! (`docs/metrics.md`), the documented source; the `binary` test's `deploy::` checks the metrics
+//! against a running Worker.
 
 use std::collections::BTreeSet;
 
 use crate::tools::root;
 
-fn readme() -> String {
-    std::fs::read_to_string(root().join("README.md")).expect("README.md")
-}
+/// The configuration reference: the table of every variable.
+const CONFIGURATION: &str = "docs/configuration.md";
 
-/// The rows of the README table whose header row starts with `| <first> |`.
-fn table_rows(first: &str) -> Vec<Vec<String>> {
-    let readme = readme();
+/// The metrics reference: the table of every metric.
+const METRICS: &str = "docs/metrics.md";
+
+/// The rows of the table of `document` whose header row starts with `| <first> |`.
+fn table_rows(document: &str, first: &str) -> Vec<Vec<String>> {
+    let text = std::fs::read_to_string(root().join(document))
+        .unwrap_or_else(|e| panic!("{document}: {e}"));
     let header = format!("| {first} |");
-    let start = readme
+    let start = text
         .find(&header)
-        .unwrap_or_else(|| panic!("README has no table headed {header:?}"));
-    readme[start..]
+        .unwrap_or_else(|| panic!("{document} has no table headed {header:?}"));
+    text[start..]
         .lines()
         .skip(2)
         .take_while(|line| line.starts_with('|'))
@@ -35,13 +39,13 @@ fn quoted(cell: &str) -> Vec<&str> {
     cell.split('`').skip(1).step_by(2).collect()
 }
 
-/// The variables of README's configuration table. A name written `_X` continues the row's
+/// The variables of the configuration table. A name written `_X` continues the row's
 /// first name, whose first two words it shares (`OBJECT_STORAGE_ENDPOINT`, `_REGION`).
 /// `DATASOURCE_<NAME>_*` and each `DATASOURCE_<NAME>_<FIELD>` are returned as the prefix
 /// `DATASOURCE_`.
-pub fn readme_variables() -> BTreeSet<String> {
+pub fn documented_variables() -> BTreeSet<String> {
     let mut names = BTreeSet::new();
-    for row in table_rows("variable") {
+    for row in table_rows(CONFIGURATION, "variable") {
         let words = quoted(&row[0]);
         let Some(first) = words.first() else { continue };
         for word in &words {
@@ -56,40 +60,43 @@ pub fn readme_variables() -> BTreeSet<String> {
             names.insert(name);
         }
     }
-    assert!(names.len() > 40, "README's table gave only {names:?}");
+    assert!(
+        names.len() > 40,
+        "{CONFIGURATION}'s table gave only {names:?}"
+    );
     names
 }
 
-/// The default README's configuration table gives `name` (the first backticked word of its
-/// default column: `268435456` of "`268435456` (256 MiB)").
-pub fn readme_default(name: &str) -> String {
-    let row = table_rows("variable")
+/// The default the configuration table gives `name` (the first backticked word of its default
+/// column: `268435456` of "`268435456` (256 MiB)").
+pub fn documented_default(name: &str) -> String {
+    let row = table_rows(CONFIGURATION, "variable")
         .into_iter()
         .find(|row| quoted(&row[0]).first() == Some(&name))
-        .unwrap_or_else(|| panic!("README's table has no row for {name}"));
+        .unwrap_or_else(|| panic!("{CONFIGURATION}'s table has no row for {name}"));
     quoted(&row[1])
         .first()
-        .unwrap_or_else(|| panic!("README gives {name} no default: {row:?}"))
+        .unwrap_or_else(|| panic!("{CONFIGURATION} gives {name} no default: {row:?}"))
         .to_string()
 }
 
 /// Whether `name` is a variable the Worker reads: in the table, a `DATASOURCE_<NAME>_<FIELD>`
-/// group, or `RUST_MIN_STACK` (README's "Stack").
+/// group, or `RUST_MIN_STACK` (the configuration document's "Stack").
 pub fn is_worker_variable(name: &str, known: &BTreeSet<String>) -> bool {
     known.contains(name)
         || name == "RUST_MIN_STACK"
         || (name.starts_with("DATASOURCE_") && name.matches('_').count() >= 2)
 }
 
-/// The metrics of README's metrics table, with their type.
-pub fn readme_metrics() -> Vec<(String, String)> {
-    let metrics: Vec<(String, String)> = table_rows("metric")
+/// The metrics of the metrics table, with their type.
+pub fn documented_metrics() -> Vec<(String, String)> {
+    let metrics: Vec<(String, String)> = table_rows(METRICS, "metric")
         .into_iter()
         .map(|row| (quoted(&row[0])[0].to_owned(), row[1].clone()))
         .collect();
     assert!(
         metrics.len() > 20,
-        "README's metrics table gave only {metrics:?}"
+        "{METRICS}'s table gave only {metrics:?}"
     );
     metrics
 }
@@ -112,8 +119,8 @@ pub fn metric_names(expr: &str) -> BTreeSet<String> {
 }
 
 #[test]
-fn readme_tables_parse() {
-    let variables = readme_variables();
+fn the_documented_tables_parse() {
+    let variables = documented_variables();
     for name in [
         "OBJECT_STORAGE_REGION",
         "OBJECT_STORAGE_SECRET_KEY",
@@ -121,11 +128,14 @@ fn readme_tables_parse() {
         "DATASOURCE_",
         "SHUTDOWN_GRACE_SEC",
     ] {
-        assert!(variables.contains(name), "{name} not read from README");
+        assert!(
+            variables.contains(name),
+            "{name} not read from {CONFIGURATION}"
+        );
     }
     assert!(!is_worker_variable("RABBITMQ_PASSWORD", &variables));
     assert!(is_worker_variable("DATASOURCE_CRM_HOST", &variables));
-    let metrics = readme_metrics();
+    let metrics = documented_metrics();
     assert!(metrics.contains(&("jobs_total".to_owned(), "counter".to_owned())));
     assert_eq!(
         metric_names("sum by (a) (rate(x_total{a=\"b\"}[5m])) / y{}"),

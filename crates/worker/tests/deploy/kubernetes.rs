@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use crate::config::{is_worker_variable, readme_variables};
+use crate::config::{documented_variables, is_worker_variable};
 use crate::tools::{
     check_jsonschema, fresh_dir, kubernetes_validate, root, run, text, yaml_documents,
 };
@@ -201,7 +201,7 @@ fn is_secret(name: &str) -> bool {
 
 #[test]
 fn every_variable_is_the_workers_and_every_secret_comes_from_a_secret() {
-    let known = readme_variables();
+    let known = documented_variables();
     for name in settings().keys() {
         assert!(
             is_worker_variable(name, &known),
@@ -260,8 +260,8 @@ fn ports_probes_and_grace_period_follow_the_configuration() {
     let pod = &object("Deployment")["spec"]["template"]["spec"];
     assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
 
-    // The drain's bound is READYZ_DRAIN_DELAY_SEC + SHUTDOWN_GRACE_SEC + 15 s (README); the pod
-    // must outlast it, by a small margin.
+    // The drain's bound is READYZ_DRAIN_DELAY_SEC + SHUTDOWN_GRACE_SEC + 15 s
+    // (docs/configuration.md); the pod must outlast it, by a small margin.
     let seconds = |name: &str| settings[name].parse::<u64>().expect(name);
     let bound = seconds("READYZ_DRAIN_DELAY_SEC") + seconds("SHUTDOWN_GRACE_SEC") + 15;
     let grace = pod["terminationGracePeriodSeconds"]

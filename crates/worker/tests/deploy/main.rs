@@ -11,7 +11,7 @@
 //!   tmpfs) sized from the settings that bound what the jobs spill.
 //!
 //! [`tools`] installs the tools through `scripts/tools.sh` when absent (a tool that cannot be
-//! installed fails the test); [`config`] reads the Worker's variables from README's table. The
+//! installed fails the test); [`config`] reads the Worker's variables from the configuration table (`docs/configuration.md`). The
 //! dashboard is checked against a real Worker and Prometheus in the `binary` test's `deploy::`.
 
 mod broker;

@@ -76,7 +76,7 @@ fn every_alert_has_a_runbook_and_a_test_that_fires_and_one_that_does_not() {
 
 #[test]
 fn the_rules_use_only_metrics_that_exist() {
-    let exported = crate::config::readme_metrics();
+    let exported = crate::config::documented_metrics();
     let rabbitmq = [
         "rabbitmq_detailed_queue_messages_ready",
         "rabbitmq_detailed_queue_messages",
@@ -89,7 +89,7 @@ fn the_rules_use_only_metrics_that_exist() {
                 exported.iter().any(|(metric, _)| *metric == name)
                     || rabbitmq.contains(&name.as_str())
                     || name == "up",
-                "{}: {name} is neither exported by the Worker (README) nor RabbitMQ's",
+                "{}: {name} is neither exported by the Worker (docs/metrics.md) nor RabbitMQ's",
                 alert["alert"]
             );
         }
@@ -97,7 +97,7 @@ fn the_rules_use_only_metrics_that_exist() {
 }
 
 /// The reasons of `messages_requeued_total` that the FetcherJobsRequeuedRepeatedly runbook, its
-/// alert's annotation and README's metrics table name are the ones the Worker emits.
+/// alert's annotation and the metrics table (docs/metrics.md) name are the ones the Worker emits.
 #[test]
 fn the_requeue_runbook_names_the_reasons_the_worker_emits() {
     let emitted: BTreeSet<&str> = worker::job::Requeue::ALL
@@ -122,11 +122,12 @@ fn the_requeue_runbook_names_the_reasons_the_worker_emits() {
         .find(|alert| alert["alert"] == "FetcherJobsRequeuedRepeatedly")
         .expect("the alert");
     let annotation = alert["annotations"]["runbook"].as_str().expect("runbook");
-    let readme = std::fs::read_to_string(root().join("README.md")).expect("README");
-    let row = readme
+    let metrics =
+        std::fs::read_to_string(root().join("docs/metrics.md")).expect("docs/metrics.md");
+    let row = metrics
         .lines()
         .find(|line| line.starts_with("| `messages_requeued_total` |"))
-        .expect("README's row");
+        .expect("the metrics table's row");
     for reason in emitted {
         assert!(
             annotation.contains(reason),
@@ -134,7 +135,7 @@ fn the_requeue_runbook_names_the_reasons_the_worker_emits() {
         );
         assert!(
             row.contains(&format!("`{reason}`")),
-            "README misses {reason}"
+            "docs/metrics.md misses {reason}"
         );
     }
 }

@@ -5,16 +5,16 @@
 
 use serde_json::Value;
 
-use crate::config::readme_default;
+use crate::config::documented_default;
 use crate::tools::{root, yaml_documents};
 
 /// What the volume holds beyond the jobs' spill.
 const MARGIN: u64 = 64 << 20;
 
-/// Bytes the spill directory must hold under these variables (unset: README's defaults).
+/// Bytes the spill directory must hold under these variables (unset: the documented defaults).
 fn needed(setting: impl Fn(&str) -> Option<String>) -> u64 {
     let number = |name: &str| -> u64 {
-        let value = setting(name).unwrap_or_else(|| readme_default(name));
+        let value = setting(name).unwrap_or_else(|| documented_default(name));
         value
             .parse()
             .unwrap_or_else(|e| panic!("{name} = {value:?}: {e}"))
@@ -160,6 +160,6 @@ fn sizes_read_as_kubernetes_and_docker_read_them() {
     assert_eq!(docker_size("1344m"), 1344 << 20);
     assert_eq!(docker_size("65536k"), 64 << 20);
     assert_eq!(docker_size("2G"), 2 << 30);
-    assert_eq!(readme_default("ENGINE_MAX_RESULT_BYTES"), "268435456");
-    assert_eq!(readme_default("RABBITMQ_NUMBERS_OF_WORKERS"), "5");
+    assert_eq!(documented_default("ENGINE_MAX_RESULT_BYTES"), "268435456");
+    assert_eq!(documented_default("RABBITMQ_NUMBERS_OF_WORKERS"), "5");
 }

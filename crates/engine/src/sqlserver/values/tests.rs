@@ -1,4 +1,4 @@
-//! Every SQL Server type of the README's value mapping table, from tiberius' own values.
+//! Every SQL Server type of docs/datasources.md's value mapping table, from tiberius' own values.
 
 use std::borrow::Cow;
 

@@ -6,7 +6,7 @@
 //!   threshold at two of this Worker's repair intervals, 2 x 2 s, instead of 2 x 30 s);
 //! - every query of `deploy/grafana/fetcher-worker.json` parses and returns series (each printed
 //!   with its series count), the queue panels' from the shared broker's `rabbitmq_prometheus`;
-//! - every metric of README's metrics table is on `/metrics` with its type and name.
+//! - every metric of `docs/metrics.md`'s table is on `/metrics` with its type and name.
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -79,13 +79,13 @@ fn dashboard_queries(work_queue: &str) -> Vec<(String, String)> {
     queries
 }
 
-/// README's metrics table: name and type.
-fn readme_metrics() -> Vec<(String, String)> {
-    let readme = std::fs::read_to_string(root().join("README.md")).expect("README");
-    let start = readme
+/// The metrics table of `docs/metrics.md`: name and type.
+fn documented_metrics() -> Vec<(String, String)> {
+    let text = std::fs::read_to_string(root().join("docs/metrics.md")).expect("docs/metrics.md");
+    let start = text
         .find("| metric | type |")
-        .expect("README's metrics table");
-    readme[start..]
+        .expect("docs/metrics.md's metrics table");
+    text[start..]
         .lines()
         .skip(2)
         .take_while(|line| line.starts_with('|'))
@@ -103,7 +103,7 @@ async fn wait_ended(world: &World, job_id: Uuid, status: &str) {
 }
 
 #[tokio::test]
-async fn the_dashboard_queries_the_alerts_and_the_readme_metrics_hold_on_a_real_worker() {
+async fn the_dashboard_queries_the_alerts_and_the_documented_metrics_hold_on_a_real_worker() {
     let started = Instant::now();
     let world = World::new().await;
     let amqp = FaultProxy::start(SocketAddr::from(([127, 0, 0, 1], 5672))).await;
@@ -262,11 +262,11 @@ async fn the_dashboard_queries_the_alerts_and_the_readme_metrics_hold_on_a_real_
     }
     assert!(empty.is_empty(), "queries without series: {empty:#?}");
 
-    // README's metrics, as /metrics exports them.
+    // The documented metrics, as /metrics exports them.
     let (status, exported) = harness::http_get(port, "/metrics").expect("/metrics");
     assert_eq!(status, 200);
     let mut missing = Vec::new();
-    for (name, kind) in readme_metrics() {
+    for (name, kind) in documented_metrics() {
         let declared = format!("# TYPE {name} {kind}");
         let sampled = exported.lines().any(|line| {
             !line.starts_with('#')
@@ -279,7 +279,7 @@ async fn the_dashboard_queries_the_alerts_and_the_readme_metrics_hold_on_a_real_
     }
     assert!(
         missing.is_empty(),
-        "not on /metrics as README says: {missing:#?}"
+        "not on /metrics as docs/metrics.md says: {missing:#?}"
     );
     println!("the test took {:.1} s", started.elapsed().as_secs_f64());
     drop(worker);

@@ -1,6 +1,6 @@
 //! A job over a MongoDB collection whose documents hold every common BSON type: the stored
-//! result is the golden file `mongodb.json` byte for byte (README's MongoDB value-mapping table,
-//! through the binary: indented, HTML characters escaped, keys sorted at every level).
+//! result is the golden file `mongodb.json` byte for byte (the MongoDB value-mapping table of
+//! `docs/datasources.md`, through the binary: indented, HTML characters escaped, keys sorted at every level).
 
 use mongodb::bson::oid::ObjectId;
 use mongodb::bson::spec::BinarySubtype;
