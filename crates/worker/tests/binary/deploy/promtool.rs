@@ -1,7 +1,8 @@
 //! `promtool check metrics` (Prometheus's own linter: help text, base units, `_total` on
 //! counters only, snake case) over a live Worker's `/metrics`, after jobs of several kinds and
-//! control API requests so the labelled families are there too. Its only complaints may be about
-//! upstream's `readyz_check_*` families, whose names the Worker keeps for compatibility.
+//! control API requests so the labelled families are there too, and the process's own families.
+//! Its only complaints may be about upstream's `readyz_check_*` families, whose names the Worker
+//! keeps for compatibility.
 
 use std::io::Write;
 use std::process::{Command, Stdio};
@@ -132,6 +133,18 @@ async fn promtool_finds_fault_only_with_upstreams_readyz_names() {
 
     let (status, exported) = worker.get("/metrics").expect("/metrics");
     assert_eq!(status, 200);
+    for name in [
+        "process_cpu_seconds_total",
+        "process_resident_memory_bytes",
+        "process_open_fds",
+        "process_max_fds",
+        "process_start_time_seconds",
+    ] {
+        assert!(
+            exported.contains(&format!("\n{name} ")),
+            "{name} not on /metrics"
+        );
+    }
     let complaints = lint(&exported);
     println!("promtool check metrics:");
     for (name, problem) in &complaints {
