@@ -61,3 +61,9 @@ pub use stats::{OutboxStats, FAILING_EVENTS, OLDEST_UNPUBLISHED_AGE_SECONDS, PEN
 pub use store::Store;
 pub use terminal::{Recorded, TerminalOutcome, TerminalRecord};
 pub use transitions::{TransitionAges, OLDEST_IN_TRANSITION_AGE_SECONDS};
+
+/// Help text of the outbox's gauges, for the recorder the binary installs.
+pub fn describe_metrics() {
+    stats::describe();
+    transitions::describe();
+}

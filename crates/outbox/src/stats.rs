@@ -15,6 +15,20 @@ pub const OLDEST_UNPUBLISHED_AGE_SECONDS: &str = "outbox_oldest_unpublished_age_
 /// Gauge: unpublished events whose first publish did not succeed.
 pub const FAILING_EVENTS: &str = "outbox_failing_events";
 
+/// Help text of the outbox's gauges.
+pub(crate) fn describe() {
+    metrics::describe_gauge!(PENDING_EVENTS, "Unpublished events in the outbox, by sink.");
+    metrics::describe_gauge!(
+        OLDEST_UNPUBLISHED_AGE_SECONDS,
+        metrics::Unit::Seconds,
+        "Age of the oldest unpublished event in seconds, by sink (0 when there is none)."
+    );
+    metrics::describe_gauge!(
+        FAILING_EVENTS,
+        "Unpublished events whose first publish did not succeed, by sink."
+    );
+}
+
 /// A snapshot of the outbox's backlog.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct OutboxStats {

@@ -12,6 +12,15 @@ use crate::store::Store;
 /// `deletion_in_progress`) has been in it; 0 when no job is.
 pub const OLDEST_IN_TRANSITION_AGE_SECONDS: &str = "jobs_oldest_in_transition_age_seconds";
 
+/// Help text of the gauge.
+pub(crate) fn describe() {
+    metrics::describe_gauge!(
+        OLDEST_IN_TRANSITION_AGE_SECONDS,
+        metrics::Unit::Seconds,
+        "Seconds the oldest job in an in-between state (cancellation or deletion in progress) has been in it, by status."
+    );
+}
+
 /// The two in-between states and how their age is measured.
 const CANCELING: &str = "cancellation_in_progress";
 const DELETING: &str = "deletion_in_progress";

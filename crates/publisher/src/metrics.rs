@@ -12,6 +12,22 @@ pub const PUBLISH_FAILED: &str = "events_publish_failed_total";
 /// Events the broker returned as unroutable (also counted in [`PUBLISH_FAILED`]).
 pub const RETURNED: &str = "events_returned_total";
 
+/// Help text of the publisher's families.
+pub fn describe() {
+    metrics::describe_counter!(
+        PUBLISHED,
+        "Events the broker confirmed (and, on AMQP, routed), by sink and routing key."
+    );
+    metrics::describe_counter!(
+        PUBLISH_FAILED,
+        "Events that did not count as published, by sink, routing key and reason."
+    );
+    metrics::describe_counter!(
+        RETURNED,
+        "Events the broker returned as unroutable (also counted as failed), by routing key."
+    );
+}
+
 /// One event confirmed (and, on AMQP, routed).
 fn published(sink: &'static str, routing_key: &'static str) {
     metrics::counter!(PUBLISHED, "sink" => sink, "routing_key" => routing_key).increment(1);

@@ -1,5 +1,10 @@
 //! The Worker's metrics: names, units, buckets, and one typed helper per event. Labels stay
 //! low-cardinality (outcomes, stages, reasons; never a job id or tenant).
+//!
+//! - `process.rs`: the process's own families (CPU, memory, file descriptors), read on each
+//!   scrape.
+
+mod process;
 
 use std::time::Duration;
 
@@ -95,6 +100,16 @@ pub fn install() -> Result<PrometheusHandle, BuildError> {
     Ok(handle)
 }
 
+/// `/metrics`: every recorded family, then the process's own.
+pub fn render(handle: &PrometheusHandle) -> String {
+    let mut text = handle.render();
+    if !text.is_empty() && !text.ends_with('\n') {
+        text.push('\n');
+    }
+    text.push_str(&process::render());
+    text
+}
+
 /// Exports the counters of rare events (and the busy gauge) from the start, at 0: a series that
 /// appears only with its first event makes `rate()` and the alerts blind to that first event.
 /// The labelled ones whose labels are few and known are registered for each. The build's gauge
@@ -132,7 +147,11 @@ fn register_at_zero() {
     .set(1.0);
 }
 
+/// Help text (and unit) of every family, the other crates' included.
 fn describe() {
+    publisher::metrics::describe();
+    repairer::metrics::describe();
+    outbox::describe_metrics();
     metrics::describe_gauge!(
         BUILD_INFO,
         "Always 1: the version, git revision and build date of this fetcher-worker."
@@ -315,4 +334,102 @@ pub(crate) fn delete(outcome: &'static str) {
 
 pub(crate) fn timed_out() {
     metrics::counter!(TIMEOUTS).increment(1);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every family, each recorded once through its helper (the other crates' directly), as
+    /// `/metrics` renders them.
+    fn every_family() -> String {
+        let recorder = PrometheusBuilder::new().build_recorder();
+        let handle = recorder.handle();
+        metrics::with_local_recorder(&recorder, || {
+            describe();
+            register_at_zero();
+            job_finished("completed", Duration::from_millis(5));
+            stage("extract", Duration::from_millis(5));
+            extracted(3, 100);
+            rejected("signature_verification_failed");
+            prefetch(4);
+            active(1.0);
+            legacy_verified();
+            stale_redelivery_accepted();
+            requeued(crate::job::Requeue::ALL[0], 1);
+            redelivered();
+            spilled(engine::SpillStats {
+                files: 1,
+                bytes: 10,
+            });
+            spill_failed();
+            storage_retry();
+            readiness_check("rabbitmq", true, 2.0);
+            selfprobe("rabbitmq", true);
+            connection_refused("api", "total");
+            api_request("delete", 202);
+            api_rejected("not_found");
+            cancel("requested");
+            canceled(Duration::from_millis(5));
+            delete("requested");
+            timed_out();
+            for counter in [
+                publisher::metrics::PUBLISHED,
+                publisher::metrics::PUBLISH_FAILED,
+                publisher::metrics::RETURNED,
+                repairer::metrics::REPUBLISHED,
+                repairer::metrics::REPAIR_PASSES,
+            ] {
+                metrics::counter!(counter).increment(1);
+            }
+            for gauge in [
+                outbox::PENDING_EVENTS,
+                outbox::OLDEST_UNPUBLISHED_AGE_SECONDS,
+                outbox::FAILING_EVENTS,
+                outbox::OLDEST_IN_TRANSITION_AGE_SECONDS,
+            ] {
+                metrics::gauge!(gauge).set(1.0);
+            }
+        });
+        render(&handle)
+    }
+
+    /// promtool's rules the names can break, over every family (the binary test runs promtool
+    /// itself on the families a live Worker exported): help text on each, `_total` on counters
+    /// only, seconds and bytes as units. Upstream's `readyz_check_*` names stay as they are.
+    #[test]
+    fn every_family_has_help_and_prometheus_names() {
+        let text = every_family();
+        let families: Vec<(&str, &str)> = text
+            .lines()
+            .filter_map(|line| line.strip_prefix("# TYPE "))
+            .filter_map(|rest| rest.split_once(' '))
+            .collect();
+        assert!(families.len() >= 40, "{families:?}");
+        for (name, kind) in families {
+            assert!(
+                text.contains(&format!("# HELP {name} ")),
+                "{name} has no help text"
+            );
+            if name.starts_with("readyz_check_") {
+                continue;
+            }
+            assert_eq!(
+                name.ends_with("_total"),
+                kind == "counter",
+                "{name} is a {kind}: `_total` is for counters only"
+            );
+            for unit in ["_ms", "_milliseconds", "_kb", "_mb", "_minutes", "_hours"] {
+                assert!(!name.contains(unit), "{name}: not a base unit");
+            }
+        }
+        for name in [
+            "process_cpu_seconds_total",
+            "process_resident_memory_bytes",
+            "process_open_fds",
+            "process_start_time_seconds",
+        ] {
+            assert!(text.contains(&format!("\n{name} ")), "{name} missing");
+        }
+    }
 }

@@ -52,6 +52,6 @@ async fn readyz(State(state): State<AppState>) -> impl IntoResponse {
 async fn render_metrics(State(state): State<AppState>) -> impl IntoResponse {
     (
         [("content-type", "text/plain; version=0.0.4")],
-        state.metrics.render(),
+        crate::metrics::render(&state.metrics),
     )
 }

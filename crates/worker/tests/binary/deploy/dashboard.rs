@@ -6,7 +6,8 @@
 //!   threshold at two of this Worker's repair intervals, 2 x 2 s, instead of 2 x 30 s);
 //! - every query of `deploy/grafana/fetcher-worker.json` parses and returns series (each printed
 //!   with its series count), the queue panels' from the shared broker's `rabbitmq_prometheus`;
-//! - every metric of `docs/metrics.md`'s table is on `/metrics` with its type and name.
+//! - every metric of `docs/metrics.md`'s table is on `/metrics` with its type and name, and
+//!   `promtool check metrics` finds fault with none but upstream's `readyz_check_*`.
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -280,6 +281,12 @@ async fn the_dashboard_queries_the_alerts_and_the_documented_metrics_hold_on_a_r
     assert!(
         missing.is_empty(),
         "not on /metrics as docs/metrics.md says: {missing:#?}"
+    );
+    // Every family this run exported, linted: nothing but upstream's readyz_check_* names.
+    let complaints = super::promtool::ours(&super::promtool::lint(&exported));
+    assert!(
+        complaints.is_empty(),
+        "promtool's complaints about our metrics: {complaints:#?}"
     );
     println!("the test took {:.1} s", started.elapsed().as_secs_f64());
     drop(worker);

@@ -15,6 +15,21 @@ pub fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
+/// Installs Debian's `prometheus` package (the server and `promtool`) when absent, through
+/// `scripts/tools.sh` (idempotent); panics when it cannot.
+pub fn ensure_installed() {
+    let installed = Command::new("bash")
+        .arg(root().join("scripts/tools.sh"))
+        .arg("prometheus")
+        .output()
+        .expect("running scripts/tools.sh");
+    assert!(
+        installed.status.success(),
+        "Prometheus could not be installed: {}",
+        String::from_utf8_lossy(&installed.stderr)
+    );
+}
+
 /// A running Prometheus; stopped and its storage removed on drop.
 pub struct Prometheus {
     child: Child,
@@ -28,16 +43,7 @@ impl Prometheus {
     /// `rabbitmq` (its per-queue metrics, as the deploy kit scrapes them), evaluating `rules` (a
     /// rule file's text), and waits until it is ready.
     pub async fn start(target: &str, rabbitmq: &str, rules: &str) -> Prometheus {
-        let installed = Command::new("bash")
-            .arg(root().join("scripts/tools.sh"))
-            .arg("prometheus")
-            .output()
-            .expect("running scripts/tools.sh");
-        assert!(
-            installed.status.success(),
-            "Prometheus could not be installed: {}",
-            String::from_utf8_lossy(&installed.stderr)
-        );
+        ensure_installed();
         let dir = std::env::temp_dir().join(format!("fetcher-prometheus-{}", uuid::Uuid::new_v4()));
         std::fs::create_dir_all(dir.join("data")).expect("Prometheus's directory");
         std::fs::write(dir.join("rules.yml"), rules).expect("rules");
