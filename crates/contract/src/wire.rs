@@ -10,7 +10,7 @@ pub const REQUEST_ID_HEADER: &str = "X-Request-Id";
 /// `jobId`: lets a message whose body cannot be parsed still fail its job (contract §4).
 pub const JOB_ID_HEADER: &str = "jobId";
 /// `x-fetcher-reason`: why the Worker refused a message it dead-lettered (the reason of its log
-/// line and of `messages_rejected_total{reason}`: `signature_invalid`, `tenant_mismatch`, ...).
+/// line and of `fetcher_messages_rejected_total{reason}`: `signature_invalid`, `tenant_mismatch`, ...).
 /// RabbitMQ's own `x-death` cannot carry it: `basic.reject` takes no headers, so the Worker
 /// publishes the dead letter itself, these headers added to the message's own.
 pub const DEAD_LETTER_REASON_HEADER: &str = "x-fetcher-reason";

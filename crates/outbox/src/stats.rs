@@ -9,11 +9,11 @@ use crate::sink::Sink;
 use crate::store::Store;
 
 /// Gauge: unpublished events.
-pub const PENDING_EVENTS: &str = "outbox_pending_events";
+pub const PENDING_EVENTS: &str = "fetcher_outbox_pending_events";
 /// Gauge: age of the oldest unpublished event, in seconds (0 when there is none).
-pub const OLDEST_UNPUBLISHED_AGE_SECONDS: &str = "outbox_oldest_unpublished_age_seconds";
+pub const OLDEST_UNPUBLISHED_AGE_SECONDS: &str = "fetcher_outbox_oldest_unpublished_age_seconds";
 /// Gauge: unpublished events whose first publish did not succeed.
-pub const FAILING_EVENTS: &str = "outbox_failing_events";
+pub const FAILING_EVENTS: &str = "fetcher_outbox_failing_events";
 
 /// Help text of the outbox's gauges.
 pub(crate) fn describe() {

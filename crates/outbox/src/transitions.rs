@@ -10,7 +10,7 @@ use crate::store::Store;
 
 /// Gauge: seconds the oldest job in `status` (`cancellation_in_progress`,
 /// `deletion_in_progress`) has been in it; 0 when no job is.
-pub const OLDEST_IN_TRANSITION_AGE_SECONDS: &str = "jobs_oldest_in_transition_age_seconds";
+pub const OLDEST_IN_TRANSITION_AGE_SECONDS: &str = "fetcher_jobs_oldest_in_transition_age_seconds";
 
 /// Help text of the gauge.
 pub(crate) fn describe() {

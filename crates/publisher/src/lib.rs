@@ -19,7 +19,7 @@
 //! - `message`: an event's AMQP properties and headers, and its signature.
 //! - `confirm`: confirms to per-event outcomes; returned messages matched by message id.
 //! - `link`: the connection and its channels (lanes), reopened after failures.
-//! - `metrics`: `events_published_total`, `events_publish_failed_total`, `events_returned_total`.
+//! - `metrics`: `fetcher_events_published_total`, `fetcher_events_publish_failed_total`, `fetcher_events_returned_total`.
 //! - `error`: [`PublishError`], named after the failing step, with `is_retriable`.
 //! - [`mqtt`]: the MQTT mirror's publisher ([`mqtt::MqttPublisher`]), QoS 1, confirmed by
 //!   PUBACK (lifecycle §5).

@@ -6,11 +6,11 @@ use crate::error::PublishError;
 use crate::mqtt::MqttError;
 
 /// Events the broker confirmed and did not return.
-pub const PUBLISHED: &str = "events_published_total";
+pub const PUBLISHED: &str = "fetcher_events_published_total";
 /// Events that did not count as published, by `reason` (see [`PublishError::reason`]).
-pub const PUBLISH_FAILED: &str = "events_publish_failed_total";
+pub const PUBLISH_FAILED: &str = "fetcher_events_publish_failed_total";
 /// Events the broker returned as unroutable (also counted in [`PUBLISH_FAILED`]).
-pub const RETURNED: &str = "events_returned_total";
+pub const RETURNED: &str = "fetcher_events_returned_total";
 
 /// Help text of the publisher's families.
 pub fn describe() {

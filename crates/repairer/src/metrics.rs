@@ -1,9 +1,9 @@
 //! Counters of the relay and the repairer. Labels stay low-cardinality (routing key, reason).
 
 /// Counter: events published again by the repairer (their first publish did not land).
-pub const REPUBLISHED: &str = "events_republished_total";
+pub const REPUBLISHED: &str = "fetcher_events_republished_total";
 /// Counter: repair passes, by outcome (`ok`, `error`).
-pub const REPAIR_PASSES: &str = "outbox_repair_passes_total";
+pub const REPAIR_PASSES: &str = "fetcher_outbox_repair_passes_total";
 
 /// Help text of the repairer's families.
 pub fn describe() {

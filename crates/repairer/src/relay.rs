@@ -115,7 +115,7 @@ impl Sorted {
                 }
                 // An execution's event is for whoever binds `job.execution.*` or `job.#`
                 // (lifecycle §4); returned unroutable, it has no subscriber to lose it, and is not
-                // retried forever (the publisher counts it in `events_returned_total`).
+                // retried forever (the publisher counts it in `fetcher_events_returned_total`).
                 Err(failure)
                     if failure.is_unroutable() && pending.event.attributes.is_execution() =>
                 {

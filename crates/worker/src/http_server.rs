@@ -3,7 +3,7 @@
 //!
 //! Each listener holds at most [`MAX_CONNECTIONS`] connections, and at most
 //! [`PER_ADDRESS_CONNECTIONS`] from one address (an IPv6 client: from one /64); more are closed on
-//! accept and counted in `health_connections_refused_total` by `server` and `reason` (`total`,
+//! accept and counted in `fetcher_health_connections_refused_total` by `server` and `reason` (`total`,
 //! `per_address`). Request headers must arrive within [`HEADER_READ_TIMEOUT`], every request is
 //! answered within [`REQUEST_TIMEOUT`], and no connection lives longer than
 //! [`CONNECTION_LIFETIME`].

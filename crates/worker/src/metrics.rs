@@ -11,61 +11,61 @@ use std::time::Duration;
 use metrics_exporter_prometheus::{BuildError, Matcher, PrometheusBuilder, PrometheusHandle};
 
 /// Counter: jobs that reached a terminal state, by `outcome` (`completed`, `failed`).
-pub const JOBS: &str = "jobs_total";
+pub const JOBS: &str = "fetcher_jobs_total";
 /// Histogram: from claim to recorded terminal state, seconds.
-pub const JOB_DURATION: &str = "job_duration_seconds";
+pub const JOB_DURATION: &str = "fetcher_job_duration_seconds";
 /// Histogram: one pipeline stage, seconds, by `stage` (extract, seal, store, record, publish).
-pub const STAGE_DURATION: &str = "job_stage_duration_seconds";
+pub const STAGE_DURATION: &str = "fetcher_job_stage_duration_seconds";
 /// Counter: rows extracted.
-pub const ROWS: &str = "rows_extracted_total";
+pub const ROWS: &str = "fetcher_rows_extracted_total";
 /// Counter: bytes of result JSON extracted.
-pub const BYTES: &str = "bytes_extracted_total";
+pub const BYTES: &str = "fetcher_bytes_extracted_total";
 /// Counter: messages not run, by `reason` (a stable code).
-pub const REJECTED: &str = "messages_rejected_total";
+pub const REJECTED: &str = "fetcher_messages_rejected_total";
 /// Gauge: job messages being handled right now.
-pub const ACTIVE: &str = "consumers_active";
+pub const ACTIVE: &str = "fetcher_consumers_active";
 /// Gauge: the prefetch this Worker consumes with (`RABBITMQ_NUMBERS_OF_WORKERS`): how many job
 /// messages it handles at most at once, the denominator of [`ACTIVE`]'s use.
-pub const PREFETCH: &str = "consumers_prefetch";
+pub const PREFETCH: &str = "fetcher_consumers_prefetch";
 /// Counter: job messages accepted on the legacy body-only signature
 /// (`RABBITMQ_ALLOW_LEGACY_BODY_SIGNATURE_FALLBACK`).
-pub const LEGACY_VERIFIED: &str = "messages_legacy_signature_total";
+pub const LEGACY_VERIFIED: &str = "fetcher_messages_legacy_signature_total";
 /// Counter: redeliveries of accepted jobs taken although their signature had outgrown
 /// `RABBITMQ_SIGNATURE_MAX_AGE_SEC` (the body was the accepted one).
-pub const STALE_REDELIVERIES: &str = "messages_stale_redelivery_accepted_total";
+pub const STALE_REDELIVERIES: &str = "fetcher_messages_stale_redelivery_accepted_total";
 /// Counter: job messages given back to the queue (or left to come back) to be tried again, by
 /// `reason` ([`crate::job::Requeue`]: `state_database`, `connection_store`, `shutdown`, `broker`,
 /// `internal`).
-pub const REQUEUED: &str = "messages_requeued_total";
+pub const REQUEUED: &str = "fetcher_messages_requeued_total";
 /// Counter: job messages delivered with the broker's `redelivered` flag (a requeue's, or one left
 /// unsettled by a Worker that stopped or lost its channel).
-pub const REDELIVERED: &str = "messages_redelivered_total";
+pub const REDELIVERED: &str = "fetcher_messages_redelivered_total";
 /// Counter: result writes that failed transiently and were tried again in the same run.
-pub const STORAGE_RETRIES: &str = "storage_write_retries_total";
+pub const STORAGE_RETRIES: &str = "fetcher_storage_write_retries_total";
 /// Counter: temporary files parts of results waiting their turn spilled to (`ENGINE_SPILL_DIR`).
-pub const SPILL_FILES: &str = "engine_spill_files_total";
+pub const SPILL_FILES: &str = "fetcher_engine_spill_files_total";
 /// Counter: bytes written to those files.
-pub const SPILL_BYTES: &str = "engine_spill_bytes_total";
+pub const SPILL_BYTES: &str = "fetcher_engine_spill_bytes_total";
 /// Counter: jobs failed because a part of their result could not be spilled (`ENGINE_SPILL_DIR`
 /// gone, read-only or full).
-pub const SPILL_FAILURES: &str = "engine_spill_failures_total";
+pub const SPILL_FAILURES: &str = "fetcher_engine_spill_failures_total";
 /// Counter: connections closed on accept because a limit was reached, by `server` (`health`,
 /// `api`; the name is the health server's, which had it first) and `reason` (`total`: the
 /// server's; `per_address`: the client address's).
-pub const HEALTH_REFUSED: &str = "health_connections_refused_total";
+pub const HEALTH_REFUSED: &str = "fetcher_health_connections_refused_total";
 /// Counter: cancel requests and their ends, by outcome (`requested`, `refused`, `canceled`).
-pub const CANCELS: &str = "job_cancels_total";
+pub const CANCELS: &str = "fetcher_job_cancels_total";
 /// Counter: delete requests and their ends, by outcome (`requested`, `refused`, `deleted`,
 /// `retried`: the object could not be deleted yet).
-pub const DELETES: &str = "job_deletes_total";
+pub const DELETES: &str = "fetcher_job_deletes_total";
 /// Histogram: seconds from a cancel's acceptance to the job's `canceled`.
-pub const CANCEL_LATENCY: &str = "job_cancel_latency_seconds";
+pub const CANCEL_LATENCY: &str = "fetcher_job_cancel_latency_seconds";
 /// Counter: jobs that ran out of their time (`timeoutSeconds`).
-pub const TIMEOUTS: &str = "job_timeouts_total";
+pub const TIMEOUTS: &str = "fetcher_job_timeouts_total";
 /// Counter: control API requests, by route and answered status.
-pub const API_REQUESTS: &str = "api_requests_total";
+pub const API_REQUESTS: &str = "fetcher_api_requests_total";
 /// Counter: control API requests refused, by reason (`signature_mismatch`, `not_found`, ...).
-pub const API_REJECTED: &str = "api_requests_rejected_total";
+pub const API_REJECTED: &str = "fetcher_api_requests_rejected_total";
 
 /// Histogram: one `/readyz` dependency check, milliseconds, by `dep` and `status` (upstream's).
 pub const READYZ_CHECK_DURATION: &str = "readyz_check_duration_ms";

@@ -162,7 +162,7 @@ impl Application {
             tracing::warn!(
                 "RABBITMQ_ALLOW_LEGACY_BODY_SIGNATURE_FALLBACK is on: messages signed over their body \
                  alone are accepted. That form binds no tenant, job id, exchange or routing key, so \
-                 such messages must carry no X-Tenant-ID; messages_legacy_signature_total counts them."
+                 such messages must carry no X-Tenant-ID; fetcher_messages_legacy_signature_total counts them."
             );
         }
         let consumer_connected = Arc::new(AtomicBool::new(false));

@@ -9,7 +9,7 @@ use crate::config::LogSettings;
 
 /// lapin logs every message the broker returns (an unroutable event) at WARN with its whole
 /// body and headers: one event body per line for as long as a binding is missing. The Worker
-/// counts them (`events_returned_total`) and keeps the reason on the outbox row instead. A
+/// counts them (`fetcher_events_returned_total`) and keeps the reason on the outbox row instead. A
 /// `LOG_LEVEL` that names this target itself wins.
 const RETURNED_MESSAGES: &str = "lapin::returned_messages";
 

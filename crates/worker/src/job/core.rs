@@ -23,13 +23,13 @@ pub enum Disposition {
     /// Done with: acknowledge.
     Ack,
     /// Refused (a bad signature, another tenant, ...): dead-lettered with this reason, the
-    /// code of `messages_rejected_total{reason}`.
+    /// code of `fetcher_messages_rejected_total{reason}`.
     DeadLetter(&'static str),
     /// Not done with, for this cause: give it back to the queue to be tried again.
     Retry(Requeue),
 }
 
-/// Why a delivery goes back to the queue: the `reason` of `messages_requeued_total`.
+/// Why a delivery goes back to the queue: the `reason` of `fetcher_messages_requeued_total`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Requeue {
     /// The state database did not answer (or lost its answer to a commit).

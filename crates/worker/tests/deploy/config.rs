@@ -136,7 +136,7 @@ fn the_documented_tables_parse() {
     assert!(!is_worker_variable("RABBITMQ_PASSWORD", &variables));
     assert!(is_worker_variable("DATASOURCE_CRM_HOST", &variables));
     let metrics = documented_metrics();
-    assert!(metrics.contains(&("jobs_total".to_owned(), "counter".to_owned())));
+    assert!(metrics.contains(&("fetcher_jobs_total".to_owned(), "counter".to_owned())));
     assert_eq!(
         metric_names("sum by (a) (rate(x_total{a=\"b\"}[5m])) / y{}"),
         BTreeSet::from(["x_total".to_owned(), "y".to_owned()])

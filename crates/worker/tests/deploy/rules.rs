@@ -96,7 +96,7 @@ fn the_rules_use_only_metrics_that_exist() {
     }
 }
 
-/// The reasons of `messages_requeued_total` that the FetcherJobsRequeuedRepeatedly runbook, its
+/// The reasons of `fetcher_messages_requeued_total` that the FetcherJobsRequeuedRepeatedly runbook, its
 /// alert's annotation and the metrics table (docs/metrics.md) name are the ones the Worker emits.
 #[test]
 fn the_requeue_runbook_names_the_reasons_the_worker_emits() {
@@ -122,11 +122,10 @@ fn the_requeue_runbook_names_the_reasons_the_worker_emits() {
         .find(|alert| alert["alert"] == "FetcherJobsRequeuedRepeatedly")
         .expect("the alert");
     let annotation = alert["annotations"]["runbook"].as_str().expect("runbook");
-    let metrics =
-        std::fs::read_to_string(root().join("docs/metrics.md")).expect("docs/metrics.md");
+    let metrics = std::fs::read_to_string(root().join("docs/metrics.md")).expect("docs/metrics.md");
     let row = metrics
         .lines()
-        .find(|line| line.starts_with("| `messages_requeued_total` |"))
+        .find(|line| line.starts_with("| `fetcher_messages_requeued_total` |"))
         .expect("the metrics table's row");
     for reason in emitted {
         assert!(

@@ -85,10 +85,11 @@ async fn cancel_latency() {
     println!("{}", line("(c) job.canceled consumed", delivered));
     println!("{}", line("(d) statement gone", stopped));
     let metrics = worker.get("/metrics").expect("metrics").1;
-    let sum = crate::harness::metric_sum(&metrics, "job_cancel_latency_seconds_sum", "");
-    let count = crate::harness::metric_sum(&metrics, "job_cancel_latency_seconds_count", "");
+    let sum = crate::harness::metric_sum(&metrics, "fetcher_job_cancel_latency_seconds_sum", "");
+    let count =
+        crate::harness::metric_sum(&metrics, "fetcher_job_cancel_latency_seconds_count", "");
     println!(
-        "job_cancel_latency_seconds (acceptance to canceled, in the Worker): mean {:.1} ms over {count}",
+        "fetcher_job_cancel_latency_seconds (acceptance to canceled, in the Worker): mean {:.1} ms over {count}",
         sum / count * 1000.0
     );
     drop(worker);

@@ -237,7 +237,7 @@ async fn run_replicas(
     (rate, latencies, end.since(&start), end.cpus)
 }
 
-/// The mean time of each stage of a job in the Workers (`job_stage_duration_seconds`, warm-up
+/// The mean time of each stage of a job in the Workers (`fetcher_job_stage_duration_seconds`, warm-up
 /// included): where a small job's time goes.
 fn print_stages(replicas: usize, workers: &[WorkerProcess]) {
     let metrics: Vec<String> = workers
@@ -247,7 +247,9 @@ fn print_stages(replicas: usize, workers: &[WorkerProcess]) {
     let mean_ms = |stage: &str| {
         let label = format!("stage=\"{stage}\"");
         let sum = |name: &str| -> f64 { metrics.iter().map(|m| metric_sum(m, name, &label)).sum() };
-        sum("job_stage_duration_seconds_sum") / sum("job_stage_duration_seconds_count") * 1000.0
+        sum("fetcher_job_stage_duration_seconds_sum")
+            / sum("fetcher_job_stage_duration_seconds_count")
+            * 1000.0
     };
     let stages: Vec<String> = ["extract", "seal", "store", "record", "publish"]
         .iter()

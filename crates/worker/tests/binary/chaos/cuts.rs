@@ -369,7 +369,7 @@ async fn a_delete_during_an_s3_outage_stays_in_progress_until_s3_returns() {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let metrics = setup.worker.get("/metrics").expect("metrics").1;
-        if harness::metric_sum(&metrics, "job_deletes_total", "\"retried\"") >= 2.0 {
+        if harness::metric_sum(&metrics, "fetcher_job_deletes_total", "\"retried\"") >= 2.0 {
             break;
         }
         assert!(Instant::now() < deadline, "never retried: {metrics}");

@@ -223,7 +223,7 @@ async fn the_dashboard_queries_the_alerts_and_the_documented_metrics_hold_on_a_r
     amqp.heal();
     prometheus
         .wait_for(
-            "sum(events_republished_total{job=\"fetcher-worker\"}) > 0",
+            "sum(fetcher_events_republished_total{job=\"fetcher-worker\"}) > 0",
             Duration::from_secs(40),
         )
         .await;
@@ -231,7 +231,7 @@ async fn the_dashboard_queries_the_alerts_and_the_documented_metrics_hold_on_a_r
     // panels are queried only once the scrapes have them.
     prometheus
         .wait_for(
-            "count(rate(events_republished_total{job=\"fetcher-worker\"}[30s])) > 0",
+            "count(rate(fetcher_events_republished_total{job=\"fetcher-worker\"}[30s])) > 0",
             Duration::from_secs(40),
         )
         .await;

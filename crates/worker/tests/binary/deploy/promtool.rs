@@ -119,7 +119,7 @@ async fn promtool_finds_fault_only_with_upstreams_readyz_names() {
     for job_id in [completed, failed] {
         events.event_for(job_id, Duration::from_secs(30)).await;
     }
-    wait_counted(port, "messages_rejected_total").await;
+    wait_counted(port, "fetcher_messages_rejected_total").await;
 
     // A delete, and a request the control API refuses.
     let (status, answer) = api.send("DELETE", completed, "", None, b"", Signing::Valid);
@@ -129,7 +129,7 @@ async fn promtool_finds_fault_only_with_upstreams_readyz_names() {
         .await;
     let (status, _) = api.send("DELETE", failed, "", None, b"", Signing::Unsigned);
     assert_eq!(status, 401);
-    wait_counted(port, "api_requests_rejected_total").await;
+    wait_counted(port, "fetcher_api_requests_rejected_total").await;
 
     let (status, exported) = worker.get("/metrics").expect("/metrics");
     assert_eq!(status, 200);

@@ -116,7 +116,7 @@ async fn a_signed_job_completes_with_a_verifiable_event_and_object() {
     let (status, metrics) = worker.get("/metrics").expect("metrics");
     assert_eq!(status, 200);
     assert!(
-        metrics.contains("jobs_total{outcome=\"completed\"} 1"),
+        metrics.contains("fetcher_jobs_total{outcome=\"completed\"} 1"),
         "{metrics}"
     );
     // Upstream's readiness metrics: the checks just run, and the start's probe of each dependency.

@@ -84,10 +84,18 @@ async fn a_force_cancel_stops_the_running_query_and_ends_the_job_canceled() {
     );
     let metrics = worker.get("/metrics").expect("metrics").1;
     let sum = |name, label| crate::harness::metric_sum(&metrics, name, label);
-    assert_eq!(sum("job_cancels_total", "requested"), 1.0, "{metrics}");
-    assert_eq!(sum("job_cancels_total", "\"canceled\""), 1.0, "{metrics}");
     assert_eq!(
-        sum("job_cancel_latency_seconds_count", ""),
+        sum("fetcher_job_cancels_total", "requested"),
+        1.0,
+        "{metrics}"
+    );
+    assert_eq!(
+        sum("fetcher_job_cancels_total", "\"canceled\""),
+        1.0,
+        "{metrics}"
+    );
+    assert_eq!(
+        sum("fetcher_job_cancel_latency_seconds_count", ""),
         1.0,
         "{metrics}"
     );
@@ -196,8 +204,11 @@ async fn requests_not_signed_for_their_job_method_and_tenant_change_nothing() {
     );
     let metrics = worker.get("/metrics").expect("metrics").1;
     assert!(
-        crate::harness::metric_sum(&metrics, "api_requests_rejected_total", "signature_stale")
-            >= 1.0,
+        crate::harness::metric_sum(
+            &metrics,
+            "fetcher_api_requests_rejected_total",
+            "signature_stale"
+        ) >= 1.0,
         "{metrics}"
     );
     drop(worker);

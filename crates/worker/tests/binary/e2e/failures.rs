@@ -333,7 +333,7 @@ async fn a_job_over_its_own_timeout_fails_and_its_query_is_stopped_on_the_server
     assert!(world.object_keys().await.is_empty(), "nothing stored");
     let metrics = worker.get("/metrics").expect("metrics").1;
     assert_eq!(
-        crate::harness::metric_sum(&metrics, "job_timeouts_total", ""),
+        crate::harness::metric_sum(&metrics, "fetcher_job_timeouts_total", ""),
         1.0,
         "{metrics}"
     );

@@ -1,6 +1,6 @@
 //! Retries are visible: a job message the Worker gives back to the queue counts in
-//! `messages_requeued_total` with the reason that sent it back, and its redelivery in
-//! `messages_redelivered_total`. The Worker reaches its state database through a fault proxy:
+//! `fetcher_messages_requeued_total` with the reason that sent it back, and its redelivery in
+//! `fetcher_messages_redelivered_total`. The Worker reaches its state database through a fault proxy:
 //! one lookup of the `connections` table is cut (`connection_store`), then PostgreSQL goes away
 //! altogether while a job waits to be claimed (`state_database`); each job then ends once. And
 //! a run whose channel to RabbitMQ is cut while it extracts cannot acknowledge its message: the
@@ -13,8 +13,8 @@ use uuid::Uuid;
 
 use crate::harness::{metric_sum, FaultProxy, Trap, WorkerProcess, World};
 
-const REQUEUED: &str = "messages_requeued_total";
-const REDELIVERED: &str = "messages_redelivered_total";
+const REQUEUED: &str = "fetcher_messages_requeued_total";
+const REDELIVERED: &str = "fetcher_messages_redelivered_total";
 const REASONS: [&str; 5] = [
     "state_database",
     "connection_store",
@@ -52,10 +52,10 @@ fn requeued(counters: &(Vec<(&'static str, f64)>, f64), reason: &str) -> f64 {
         .map_or(0.0, |(_, value)| *value)
 }
 
-/// The job messages the Worker handles right now (`consumers_active`).
+/// The job messages the Worker handles right now (`fetcher_consumers_active`).
 fn active(worker: &WorkerProcess) -> f64 {
     let metrics = worker.get("/metrics").expect("/metrics").1;
-    metric_sum(&metrics, "consumers_active", "")
+    metric_sum(&metrics, "fetcher_consumers_active", "")
 }
 
 /// Polls the counters until `done` holds for them.

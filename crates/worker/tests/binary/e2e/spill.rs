@@ -88,12 +88,12 @@ async fn a_spill_directory_gone_at_job_time_fails_the_job_once_and_reads_the_sou
     assert_eq!(world.job_status(job_id).await.as_deref(), Some("failed"));
     let metrics = worker.get("/metrics").expect("metrics").1;
     assert_eq!(
-        metric_sum(&metrics, "engine_spill_failures_total", ""),
+        metric_sum(&metrics, "fetcher_engine_spill_failures_total", ""),
         1.0,
         "{metrics}"
     );
     assert_eq!(
-        metric_sum(&metrics, "jobs_total", "outcome=\"failed\""),
+        metric_sum(&metrics, "fetcher_jobs_total", "outcome=\"failed\""),
         1.0,
         "{metrics}"
     );

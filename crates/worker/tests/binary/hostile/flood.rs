@@ -142,7 +142,7 @@ async fn a_flood_of_hostile_messages_is_refused_cheaply_and_changes_nothing() {
         let metrics = http_get(port, "/metrics")
             .map(|(_, b)| b)
             .unwrap_or_default();
-        let active = metric_sum(&metrics, "consumers_active", "");
+        let active = metric_sum(&metrics, "fetcher_consumers_active", "");
         if depth == 0 && active == 0.0 {
             settled_polls += 1;
             if settled_polls >= 3 {
@@ -205,8 +205,12 @@ async fn a_flood_of_hostile_messages_is_refused_cheaply_and_changes_nothing() {
 
     // The Worker counted every refusal by reason.
     let metrics = http_get(port, "/metrics").expect("metrics").1;
-    let refused = metric_sum(&metrics, "messages_rejected_total", "reason=\"signature_");
-    let unusable = metric_sum(&metrics, "messages_rejected_total", "") - refused;
+    let refused = metric_sum(
+        &metrics,
+        "fetcher_messages_rejected_total",
+        "reason=\"signature_",
+    );
+    let unusable = metric_sum(&metrics, "fetcher_messages_rejected_total", "") - refused;
     assert_eq!(
         refused as usize,
         dead_ids.len(),

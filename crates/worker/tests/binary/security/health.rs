@@ -72,7 +72,7 @@ async fn slow_clients_are_cut_off_and_cannot_hold_more_than_the_limit() {
     assert_eq!(worker.get("/health").map(|(code, _)| code), Some(200));
     let metrics = worker.get("/metrics").expect("metrics").1;
     assert!(
-        crate::harness::metric_sum(&metrics, "health_connections_refused_total", "") >= 1.0,
+        crate::harness::metric_sum(&metrics, "fetcher_health_connections_refused_total", "") >= 1.0,
         "no connection was refused over the limit:\n{metrics}"
     );
     drop(worker);
@@ -140,7 +140,7 @@ impl Flood {
     }
 }
 
-/// The Worker's `health_connections_refused_total` for `server` and `reason`, read from
+/// The Worker's `fetcher_health_connections_refused_total` for `server` and `reason`, read from
 /// [`OTHER`] (the flooding address may have no place left to ask from).
 async fn refused(port: u16, server: &str, reason: &str) -> f64 {
     let (_, metrics) = http_get_from(OTHER, port, "/metrics")
@@ -151,7 +151,7 @@ async fn refused(port: u16, server: &str, reason: &str) -> f64 {
     metrics
         .lines()
         .filter(|line| line.contains(&server) && line.contains(&reason))
-        .map(|line| metric_sum(line, "health_connections_refused_total", ""))
+        .map(|line| metric_sum(line, "fetcher_health_connections_refused_total", ""))
         .sum()
 }
 

@@ -67,14 +67,14 @@ async fn a_legacy_signature_cannot_choose_a_tenant_and_is_counted() {
         .await;
     let metrics = worker.get("/metrics").expect("metrics").1;
     assert_eq!(
-        metric_sum(&metrics, "messages_legacy_signature_total", ""),
+        metric_sum(&metrics, "fetcher_messages_legacy_signature_total", ""),
         1.0,
         "{metrics}"
     );
     assert_eq!(
         metric_sum(
             &metrics,
-            "messages_rejected_total",
+            "fetcher_messages_rejected_total",
             "reason=\"signature_legacy_tenant\""
         ),
         1.0

@@ -50,7 +50,7 @@ async fn an_unsigned_giant_is_dead_lettered_without_being_parsed() {
     assert_eq!(
         metric_sum(
             &metrics,
-            "messages_rejected_total",
+            "fetcher_messages_rejected_total",
             "reason=\"message_too_large\""
         ),
         1.0
