@@ -396,7 +396,8 @@ mod tests {
 
     /// promtool's rules the names can break, over every family (the binary test runs promtool
     /// itself on the families a live Worker exported): help text on each, `_total` on counters
-    /// only, seconds and bytes as units. Upstream's `readyz_check_*` names stay as they are.
+    /// only, seconds and bytes as units, the `fetcher_` prefix on ours. Upstream's names
+    /// (`readyz_check_*`, `selfprobe_result`) and the standard `process_*` stay as they are.
     #[test]
     fn every_family_has_help_and_prometheus_names() {
         let text = every_family();
@@ -414,6 +415,10 @@ mod tests {
             if name.starts_with("readyz_check_") {
                 continue;
             }
+            assert!(
+                name.starts_with("fetcher_") || name.starts_with("process_") || name == SELFPROBE,
+                "{name}: the Worker's own families carry the fetcher_ prefix"
+            );
             assert_eq!(
                 name.ends_with("_total"),
                 kind == "counter",
