@@ -12,6 +12,7 @@ mod lifecycle;
 mod mirror;
 mod settings;
 mod sqlserver;
+mod startup;
 mod streaming;
 mod topology;
 mod world;
