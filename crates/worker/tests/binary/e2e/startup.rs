@@ -33,8 +33,9 @@ fn assert_one_refusal(output: &str, dep: &str, fix: &[&str]) {
     let errors = errors(output);
     assert_eq!(errors.len(), 1, "one ERROR line expected:\n{output}");
     let line = errors[0];
+    // `error`: the field every log line names an error with.
     assert!(
-        line.contains(&format!("{dep} refuses the Worker")),
+        line.contains(&format!("\"error\":\"{dep} refuses the Worker")),
         "{line}"
     );
     for words in fix {
