@@ -90,6 +90,20 @@ async fn a_broker_that_refuses_the_password_or_the_vhost_stops_the_start_saying_
 }
 
 #[tokio::test]
+async fn a_missing_bucket_stops_the_start_saying_what_to_fix() {
+    let world = World::new().await;
+    let bucket = format!("missing-{}", uuid::Uuid::new_v4().simple());
+    let (code, output) = refused_start(&world, &[("OBJECT_STORAGE_BUCKET", bucket.clone())]).await;
+    assert_eq!(code, Some(1), "{output}");
+    assert_one_refusal(
+        &output,
+        "s3",
+        &[&bucket, "create the bucket or fix OBJECT_STORAGE_BUCKET"],
+    );
+    world.cleanup().await;
+}
+
+#[tokio::test]
 async fn a_state_database_that_refuses_connections_is_waited_for_and_the_wait_says_refused() {
     let world = World::new().await;
     // Nothing listens on a port just freed.
