@@ -126,6 +126,14 @@ async fn a_state_database_that_refuses_connections_is_waited_for_and_the_wait_sa
         )
         .await;
     assert!(!worker.has_exited(), "{}", worker.output());
+    // `/readyz` says the same.
+    let (status, body) = worker.get("/readyz").expect("/readyz answers");
+    assert_eq!(status, 503, "{body}");
+    let body: serde_json::Value = serde_json::from_str(&body).expect("readyz JSON");
+    let reason = body["checks"]["postgres"]["error"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(reason.to_ascii_lowercase().contains("refused"), "{body}");
     worker.signal("TERM");
     assert_eq!(worker.wait_exit(Duration::from_secs(30)).await, Some(0));
     assert!(errors(&worker.output()).is_empty(), "{}", worker.output());
