@@ -183,13 +183,21 @@ fn summary(document: &Value) -> String {
     if let Some(comment) = document["comment"].as_str() {
         out.push_str(&format!("  comment: {comment}\n"));
     }
+    if let Some(reason) = document["errorMessage"].as_str() {
+        out.push_str(&format!("  reason: {reason}\n"));
+    }
     for execution in document["executions"].as_array().into_iter().flatten() {
         out.push_str(&format!(
-            "  {}: {} ({} rows)\n",
+            "  {}: {} ({} rows)",
             execution["datasource"].as_str().unwrap_or("?"),
             execution["status"].as_str().unwrap_or("?"),
             execution["rowCount"].as_i64().unwrap_or(0)
         ));
+        // Why an execution failed or timed out (its redacted error).
+        if let Some(reason) = execution["statusDetails"]["error"].as_str() {
+            out.push_str(&format!(": {reason}"));
+        }
+        out.push('\n');
     }
     out
 }
@@ -218,6 +226,21 @@ mod tests {
         assert_eq!(
             summary(&document),
             "Job j: canceled\n  force-canceled\n  comment: runaway\n  ledger: CANCELED (12 rows)\n"
+        );
+        let failed = json!({"id": "f", "status": "failed",
+            "errorMessage": "extraction timed out after 2s",
+            "executions": [
+                {"datasource": "ledger", "status": "TIMED_OUT", "rowCount": 3,
+                 "statusDetails": {"error": "extraction timed out after 2s"}},
+                {"datasource": "crm", "status": "FAILED", "rowCount": 0,
+                 "statusDetails": {"error": "query on datasource crm failed: no such table"}},
+                {"datasource": "audit", "status": "CANCELED", "rowCount": 0, "statusDetails": {}}]});
+        assert_eq!(
+            summary(&failed),
+            "Job f: failed\n  reason: extraction timed out after 2s\n\
+             \x20 ledger: TIMED_OUT (3 rows): extraction timed out after 2s\n\
+             \x20 crm: FAILED (0 rows): query on datasource crm failed: no such table\n\
+             \x20 audit: CANCELED (0 rows)\n"
         );
         let (status, body) =
             parse(b"HTTP/1.1 409 Conflict\r\nx: y\r\n\r\n{\"error\":\"the job is completed\"}")

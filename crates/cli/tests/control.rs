@@ -171,6 +171,29 @@ fn status_prints_the_document_and_delete_uses_its_own_method() {
     assert_eq!(seen.path, format!("/v1/fetcher/{job}"));
 }
 
+/// A failed job's document as the Worker answers it: the job's reason, one execution timed
+/// out and one failed, each with its redacted error in `statusDetails`.
+const FAILED: &str = r#"{"id":"j","status":"failed","errorMessage":"extraction timed out after 2s",
+"executions":[
+ {"datasource":"crm","status":"FAILED","rowCount":0,"statusDetails":{"error":"query on datasource crm failed: relation \"x\" does not exist"}},
+ {"datasource":"ledger","status":"TIMED_OUT","rowCount":7,"statusDetails":{"error":"extraction timed out after 2s"}}]}"#;
+
+#[test]
+fn status_prints_why_a_job_and_each_of_its_executions_failed() {
+    let job = Uuid::new_v4().to_string();
+    let (port, seen) = stand_in(200, FAILED);
+    let output = fetcherctl(port, &["status", &job]);
+    seen.join().expect("stand-in");
+    assert!(output.status.success());
+    let printed = String::from_utf8(output.stdout).expect("utf-8");
+    assert_eq!(
+        printed,
+        "Job j: failed\n  reason: extraction timed out after 2s\n  \
+         crm: FAILED (0 rows): query on datasource crm failed: relation \"x\" does not exist\n  \
+         ledger: TIMED_OUT (7 rows): extraction timed out after 2s\n"
+    );
+}
+
 #[test]
 fn a_refusal_exits_1_with_the_apis_reason_and_no_key() {
     let job = Uuid::new_v4().to_string();

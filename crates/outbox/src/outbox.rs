@@ -240,7 +240,7 @@ pub(crate) fn decode_all(step: &'static str, rows: &[PgRow]) -> Vec<PendingEvent
                 let id = row.try_get::<i64, _>("id").ok();
                 tracing::error!(
                     outbox.id = ?id,
-                    error.message = %error,
+                    %error,
                     "Outbox row is unreadable; it stays unpublished until it is repaired."
                 );
                 None

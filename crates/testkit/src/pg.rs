@@ -176,7 +176,7 @@ async fn connect_admin(admin: &PgConnectOptions) -> PgPool {
 }
 
 /// `url` with its path replaced by `/<database>`, keeping user, host, port and query.
-fn with_database(url: &str, database: &str) -> String {
+pub fn with_database(url: &str, database: &str) -> String {
     let authority_start = url.find("://").map_or(0, |i| i + 3);
     let rest = &url[authority_start..];
     let authority_end = authority_start + rest.find(['/', '?']).unwrap_or(rest.len());

@@ -18,6 +18,18 @@ impl Check for Postgres {
 
     fn check(&self) -> Pin<Box<dyn Future<Output = CheckResult> + Send + '_>> {
         Box::pin(async move {
+            // A pool without a connection retries a refused one silently until its acquire
+            // timeout, past the check's: one connection of the check's own says why.
+            if self.0.size() == 0 {
+                return crate::probes::postgres(&self.0.connect_options())
+                    .await
+                    .map_err(|error| match error {
+                        crate::dependencies::ProbeError::Unreachable(reason) => reason,
+                        crate::dependencies::ProbeError::Refused { reason, fix } => {
+                            format!("{reason}; {fix}")
+                        }
+                    });
+            }
             sqlx::query("SELECT 1")
                 .execute(&self.0)
                 .await

@@ -3,10 +3,12 @@
 //! `/health` (200) and `/readyz` (503, the failing check named). A Worker started before its
 //! dependencies, or during their outage, waits instead of crash-looping.
 //!
-//! Only reachability is waited for. What a dependency answers once reachable (a migration that
-//! cannot apply, a queue declared with conflicting arguments) still stops the start: waiting
-//! would not change it. `selfprobe_result{dep}` is 0 while a dependency is waited for, 1 once
-//! it answered.
+//! Only reachability is waited for. A dependency that answers but refuses the Worker (a
+//! database that does not exist, a password it rejects, a missing vhost or bucket) stops the
+//! start at once with what to fix: no wait ends that, only someone changing something. So does
+//! what a reachable dependency answers later (a migration that cannot apply, a queue declared
+//! with conflicting arguments). `selfprobe_result{dep}` is 0 while a dependency is waited for,
+//! 1 once it answered.
 
 use std::future::Future;
 use std::time::Duration;
@@ -21,22 +23,49 @@ const PROBE_BACKOFF: outbox::Backoff = outbox::Backoff {
     cap: Duration::from_secs(15),
 };
 
-/// Probes `dep` until `probe` succeeds; `None` when `shutdown` came first. `probe`'s error is a
-/// redacted reason, logged at each failure.
-pub(crate) async fn wait_for<T, F, Fut>(
+/// Why a probe of a dependency did not succeed. Both reasons are redacted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum ProbeError {
+    /// It did not answer (refused the connection, timed out, closed it): wait for it.
+    Unreachable(String),
+    /// It answered and refused the Worker: waiting changes nothing. `fix` tells the operator
+    /// what to change.
+    Refused { reason: String, fix: String },
+}
+
+impl From<String> for ProbeError {
+    fn from(reason: String) -> ProbeError {
+        ProbeError::Unreachable(reason)
+    }
+}
+
+/// A dependency refused the Worker: the start stops with this error, logged once at ERROR.
+#[derive(Debug, thiserror::Error)]
+#[error("{dep} refuses the Worker: {reason}; {fix}")]
+pub(crate) struct Refused {
+    pub dep: &'static str,
+    pub reason: String,
+    pub fix: String,
+}
+
+/// Probes `dep` until `probe` succeeds; `Ok(None)` when `shutdown` came first, an error when
+/// the dependency refuses the Worker. An unreachable dependency's reason is logged at WARN at
+/// each failure.
+pub(crate) async fn wait_for<T, E, F, Fut>(
     dep: &'static str,
     shutdown: &CancellationToken,
     mut probe: F,
-) -> Option<T>
+) -> Result<Option<T>, Refused>
 where
     F: FnMut() -> Fut,
-    Fut: Future<Output = Result<T, String>>,
+    Fut: Future<Output = Result<T, E>>,
+    E: Into<ProbeError>,
 {
     let mut failures = 0u32;
     loop {
         let outcome = tokio::select! {
             outcome = probe() => outcome,
-            _ = shutdown.cancelled() => return None,
+            _ = shutdown.cancelled() => return Ok(None),
         };
         match outcome {
             Ok(value) => {
@@ -48,16 +77,23 @@ where
                         "A dependency answers now; the start goes on."
                     );
                 }
-                return Some(value);
+                return Ok(Some(value));
             }
             Err(error) => {
+                let error = match error.into() {
+                    ProbeError::Unreachable(reason) => reason,
+                    ProbeError::Refused { reason, fix } => {
+                        metrics::selfprobe(dep, false);
+                        return Err(Refused { dep, reason, fix });
+                    }
+                };
                 metrics::selfprobe(dep, false);
                 failures += 1;
                 let wait = PROBE_BACKOFF.delay(failures);
                 tracing::warn!(dep, %error, failures, retry_in_ms = wait.as_millis() as u64, "A dependency does not answer; waiting for it before consuming.");
                 tokio::select! {
                     _ = tokio::time::sleep(wait) => {}
-                    _ = shutdown.cancelled() => return None,
+                    _ = shutdown.cancelled() => return Ok(None),
                 }
             }
         }
@@ -80,7 +116,26 @@ mod tests {
             }
         })
         .await;
-        assert_eq!(answer, Some(4));
+        assert_eq!(answer.unwrap(), Some(4));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_dependency_that_refuses_the_worker_stops_the_wait_at_once() {
+        let calls = AtomicU32::new(0);
+        let refused = wait_for("postgres", &CancellationToken::new(), || async {
+            calls.fetch_add(1, Ordering::SeqCst);
+            Err::<(), _>(ProbeError::Refused {
+                reason: "database \"x\" does not exist".to_owned(),
+                fix: "create it or fix DATABASE_URL".to_owned(),
+            })
+        })
+        .await
+        .unwrap_err();
+        assert_eq!(calls.load(Ordering::SeqCst), 1);
+        assert_eq!(
+            refused.to_string(),
+            "postgres refuses the Worker: database \"x\" does not exist; create it or fix DATABASE_URL"
+        );
     }
 
     #[tokio::test(start_paused = true)]
@@ -91,8 +146,9 @@ mod tests {
             tokio::time::sleep(Duration::from_secs(60)).await;
             stopper.cancel();
         });
-        let answer: Option<()> =
-            wait_for("test", &shutdown, || async { Err("down".to_owned()) }).await;
+        let answer: Option<()> = wait_for("test", &shutdown, || async { Err("down".to_owned()) })
+            .await
+            .unwrap();
         assert_eq!(answer, None);
     }
 }

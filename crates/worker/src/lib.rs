@@ -6,7 +6,8 @@
 //!   [`build_info`]: the version, git revision and build date.
 //! - [`config`]: settings from the environment, every problem reported at once.
 //! - [`startup`]: [`startup::Application`]: wiring, the run, the drain.
-//! - [`dependencies`]: waiting at start for PostgreSQL, RabbitMQ and S3 to answer.
+//! - [`dependencies`]: waiting at start for PostgreSQL, RabbitMQ and S3 to answer; `probes`:
+//!   each one's probe, which tells a refusal (stop, say what to fix) from no answer (wait).
 //! - [`amqp`]: the work queue's topology, headers and consumer.
 //! - [`job`]: one delivery to its terminal outcome, over small traits; the sweeper of lost jobs.
 //! - [`adapters`]: those traits on PostgreSQL, S3, RabbitMQ and the engine.
@@ -31,6 +32,7 @@ pub mod health;
 pub mod http_server;
 pub mod job;
 pub mod metrics;
+pub(crate) mod probes;
 pub mod shutdown;
 pub mod startup;
 pub mod telemetry;

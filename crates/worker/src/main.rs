@@ -82,7 +82,8 @@ async fn run() -> ExitCode {
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
-            tracing::error!(error.message = %error, error.cause_chain = ?error, "The Worker stopped on an error.");
+            // `error`, as every log line names an error; `:#` adds its causes.
+            tracing::error!(error = %format_args!("{error:#}"), "The Worker stopped on an error.");
             eprintln!("fetcher-worker: {error:#}");
             ExitCode::FAILURE
         }

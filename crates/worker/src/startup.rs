@@ -18,11 +18,11 @@ use tokio_util::task::TaskTracker;
 use crate::amqp::consumer::{self, ConsumerConfig};
 use crate::amqp::topology;
 use crate::config::Settings;
-use crate::health::{self, Check as _, Readiness};
+use crate::health::{self, Readiness};
 use crate::http_server::HttpServer;
 use crate::job::{JobCore, JobSettings, MessageLimits, Sweeper};
 use crate::{adapters, api};
-use crate::{checks, dependencies, metrics};
+use crate::{checks, dependencies, metrics, probes};
 use storage::ObjectStore;
 
 /// What runs jobs, and what the repairer and the drain use beside it.
@@ -404,10 +404,9 @@ async fn prepare(
     objects: &ObjectStore,
     shutdown: &CancellationToken,
 ) -> anyhow::Result<bool> {
-    // The probes of the state database and the bucket are their `/readyz` checks.
-    let database = checks::Postgres(pool.clone());
-    if dependencies::wait_for(database.name(), shutdown, || database.check())
-        .await
+    let options = pool.connect_options();
+    if dependencies::wait_for("postgres", shutdown, || probes::postgres(&options))
+        .await?
         .is_none()
     {
         return Ok(false);
@@ -420,10 +419,8 @@ async fn prepare(
             )
         })?;
     }
-    let broker = dependencies::wait_for("rabbitmq", shutdown, || async {
-        consumer::open(queue).await.map_err(|e| e.to_string())
-    });
-    let Some(connection) = broker.await else {
+    let broker = dependencies::wait_for("rabbitmq", shutdown, || consumer::probe(queue));
+    let Some(connection) = broker.await? else {
         return Ok(false);
     };
     // Declares the topology: a conflicting queue stops the start here.
@@ -434,10 +431,9 @@ async fn prepare(
         .declare_exchange()
         .await
         .context("Failed to declare the events exchange")?;
-    let bucket = checks::ObjectStorage(objects.clone());
     Ok(
-        dependencies::wait_for(bucket.name(), shutdown, || bucket.check())
-            .await
+        dependencies::wait_for("s3", shutdown, || probes::bucket(objects))
+            .await?
             .is_some(),
     )
 }

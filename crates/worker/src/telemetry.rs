@@ -18,12 +18,27 @@ const RETURNED_MESSAGES: &str = "lapin::returned_messages";
 /// most unless `LOG_LEVEL` names them itself.
 const FRAME_LOGGERS: [&str; 3] = ["lapin", "amq_protocol", "amq_protocol_tcp"];
 
-/// The filter `LOG_LEVEL` asks for, with lapin's returned-message lines silenced and the AMQP
-/// frame logs capped below trace.
+/// lapin logs at ERROR every connection it sees close or fail: the broker refusing a login, and
+/// the close of the Worker's own clean stop ("invalid channel state: Closing"). The Worker says
+/// the same once, where it acts on it, at the level it deserves (the start's refusal, "Lost the
+/// work queue; reconnecting.", the event link's warnings), so these targets are off unless
+/// `LOG_LEVEL` names them or `lapin` itself.
+const CONNECTION_LOGGERS: [&str; 3] = ["lapin::channel", "lapin::channels", "lapin::io_loop"];
+
+/// The filter `LOG_LEVEL` asks for, with lapin's returned-message and connection lines
+/// silenced and the AMQP frame logs capped below trace.
 fn filter(level: &str) -> Result<EnvFilter, tracing_subscriber::filter::ParseError> {
     let mut filter = EnvFilter::try_new(level)?;
     if !level.contains(RETURNED_MESSAGES) {
         filter = filter.add_directive(format!("{RETURNED_MESSAGES}=error").parse()?);
+    }
+    let lapin_named = level
+        .split(',')
+        .any(|directive| directive.split('=').next().unwrap_or_default().trim() == "lapin");
+    for target in CONNECTION_LOGGERS {
+        if !lapin_named && !names(level, target) {
+            filter = filter.add_directive(format!("{target}=off").parse()?);
+        }
     }
     if default_is_trace(level) {
         for target in FRAME_LOGGERS {
@@ -73,7 +88,12 @@ pub fn init(settings: &LogSettings) {
             )
             .try_init()
     } else {
-        registry.with(fmt::layer().with_target(false)).try_init()
+        // Colour codes only for a person at a terminal: a log collector or a file gets plain
+        // text.
+        let colour = std::io::IsTerminal::is_terminal(&std::io::stdout());
+        registry
+            .with(fmt::layer().with_target(false).with_ansi(colour))
+            .try_init()
     };
     if installed.is_ok() && bad_filter {
         tracing::warn!("LOG_LEVEL is not a valid filter; logging at info.");
@@ -94,6 +114,19 @@ mod tests {
         assert!(asked.contains("lapin::returned_messages=warn"), "{asked}");
         assert!(!asked.contains("lapin::returned_messages=error"), "{asked}");
         assert!(filter("not a [filter").is_err());
+    }
+
+    #[test]
+    fn lapins_connection_lines_are_off_unless_asked_for() {
+        let quiet = filter("info").unwrap().to_string();
+        for target in CONNECTION_LOGGERS {
+            assert!(quiet.contains(&format!("{target}=off")), "{quiet}");
+        }
+        let asked = filter("info,lapin=debug").unwrap().to_string();
+        assert!(!asked.contains("=off"), "{asked}");
+        let one = filter("info,lapin::io_loop=warn").unwrap().to_string();
+        assert!(one.contains("lapin::channels=off"), "{one}");
+        assert!(!one.contains("lapin::io_loop=off"), "{one}");
     }
 
     #[test]

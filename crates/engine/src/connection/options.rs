@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 
 use sqlx::mysql::MySqlConnectOptions;
 use sqlx::postgres::PgConnectOptions;
+use sqlx::ConnectOptions as _;
 
 use super::ConnectionConfig;
 use crate::error::Result;
@@ -82,7 +83,10 @@ impl ConnectionConfig {
             .database(&self.database)
             .username(&self.user)
             .password(self.password.expose())
-            .ssl_mode(self.ssl_mode.to_postgres());
+            .ssl_mode(self.ssl_mode.to_postgres())
+            // sqlx logs a statement slower than 1 s at WARN with its text: an extraction is slow
+            // by nature, and its text holds the job's filter values.
+            .disable_statement_logging();
         let mut parameters = Vec::new();
         for (key, value) in &self.options {
             options = match key.as_str() {
@@ -125,7 +129,8 @@ impl ConnectionConfig {
             .port(self.port)
             .database(&self.database)
             .username(&self.user)
-            .ssl_mode(self.ssl_mode.to_mysql());
+            .ssl_mode(self.ssl_mode.to_mysql())
+            .disable_statement_logging();
         if !self.password.is_empty() {
             options = options.password(self.password.expose());
         }

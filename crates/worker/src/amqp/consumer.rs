@@ -20,6 +20,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::amqp::{dead_letter, headers, topology};
+use crate::dependencies::ProbeError;
 use crate::job::{Disposition, JobCore, Requeue};
 use crate::metrics;
 
@@ -44,22 +45,29 @@ pub async fn connect(config: &ConsumerConfig) -> anyhow::Result<Connection> {
 
 /// Opens a connection to the broker, declaring nothing: whether RabbitMQ answers.
 pub async fn open(config: &ConsumerConfig) -> anyhow::Result<Connection> {
+    probe(config).await.map_err(|error| match error {
+        ProbeError::Unreachable(reason) => anyhow::anyhow!(reason),
+        ProbeError::Refused { reason, fix } => anyhow::anyhow!("{reason}; {fix}"),
+    })
+}
+
+/// [`open`], telling a broker that refuses the Worker (its login, its vhost) from one that does
+/// not answer. The reasons are redacted (lapin's error texts never carry the URI's password).
+pub(crate) async fn probe(config: &ConsumerConfig) -> Result<Connection, ProbeError> {
     let properties = ConnectionProperties::default()
         .with_connection_name(format!("fetcher-worker {}", config.worker_id).into());
-    let connection = tokio::time::timeout(
+    tokio::time::timeout(
         Duration::from_secs(10),
         Connection::connect(config.uri.expose_secret(), properties),
     )
     .await
-    .map_err(|_| anyhow::anyhow!("RabbitMQ did not answer within 10 s"))?
-    // lapin's error texts never carry the URI's password, but redact them all the same.
-    .map_err(|e| {
-        anyhow::anyhow!(
-            "cannot connect to RabbitMQ: {}",
-            contract::redact(&e.to_string())
-        )
-    })?;
-    Ok(connection)
+    .map_err(|_| ProbeError::Unreachable("RabbitMQ did not answer within 10 s".to_owned()))?
+    .map_err(|e| match crate::probes::amqp(&e) {
+        ProbeError::Unreachable(reason) => {
+            ProbeError::Unreachable(format!("cannot connect to RabbitMQ: {reason}"))
+        }
+        refused => refused,
+    })
 }
 
 /// Consumes until `stop` is cancelled, reconnecting whenever the connection is lost. Handlers

@@ -30,6 +30,9 @@ pub(super) struct JobDocument {
     comment: Option<String>,
     reason_code: Option<String>,
     cancel_requested: bool,
+    /// A failed job's redacted reason, as its `job.failed` event carries it (a job that failed
+    /// before any datasource ran has no execution to tell it).
+    error_message: Option<String>,
     executions: Vec<Execution>,
     job_process_details: Map<String, Value>,
 }
@@ -83,6 +86,7 @@ impl JobDocument {
             comment: job.comment,
             reason_code: job.reason_code,
             cancel_requested: job.cancel_requested,
+            error_message: job.error_message,
             executions: executions.into_iter().map(Execution::from).collect(),
             job_process_details: details,
         }

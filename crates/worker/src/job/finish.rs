@@ -97,6 +97,10 @@ pub(super) async fn finish(core: &JobCore, ending: Ending<'_>) -> Finished {
         Err(reason) => return Finished::NotRecorded(Requeue::Internal, reason),
     };
     let status = outcome.status();
+    let outcome_error = match &outcome {
+        TerminalOutcome::Failed { error } => Some(error.clone()),
+        TerminalOutcome::Completed { .. } => None,
+    };
     let record = TerminalRecord {
         job_id,
         owner: ending.claim,
@@ -122,7 +126,7 @@ pub(super) async fn finish(core: &JobCore, ending: Ending<'_>) -> Finished {
             executions,
         }) => {
             metrics::job_finished(status.as_str(), ending.took());
-            tracing::info!(%job_id, tenant = tenant.unwrap_or(""), status = %status, "Job finished.");
+            log_finished(job_id, tenant, outcome_error.as_ref(), false);
             if status == TerminalStatus::Failed && ending.earlier_object {
                 delete_result_of(core, tenant, job_id).await;
             }
@@ -164,7 +168,7 @@ pub(super) async fn finish(core: &JobCore, ending: Ending<'_>) -> Finished {
                 outbox_id,
                 leased_by,
             }) => {
-                tracing::info!(%job_id, tenant = tenant.unwrap_or(""), status = %status, "Job finished (the commit's answer was lost; the commit is confirmed).");
+                log_finished(job_id, tenant, outcome_error.as_ref(), true);
                 if leased_by.as_deref() == Some(ending.publisher) {
                     metrics::job_finished(status.as_str(), ending.took());
                     publish(core, Vec::new(), outbox_id, job_id, event, ending.publisher).await;
@@ -184,6 +188,24 @@ pub(super) async fn finish(core: &JobCore, ending: Ending<'_>) -> Finished {
                 Finished::NotRecorded(Requeue::StateDatabase, error.to_string())
             }
         },
+    }
+}
+
+/// The line a person reads first about a job's end: a completed job at INFO, a failed one
+/// (a timed-out one too) at WARN with its redacted reason, the one its failed event carries.
+/// `late`: the commit's answer was lost and the commit is confirmed.
+fn log_finished(job_id: Uuid, tenant: Option<&str>, error: Option<&Redacted>, late: bool) {
+    let tenant = tenant.unwrap_or("");
+    let lost = if late {
+        " (the commit's answer was lost; the commit is confirmed)"
+    } else {
+        ""
+    };
+    match error {
+        None => tracing::info!(%job_id, tenant, status = "completed", "Job finished{lost}."),
+        Some(reason) => {
+            tracing::warn!(%job_id, tenant, status = "failed", %reason, "Job failed{lost}.")
+        }
     }
 }
 

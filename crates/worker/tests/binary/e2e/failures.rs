@@ -11,7 +11,7 @@ use contract::wire;
 use lapin::types::{AMQPValue, FieldTable};
 use testkit::amqp::{header, long_string};
 
-use crate::harness::{publish, Headers, World, RUN_HEADER};
+use crate::harness::{publish, Headers, Signing, World, RUN_HEADER};
 
 #[tokio::test]
 async fn failing_jobs_publish_redacted_reasons_and_store_nothing() {
@@ -287,7 +287,7 @@ async fn refused_messages_are_dead_lettered_with_their_reason_and_unusable_bodie
 #[tokio::test]
 async fn a_job_over_its_own_timeout_fails_and_its_query_is_stopped_on_the_server() {
     let world = World::new().await;
-    let worker = world.start_worker().await;
+    let (worker, api) = world.start_worker_with_api(Vec::new()).await;
     let mut events = world.listen().await;
     let job_id = Uuid::now_v7();
     let body = serde_json::json!({
@@ -329,6 +329,31 @@ async fn a_job_over_its_own_timeout_fails_and_its_query_is_stopped_on_the_server
     assert_eq!(
         world.executions(job_id).await,
         [("src".to_owned(), "TIMED_OUT".to_owned())]
+    );
+    // Why it failed is where a person looks first: the log line of its end, at WARN, and the
+    // job document `fetcherctl status` prints.
+    let id = job_id.to_string();
+    worker
+        .wait_for_lines(
+            "the WARN line of the timed-out job",
+            1,
+            Duration::from_secs(10),
+            |line| {
+                line.contains("\"level\":\"WARN\"")
+                    && line.contains(&id)
+                    && line.contains("\"reason\":\"extraction timed out after 2s\"")
+            },
+        )
+        .await;
+    let (status, document) = api.send("GET", job_id, "", None, b"", Signing::Valid);
+    assert_eq!(status, 200, "{document}");
+    assert_eq!(
+        document["errorMessage"], "extraction timed out after 2s",
+        "{document}"
+    );
+    assert_eq!(
+        document["executions"][0]["statusDetails"]["error"], "extraction timed out after 2s",
+        "{document}"
     );
     assert!(world.object_keys().await.is_empty(), "nothing stored");
     let metrics = worker.get("/metrics").expect("metrics").1;

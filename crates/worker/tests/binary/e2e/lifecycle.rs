@@ -87,6 +87,14 @@ async fn sigterm_drains_in_flight_jobs_with_readyz_at_503() {
             Some("completed")
         );
     }
+    // Slow statements that complete, and a drain, are routine: nothing at WARN or above about
+    // them (sqlx's slow-statement warning, lapin's lines about the connection's close).
+    let output = worker.output();
+    let loud: Vec<&str> = output
+        .lines()
+        .filter(|line| line.contains("\"level\":\"WARN\"") || line.contains("\"level\":\"ERROR\""))
+        .collect();
+    assert!(loud.is_empty(), "WARN or ERROR lines:\n{}", loud.join("\n"));
     drop(worker);
     world.cleanup().await;
 }

@@ -16,6 +16,7 @@ mod requeues;
 mod settings;
 mod spill;
 mod sqlserver;
+mod startup;
 mod streaming;
 mod topology;
 mod world;
