@@ -378,3 +378,142 @@ fn missing_settings_are_named_and_secrets_never_printed() {
     assert!(!output.status.success());
     assert!(text(&output.stderr).contains("APP_ENC_KEY is not set"));
 }
+
+/// A JSON-ish result of `rows` rows, about 100 bytes each, as the Worker writes them.
+fn rows_json(rows: usize) -> Vec<u8> {
+    let mut json = b"{\n  \"pg\": {\n    \"payments\": [".to_vec();
+    for row in 0..rows {
+        if row > 0 {
+            json.push(b',');
+        }
+        json.extend_from_slice(row_json(row).as_bytes());
+    }
+    json.extend_from_slice(b"\n    ]\n  }\n}");
+    json
+}
+
+fn row_json(row: usize) -> String {
+    format!(
+        "\n      {{\n        \"amount\": \"{}.{:02}\",\n        \"id\": {row},\n        \"memo\": \"caf\u{e9} \\u003c{}\\u003e\"\n      }}",
+        row * 7 % 100_000,
+        row % 100,
+        row % 997
+    )
+}
+
+/// A bucket holding `plaintext` sealed as the Worker stores it (with `flip`, one byte of the
+/// sealed blob's ciphertext XORed), and a fresh directory for `--out` files.
+async fn fixture_with(plaintext: &[u8], flip: Option<usize>) -> OutFixture {
+    let bucket = TestBucket::create("").await;
+    let job = Uuid::new_v4();
+    let key = object_key("", None, job).expect("key").full;
+    let mut sealed = support::keys().storage().seal_raw(plaintext.to_vec());
+    if let Some(at) = flip {
+        sealed[crypto::NONCE_LEN + at] ^= 0x01;
+    }
+    bucket.store.put_sealed(&key, sealed).await.expect("store");
+    let dir = std::env::temp_dir().join(support::unique("out"));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    OutFixture {
+        bucket,
+        key,
+        job: job.to_string(),
+        dir,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_result_of_many_chunks_round_trips_byte_for_byte() {
+    // About 6 MiB: some 130 of OpenStream's 48 KiB steps, and many HTTP body chunks.
+    let plaintext = rows_json(60_000);
+    assert!(plaintext.len() > 6 << 20, "{}", plaintext.len());
+    let hmac = support::keys().external_hmac().sign_hex(&plaintext);
+    let fixture = fixture_with(&plaintext, None).await;
+
+    let out = fixture.dir.join("result.json");
+    let out_text = out.to_str().expect("utf-8 path");
+    let output = tokio::task::block_in_place(|| {
+        fixture
+            .bucket
+            .fetch(&["--job", &fixture.job, "--hmac", &hmac, "--out", out_text])
+    });
+    assert!(output.status.success(), "{output:?}");
+    let stderr = text(&output.stderr);
+    assert!(stderr.contains("HMAC verified"), "{stderr}");
+    // Standard error is a pipe here: no progress bar, no control codes.
+    assert!(!stderr.contains('\u{1b}'), "{stderr:?}");
+    assert!(
+        std::fs::read(&out).expect("read") == plaintext,
+        "the file differs from the result"
+    );
+    assert_eq!(
+        fixture.names(),
+        ["result.json"],
+        "no temporary file is left"
+    );
+
+    // To standard output: the same bytes, after the checks.
+    let output = tokio::task::block_in_place(|| {
+        fixture
+            .bucket
+            .fetch(&["--job", &fixture.job, "--hmac", &hmac])
+    });
+    assert!(output.status.success(), "{output:?}");
+    assert!(output.stdout == plaintext, "standard output differs");
+    fixture.remove().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_tampered_object_fails_the_tag_check_and_leaves_nothing() {
+    let plaintext = rows_json(30_000);
+    let hmac = support::keys().external_hmac().sign_hex(&plaintext);
+    // A byte in the middle: the plaintext before it has already been written when it arrives.
+    let fixture = fixture_with(&plaintext, Some(plaintext.len() / 2)).await;
+
+    let out = fixture.dir.join("result.json");
+    let output = fixture.fetch_to(&out);
+    assert!(!output.status.success(), "{output:?}");
+    let stderr = text(&output.stderr);
+    assert!(stderr.contains("GCM tag check failed"), "{stderr}");
+    assert!(!stderr.contains("HMAC"), "the tag fails first: {stderr}");
+    assert!(fixture.names().is_empty(), "left: {:?}", fixture.names());
+
+    let output = tokio::task::block_in_place(|| {
+        fixture
+            .bucket
+            .fetch(&["--job", &fixture.job, "--hmac", &hmac])
+    });
+    assert!(!output.status.success(), "{output:?}");
+    assert!(text(&output.stderr).contains("GCM tag check failed"));
+    assert!(output.stdout.is_empty(), "unverified plaintext printed");
+    fixture.remove().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_hmac_mismatch_fails_and_leaves_nothing() {
+    let plaintext = rows_json(30_000);
+    let wrong = support::keys().external_hmac().sign_hex(b"another result");
+    let fixture = fixture_with(&plaintext, None).await;
+    // An earlier result at the output path stays as it was.
+    let out = fixture.dir.join("result.json");
+    std::fs::write(&out, "an older result").expect("write");
+
+    let out_text = out.to_str().expect("utf-8 path");
+    let output = tokio::task::block_in_place(|| {
+        fixture
+            .bucket
+            .fetch(&["--job", &fixture.job, "--hmac", &wrong, "--out", out_text])
+    });
+    assert!(!output.status.success(), "{output:?}");
+    assert!(text(&output.stderr).contains("HMAC mismatch"), "{output:?}");
+    assert_eq!(
+        std::fs::read_to_string(&out).expect("read"),
+        "an older result"
+    );
+    assert_eq!(
+        fixture.names(),
+        ["result.json"],
+        "no temporary file is left"
+    );
+    fixture.remove().await;
+}
