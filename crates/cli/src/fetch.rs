@@ -1,11 +1,14 @@
 //! `fetcherctl fetch`: downloads a stored result, opens it with the storage key and checks its
-//! HMAC under the external key (contract §2, §7), with the Worker's own storage module.
+//! HMAC under the external key (contract §2, §7), with the Worker's own storage module, as a
+//! stream: memory stays the same whatever the result's size.
 
-use std::io::{IsTerminal as _, Write as _};
+use std::io::{IsTerminal as _, Seek as _, Write};
 use std::path::PathBuf;
 
 use anyhow::{anyhow, bail, Context};
-use storage::{object_key, ObjectStore, StaticCredentials, StorageConfig};
+use crypto::{HmacStream, KeySet, OpenError, OpenStream};
+use indicatif::{ProgressBar, ProgressStyle};
+use storage::{object_key, ObjectBody, ObjectStore, StaticCredentials, StorageConfig};
 use uuid::Uuid;
 
 #[derive(clap::Args)]
@@ -48,27 +51,27 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     };
 
     let store = ObjectStore::new(config).await?;
-    let stored = store.get(&key).await?;
-    let plaintext = keys.storage().open_bytes(&stored).with_context(|| {
-        format!("Failed to open object {key} (a different APP_ENC_KEY, or not a sealed result)")
-    })?;
-    match &expected {
-        Some(expected) if !keys.external_hmac().verify_hex(&plaintext, expected) => bail!(
-            "HMAC mismatch: the result in {key} does not have the HMAC given with --hmac (another \
-             job's result, another key, or an altered object)"
-        ),
-        Some(_) => eprintln!("HMAC verified"),
-        None => eprintln!("HMAC not checked: pass --hmac <result.hmac> to check it"),
-    }
-
+    let body = store.get_stream(&key).await?;
+    // Until every check has passed, the plaintext goes only to a private file nobody else sees:
+    // the temporary file beside `--out`, or an unnamed spool for standard output. Both are
+    // removed when this function returns early.
     match &args.out {
         Some(path) => {
-            crate::private_file::write_private(path, &plaintext)?;
-            eprintln!("Wrote {} bytes to {}", plaintext.len(), path.display());
+            let mut file = crate::private_file::PrivateFile::beside(path)?;
+            let written = download(body, &key, &keys, &mut file).await?;
+            report_hmac(&key, expected.as_deref(), written.hmac)?;
+            file.commit()?;
+            eprintln!("Wrote {} bytes to {}", written.len, path.display());
         }
         None => {
+            let mut spool = crate::private_file::anonymous()?;
+            let written = download(body, &key, &keys, &mut spool).await?;
+            report_hmac(&key, expected.as_deref(), written.hmac)?;
+            spool
+                .rewind()
+                .context("Failed to read back the spooled result")?;
             let mut stdout = std::io::stdout().lock();
-            stdout.write_all(&plaintext)?;
+            std::io::copy(&mut spool, &mut stdout).context("Failed to write the result")?;
             // The result has no trailing newline; a terminal gets one, a pipe the exact bytes.
             if stdout.is_terminal() {
                 stdout.write_all(b"\n")?;
@@ -77,6 +80,99 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// What [`download`] wrote: the plaintext's length and its HMAC under the external key.
+struct Written {
+    len: u64,
+    hmac: HmacStream,
+}
+
+/// Reads the stored body piece by piece, opens it with the storage key and writes the plaintext
+/// to `sink` while computing its HMAC; memory does not depend on the result's size. Returns only
+/// once the whole body has been read and the GCM tag verified: on an error, what was written to
+/// `sink` is unauthenticated and must be discarded.
+async fn download(
+    mut body: ObjectBody,
+    key: &str,
+    keys: &KeySet,
+    sink: &mut impl Write,
+) -> anyhow::Result<Written> {
+    let progress = progress_bar(body.announced_len());
+    let mut open = OpenStream::new(keys.storage());
+    let mut hmac = keys.external_hmac().start();
+    let mut plaintext = Vec::new();
+    let mut len = 0u64;
+    let mut write = |plaintext: &mut Vec<u8>| -> anyhow::Result<()> {
+        hmac.update(plaintext);
+        sink.write_all(plaintext)
+            .context("Failed to write the result to its temporary file")?;
+        len += plaintext.len() as u64;
+        plaintext.clear();
+        Ok(())
+    };
+    let outcome = async {
+        while let Some(chunk) = body.next_chunk().await? {
+            progress.set_position(body.received());
+            open.update(&chunk, &mut plaintext)
+                .map_err(|error| open_failed(key, &error))?;
+            write(&mut plaintext)?;
+        }
+        open.finish(&mut plaintext)
+            .map_err(|error| open_failed(key, &error))?;
+        write(&mut plaintext)
+    }
+    .await;
+    progress.finish_and_clear();
+    outcome?;
+    Ok(Written { len, hmac })
+}
+
+/// The failed step of opening, named: the GCM tag, or a body that is not a sealed result.
+fn open_failed(key: &str, error: &OpenError) -> anyhow::Error {
+    match error {
+        OpenError::AuthenticationFailed => anyhow!(
+            "Failed to open object {key}: the GCM tag check failed (a different APP_ENC_KEY, or \
+             an altered object); nothing was written"
+        ),
+        other => anyhow!(
+            "Failed to open object {key}: {other} (not a sealed result); nothing was written"
+        ),
+    }
+}
+
+/// Checks the plaintext's HMAC against `--hmac`, if given, and says so on standard error.
+fn report_hmac(key: &str, expected: Option<&str>, actual: HmacStream) -> anyhow::Result<()> {
+    match expected {
+        Some(expected) if !actual.verify_hex(expected) => bail!(
+            "HMAC mismatch: the result in {key} does not have the HMAC given with --hmac (another \
+             job's result, another key, or an altered object); nothing was written"
+        ),
+        Some(_) => eprintln!("HMAC verified"),
+        None => eprintln!("HMAC not checked: pass --hmac <result.hmac> to check it"),
+    }
+    Ok(())
+}
+
+/// Bytes downloaded of the object's size, on standard error when it is a terminal; hidden
+/// otherwise (pipes, logs and tests see no control codes).
+fn progress_bar(len: Option<u64>) -> ProgressBar {
+    if !std::io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let (bar, template) = match len {
+        Some(len) => (
+            ProgressBar::new(len),
+            "{bytes}/{total_bytes} [{wide_bar}] {bytes_per_sec}, {eta} left",
+        ),
+        None => (
+            ProgressBar::new_spinner(),
+            "{spinner} {bytes} {bytes_per_sec}",
+        ),
+    };
+    // Invariant: the templates above are valid.
+    bar.set_style(ProgressStyle::with_template(template).expect("valid progress template"));
+    bar
 }
 
 /// `--hmac` in the lowercase form the contract uses.

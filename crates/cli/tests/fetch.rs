@@ -64,8 +64,16 @@ impl TestBucket {
 
     /// The same, with another master key.
     fn fetch_with(&self, master: &str, args: &[&str]) -> Output {
+        self.fetch_command(master, args)
+            .output()
+            .expect("run fetcherctl fetch")
+    }
+
+    /// `fetcherctl fetch args`, not started.
+    fn fetch_command(&self, master: &str, args: &[&str]) -> std::process::Command {
         let (endpoint, access_key, secret_key) = s3_env();
-        support::fetcherctl()
+        let mut command = support::fetcherctl();
+        command
             .env("APP_ENC_KEY", master)
             .env("OBJECT_STORAGE_ENDPOINT", endpoint)
             .env("OBJECT_STORAGE_BUCKET", &self.name)
@@ -74,9 +82,8 @@ impl TestBucket {
             .env("OBJECT_STORAGE_SECRET_KEY", secret_key)
             .env("OBJECT_STORAGE_USE_PATH_STYLE", "true")
             .arg("fetch")
-            .args(args)
-            .output()
-            .expect("run fetcherctl fetch")
+            .args(args);
+        command
     }
 
     /// Deletes `keys` and the bucket.
@@ -377,4 +384,300 @@ fn missing_settings_are_named_and_secrets_never_printed() {
         .expect("run");
     assert!(!output.status.success());
     assert!(text(&output.stderr).contains("APP_ENC_KEY is not set"));
+}
+
+/// A JSON-ish result of `rows` rows, about 100 bytes each, as the Worker writes them.
+fn rows_json(rows: usize) -> Vec<u8> {
+    let mut json = b"{\n  \"pg\": {\n    \"payments\": [".to_vec();
+    for row in 0..rows {
+        if row > 0 {
+            json.push(b',');
+        }
+        json.extend_from_slice(row_json(row).as_bytes());
+    }
+    json.extend_from_slice(b"\n    ]\n  }\n}");
+    json
+}
+
+fn row_json(row: usize) -> String {
+    format!(
+        "\n      {{\n        \"amount\": \"{}.{:02}\",\n        \"id\": {row},\n        \"memo\": \"caf\u{e9} \\u003c{}\\u003e\"\n      }}",
+        row * 7 % 100_000,
+        row % 100,
+        row % 997
+    )
+}
+
+/// A bucket holding `plaintext` sealed as the Worker stores it (with `flip`, one byte of the
+/// sealed blob's ciphertext XORed), and a fresh directory for `--out` files.
+async fn fixture_with(plaintext: &[u8], flip: Option<usize>) -> OutFixture {
+    let bucket = TestBucket::create("").await;
+    let job = Uuid::new_v4();
+    let key = object_key("", None, job).expect("key").full;
+    let mut sealed = support::keys().storage().seal_raw(plaintext.to_vec());
+    if let Some(at) = flip {
+        sealed[crypto::NONCE_LEN + at] ^= 0x01;
+    }
+    bucket.store.put_sealed(&key, sealed).await.expect("store");
+    let dir = std::env::temp_dir().join(support::unique("out"));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    OutFixture {
+        bucket,
+        key,
+        job: job.to_string(),
+        dir,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_result_of_many_chunks_round_trips_byte_for_byte() {
+    // About 6 MiB: some 130 of OpenStream's 48 KiB steps, and many HTTP body chunks.
+    let plaintext = rows_json(60_000);
+    assert!(plaintext.len() > 6 << 20, "{}", plaintext.len());
+    let hmac = support::keys().external_hmac().sign_hex(&plaintext);
+    let fixture = fixture_with(&plaintext, None).await;
+
+    let out = fixture.dir.join("result.json");
+    let out_text = out.to_str().expect("utf-8 path");
+    let output = tokio::task::block_in_place(|| {
+        fixture
+            .bucket
+            .fetch(&["--job", &fixture.job, "--hmac", &hmac, "--out", out_text])
+    });
+    assert!(output.status.success(), "{output:?}");
+    let stderr = text(&output.stderr);
+    assert!(stderr.contains("HMAC verified"), "{stderr}");
+    // Standard error is a pipe here: no progress bar, no control codes.
+    assert!(!stderr.contains('\u{1b}'), "{stderr:?}");
+    assert!(
+        std::fs::read(&out).expect("read") == plaintext,
+        "the file differs from the result"
+    );
+    assert_eq!(
+        fixture.names(),
+        ["result.json"],
+        "no temporary file is left"
+    );
+
+    // To standard output: the same bytes, after the checks.
+    let output = tokio::task::block_in_place(|| {
+        fixture
+            .bucket
+            .fetch(&["--job", &fixture.job, "--hmac", &hmac])
+    });
+    assert!(output.status.success(), "{output:?}");
+    assert!(output.stdout == plaintext, "standard output differs");
+    fixture.remove().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_tampered_object_fails_the_tag_check_and_leaves_nothing() {
+    let plaintext = rows_json(30_000);
+    let hmac = support::keys().external_hmac().sign_hex(&plaintext);
+    // A byte in the middle: the plaintext before it has already been written when it arrives.
+    let fixture = fixture_with(&plaintext, Some(plaintext.len() / 2)).await;
+
+    let out = fixture.dir.join("result.json");
+    let output = fixture.fetch_to(&out);
+    assert!(!output.status.success(), "{output:?}");
+    let stderr = text(&output.stderr);
+    assert!(stderr.contains("GCM tag check failed"), "{stderr}");
+    assert!(!stderr.contains("HMAC"), "the tag fails first: {stderr}");
+    assert!(fixture.names().is_empty(), "left: {:?}", fixture.names());
+
+    let output = tokio::task::block_in_place(|| {
+        fixture
+            .bucket
+            .fetch(&["--job", &fixture.job, "--hmac", &hmac])
+    });
+    assert!(!output.status.success(), "{output:?}");
+    assert!(text(&output.stderr).contains("GCM tag check failed"));
+    assert!(output.stdout.is_empty(), "unverified plaintext printed");
+    fixture.remove().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_hmac_mismatch_fails_and_leaves_nothing() {
+    let plaintext = rows_json(30_000);
+    let wrong = support::keys().external_hmac().sign_hex(b"another result");
+    let fixture = fixture_with(&plaintext, None).await;
+    // An earlier result at the output path stays as it was.
+    let out = fixture.dir.join("result.json");
+    std::fs::write(&out, "an older result").expect("write");
+
+    let out_text = out.to_str().expect("utf-8 path");
+    let output = tokio::task::block_in_place(|| {
+        fixture
+            .bucket
+            .fetch(&["--job", &fixture.job, "--hmac", &wrong, "--out", out_text])
+    });
+    assert!(!output.status.success(), "{output:?}");
+    assert!(text(&output.stderr).contains("HMAC mismatch"), "{output:?}");
+    assert_eq!(
+        std::fs::read_to_string(&out).expect("read"),
+        "an older result"
+    );
+    assert_eq!(
+        fixture.names(),
+        ["result.json"],
+        "no temporary file is left"
+    );
+    fixture.remove().await;
+}
+
+/// Benchmark for BENCHMARKS.md (`make bench`), not a test: `fetcherctl fetch --out` of a 1 GiB
+/// result, sealed with `SealStream` into the real S3 server, must peak under 64 MiB resident.
+/// Prints the peak RSS (VmHWM from /proc, sampled every 10 ms until the process exits: it is a
+/// high-water mark, so the last sample holds every earlier peak), the CPU seconds (utime + stime
+/// of the exited process) and the wall time. Needs about 2.5 GB of free disk for the stored
+/// object and the output, both removed after.
+#[ignore = "benchmark: run by make bench"]
+#[tokio::test(flavor = "multi_thread")]
+async fn bench_fetch_of_a_1_gib_result_in_constant_memory() {
+    const TARGET: u64 = 1 << 30;
+    const LIMIT_KIB: u64 = 64 * 1024;
+    let bucket = TestBucket::create("").await;
+    let key = object_key("", None, Uuid::new_v4()).expect("key");
+    let keys = support::keys();
+
+    // The result, sealed and uploaded as it is generated, about 1 MiB at a time.
+    let started = std::time::Instant::now();
+    let mut upload = bucket.store.upload(&key.full);
+    let mut seal = crypto::SealStream::new(keys.storage());
+    let mut hmac = keys.external_hmac().start();
+    let (mut plaintext, mut text) = (b"{\n  \"pg\": {\n    \"payments\": [".to_vec(), Vec::new());
+    let (mut len, mut row) = (0u64, 0usize);
+    while len + (plaintext.len() as u64) < TARGET {
+        while plaintext.len() < 1 << 20 {
+            if row > 0 {
+                plaintext.push(b',');
+            }
+            plaintext.extend_from_slice(row_json(row).as_bytes());
+            row += 1;
+        }
+        len += plaintext.len() as u64;
+        hmac.update(&plaintext);
+        seal.update(&plaintext, &mut text).expect("seal");
+        upload.write(&text).await.expect("upload");
+        plaintext.clear();
+        text.clear();
+    }
+    plaintext.extend_from_slice(b"\n    ]\n  }\n}");
+    len += plaintext.len() as u64;
+    hmac.update(&plaintext);
+    seal.update(&plaintext, &mut text).expect("seal");
+    seal.finish(&mut text);
+    upload.write(&text).await.expect("upload");
+    let stored = upload.finish(async { Ok(()) }).await.expect("publish");
+    let hmac = hmac.finish_hex();
+    eprintln!(
+        "fetch bench: {len} plaintext bytes ({row} rows), {stored} stored bytes, sealed and \
+         uploaded in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+
+    let dir = std::env::temp_dir().join(support::unique("bench"));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let out = dir.join("result.json");
+    let out_text = out.to_str().expect("utf-8 path");
+    let measured = tokio::task::block_in_place(|| {
+        let mut command = bucket.fetch_command(
+            support::MASTER,
+            &["--path", &key.path, "--hmac", &hmac, "--out", out_text],
+        );
+        measure(&mut command)
+    });
+    let output_len = std::fs::metadata(&out).map(|meta| meta.len());
+    std::fs::remove_dir_all(&dir).expect("remove the output");
+    bucket.remove(&[&key.full]).await;
+
+    assert!(measured.success, "fetch failed: {}", measured.stderr);
+    assert!(
+        measured.stderr.contains("HMAC verified"),
+        "{}",
+        measured.stderr
+    );
+    assert_eq!(output_len.expect("output written"), len);
+    eprintln!(
+        "fetch bench: fetcherctl fetch --out of {:.2} GiB: peak RSS (VmHWM) {:.1} MiB, {:.2} \
+         CPU-seconds (utime {:.2} + stime {:.2}), {:.2} s wall, {:.0} MB/s of plaintext",
+        len as f64 / f64::from(1u32 << 30),
+        measured.peak_kib as f64 / 1024.0,
+        measured.utime + measured.stime,
+        measured.utime,
+        measured.stime,
+        measured.wall,
+        len as f64 / 1e6 / measured.wall
+    );
+    assert!(
+        measured.peak_kib < LIMIT_KIB,
+        "peak RSS {} KiB is not under {LIMIT_KIB} KiB",
+        measured.peak_kib
+    );
+}
+
+/// A finished process, measured from /proc.
+struct Measured {
+    success: bool,
+    stderr: String,
+    peak_kib: u64,
+    utime: f64,
+    stime: f64,
+    wall: f64,
+}
+
+/// Runs `command`, sampling its VmHWM until it exits, and reads its CPU times from the exited
+/// (not yet reaped) process's /proc/<pid>/stat.
+fn measure(command: &mut std::process::Command) -> Measured {
+    use std::io::Read as _;
+    let ticks: f64 = std::process::Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|output| String::from_utf8(output.stdout).ok())
+        .and_then(|text| text.trim().parse().ok())
+        .unwrap_or(100.0);
+    let started = std::time::Instant::now();
+    let mut child = command
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start fetcherctl");
+    let pid = child.id();
+    let mut peak_kib = 0;
+    let (utime, stime, wall) = loop {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("stat");
+        // The fields after the command name: state is the first, utime the 12th, stime the 13th.
+        let fields: Vec<&str> = stat[stat.rfind(')').expect("comm") + 2..]
+            .split_whitespace()
+            .collect();
+        let cpu = |at: usize| fields[at].parse::<f64>().expect("ticks") / ticks;
+        if fields[0] == "Z" {
+            break (cpu(11), cpu(12), started.elapsed().as_secs_f64());
+        }
+        if let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) {
+            let hwm = status
+                .lines()
+                .find_map(|line| line.strip_prefix("VmHWM:"))
+                .and_then(|value| value.trim().trim_end_matches("kB").trim().parse().ok());
+            peak_kib = peak_kib.max(hwm.unwrap_or(0));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    };
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .expect("piped")
+        .read_to_string(&mut stderr)
+        .expect("stderr");
+    let status = child.wait().expect("wait");
+    Measured {
+        success: status.success(),
+        stderr,
+        peak_kib,
+        utime,
+        stime,
+        wall,
+    }
 }

@@ -111,6 +111,13 @@ impl HmacStream {
     pub fn finish_hex(self) -> String {
         hex::encode(self.mac.finalize().into_bytes())
     }
+
+    /// Whether everything fed so far has the HMAC `signature_hex`, compared in constant time as
+    /// [`HmacKey::verify_hex`] does.
+    pub fn verify_hex(self, signature_hex: &str) -> bool {
+        let expected = self.finish_hex();
+        expected.as_bytes().ct_eq(signature_hex.as_bytes()).into()
+    }
 }
 
 impl io::Write for HmacStream {

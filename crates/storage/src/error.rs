@@ -62,6 +62,16 @@ pub enum StorageError {
     #[error("Failed to get object {key}: {cause}")]
     Get { key: String, cause: Cause },
 
+    /// A download whose body did not have the length the server announced.
+    #[error(
+        "Truncated download of object {key}: {received} bytes received of the {expected} announced"
+    )]
+    Truncated {
+        key: String,
+        expected: u64,
+        received: u64,
+    },
+
     #[error("Failed to delete object {key}: {cause}")]
     Delete { key: String, cause: Cause },
 
@@ -94,6 +104,8 @@ impl StorageError {
             | StorageError::BucketNotFound { .. }
             | StorageError::Refused { .. }
             | StorageError::UploadAborted { .. } => false,
+            // The connection ended early: another attempt may get the whole body.
+            StorageError::Truncated { .. } => true,
             StorageError::Put { cause, .. }
             | StorageError::CreateMultipart { cause, .. }
             | StorageError::UploadPart { cause, .. }

@@ -2,8 +2,8 @@
 //!
 //! - [`config`]: [`StorageConfig`], filled by the Worker's configuration module.
 //! - [`key`]: [`object_key`], the key rule (`prefix + [tenant/] + external-data/<jobId>.json`).
-//! - [`store`]: [`ObjectStore`], the SDK client wrapped as a service (put, get, delete, exists,
-//!   readiness); its multipart upload lives in `multipart`.
+//! - [`store`]: [`ObjectStore`], the SDK client wrapped as a service (put, get, a streamed get
+//!   ([`ObjectBody`]), delete, exists, readiness); its multipart upload lives in `multipart`.
 //! - `upload`: [`Upload`], a body streamed into the store part by part and published only after
 //!   the caller's last check ([`ObjectStore::upload`]).
 //! - [`error`]: [`StorageError`], named after the failed step, with `is_retriable`; `scrubber`
@@ -22,5 +22,5 @@ pub use config::{StaticCredentials, StorageConfig};
 pub use error::{Cause, StorageError};
 pub use key::{object_key, ObjectKey};
 pub use retry::{NoRetry, RetryPolicy};
-pub use store::ObjectStore;
+pub use store::{ObjectBody, ObjectStore};
 pub use upload::Upload;

@@ -151,6 +151,21 @@ impl ObjectStore {
 
     /// Reads the stored body (the base64 text of a sealed blob) as bytes.
     pub async fn get(&self, key: &str) -> Result<Vec<u8>> {
+        let mut body = self.get_stream(key).await?;
+        let mut bytes = Vec::with_capacity(
+            body.announced_len()
+                .and_then(|len| usize::try_from(len).ok())
+                .unwrap_or(0),
+        );
+        while let Some(chunk) = body.next_chunk().await? {
+            bytes.extend_from_slice(&chunk);
+        }
+        Ok(bytes)
+    }
+
+    /// Starts reading the stored body under `key` piece by piece, as it arrives: memory does not
+    /// grow with the object's size. A missing key is [`StorageError::NotFound`].
+    pub async fn get_stream(&self, key: &str) -> Result<ObjectBody> {
         let output = self
             .client
             .get_object()
@@ -173,15 +188,15 @@ impl ObjectStore {
                     }
                 }
             })?;
-        let body = output
-            .body
-            .collect()
-            .await
-            .map_err(|error| StorageError::Get {
-                key: key.to_owned(),
-                cause: self.scrubber.other(&error, true),
-            })?;
-        Ok(body.to_vec())
+        Ok(ObjectBody {
+            key: key.to_owned(),
+            len: output
+                .content_length
+                .and_then(|len| u64::try_from(len).ok()),
+            received: 0,
+            body: output.body,
+            scrubber: self.scrubber.clone(),
+        })
     }
 
     /// Deletes the object under `key`. Deleting a missing object succeeds: the pipeline calls
@@ -300,6 +315,75 @@ impl fmt::Debug for ObjectStore {
         f.debug_struct("ObjectStore")
             .field("bucket", &self.bucket)
             .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A stored body being read, from [`ObjectStore::get_stream`].
+pub struct ObjectBody {
+    key: String,
+    len: Option<u64>,
+    received: u64,
+    body: ByteStream,
+    scrubber: Scrubber,
+}
+
+impl ObjectBody {
+    /// The body's length as the server announced it (`Content-Length`), if it did.
+    pub fn announced_len(&self) -> Option<u64> {
+        self.len
+    }
+
+    /// Bytes read so far.
+    pub fn received(&self) -> u64 {
+        self.received
+    }
+
+    /// The next piece of the body, or `None` at its end.
+    ///
+    /// # Errors
+    ///
+    /// [`StorageError::Get`] when the connection fails midway, and [`StorageError::Truncated`]
+    /// when the body ends before (or runs past) its announced length.
+    pub async fn next_chunk(&mut self) -> Result<Option<bytes::Bytes>> {
+        let chunk = self
+            .body
+            .try_next()
+            .await
+            .map_err(|error| StorageError::Get {
+                key: self.key.clone(),
+                cause: self.scrubber.other(&error, true),
+            })?;
+        match chunk {
+            Some(chunk) => {
+                self.received += chunk.len() as u64;
+                match self.len {
+                    Some(len) if self.received > len => Err(self.truncated(len)),
+                    _ => Ok(Some(chunk)),
+                }
+            }
+            None => match self.len {
+                Some(len) if self.received != len => Err(self.truncated(len)),
+                _ => Ok(None),
+            },
+        }
+    }
+
+    fn truncated(&self, expected: u64) -> StorageError {
+        StorageError::Truncated {
+            key: self.key.clone(),
+            expected,
+            received: self.received,
+        }
+    }
+}
+
+impl fmt::Debug for ObjectBody {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ObjectBody")
+            .field("key", &self.key)
+            .field("len", &self.len)
+            .field("received", &self.received)
             .finish_non_exhaustive()
     }
 }
