@@ -82,7 +82,7 @@ impl ObjectStore {
         part_number: i32,
         text: Bytes,
     ) -> Result<CompletedPart> {
-        let output = self
+        let request = self
             .client
             .upload_part()
             .bucket(&self.bucket)
@@ -90,6 +90,14 @@ impl ObjectStore {
             .upload_id(upload_id)
             .part_number(part_number)
             .body(ByteStream::from(text))
+            .customize();
+        // The payload's SHA-256 only with `sign_payload` (see `StorageConfig::sign_payload`).
+        let request = if self.config().sign_payload {
+            request
+        } else {
+            request.disable_payload_signing()
+        };
+        let output = request
             .send()
             .await
             .map_err(|error| StorageError::UploadPart {
