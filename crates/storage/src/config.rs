@@ -40,6 +40,12 @@ pub struct StorageConfig {
     pub part_size_bytes: usize,
     /// Objects whose stored text is longer than this go up in parts; the others in one request.
     pub multipart_threshold_bytes: usize,
+    /// Whether SigV4 signs the body of PutObject and UploadPart (its SHA-256 in
+    /// `x-amz-content-sha256`). Off by default: the body is AES-256-GCM ciphertext whose tag and
+    /// HMAC already catch any change, so the digest costs CPU and adds nothing; the request is
+    /// still signed and carries its CRC32 checksum. On for a store that refuses
+    /// `UNSIGNED-PAYLOAD`.
+    pub sign_payload: bool,
 }
 
 impl Default for StorageConfig {
@@ -55,6 +61,7 @@ impl Default for StorageConfig {
             use_path_style: false,
             part_size_bytes: DEFAULT_PART_SIZE_BYTES,
             multipart_threshold_bytes: DEFAULT_PART_SIZE_BYTES,
+            sign_payload: false,
         }
     }
 }

@@ -56,10 +56,10 @@ impl ObjectStore {
     }
 
     /// Sends part `part_number` in the background, tried again as `retry` says;
-    /// [`next_uploaded`](Self::next_uploaded) collects it.
+    /// [`next_uploaded`](Self::next_uploaded) collects it, with its body for reuse.
     pub(super) fn spawn_part(
         &self,
-        in_flight: &mut JoinSet<Result<CompletedPart>>,
+        in_flight: &mut JoinSet<Result<SentPart>>,
         upload: (&str, &str),
         part_number: i32,
         text: Bytes,
@@ -68,10 +68,11 @@ impl ObjectStore {
         let (store, retry) = (self.clone(), retry.clone());
         let (key, upload_id) = (upload.0.to_owned(), upload.1.to_owned());
         in_flight.spawn(async move {
-            retrying(&retry, || {
+            let part = retrying(&retry, || {
                 store.upload_part(&key, &upload_id, part_number, text.clone())
             })
-            .await
+            .await?;
+            Ok(SentPart { part, body: text })
         });
     }
 
@@ -82,7 +83,7 @@ impl ObjectStore {
         part_number: i32,
         text: Bytes,
     ) -> Result<CompletedPart> {
-        let output = self
+        let request = self
             .client
             .upload_part()
             .bucket(&self.bucket)
@@ -90,6 +91,14 @@ impl ObjectStore {
             .upload_id(upload_id)
             .part_number(part_number)
             .body(ByteStream::from(text))
+            .customize();
+        // The payload's SHA-256 only with `sign_payload` (see `StorageConfig::sign_payload`).
+        let request = if self.config().sign_payload {
+            request
+        } else {
+            request.disable_payload_signing()
+        };
+        let output = request
             .send()
             .await
             .map_err(|error| StorageError::UploadPart {
@@ -116,8 +125,8 @@ impl ObjectStore {
     pub(super) async fn next_uploaded(
         &self,
         key: &str,
-        in_flight: &mut JoinSet<Result<CompletedPart>>,
-    ) -> Result<CompletedPart> {
+        in_flight: &mut JoinSet<Result<SentPart>>,
+    ) -> Result<SentPart> {
         match in_flight.join_next().await {
             Some(Ok(sent)) => sent,
             Some(Err(join_error)) => Err(StorageError::UploadPart {
@@ -156,6 +165,29 @@ impl ObjectStore {
                 cause: self.scrubber.sdk(&error),
             })?;
         Ok(())
+    }
+}
+
+/// A part the store accepted, and the body it was sent from, free again once the request is
+/// done.
+pub(super) struct SentPart {
+    pub(super) part: CompletedPart,
+    pub(super) body: Bytes,
+}
+
+impl SentPart {
+    /// The part, its body's buffer emptied into `spare` when nothing else holds it and it holds
+    /// a whole part: the next part is filled there instead of in a fresh allocation.
+    pub(super) fn recycle(self, spare: &mut Vec<Vec<u8>>, part_size: usize) -> CompletedPart {
+        if let Ok(mut body) = self.body.try_into_mut() {
+            // Emptied first: the conversion then moves no byte.
+            body.clear();
+            let buffer = Vec::from(body);
+            if buffer.capacity() >= part_size {
+                spare.push(buffer);
+            }
+        }
+        self.part
     }
 }
 

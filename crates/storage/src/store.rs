@@ -132,20 +132,26 @@ impl ObjectStore {
         upload.finish(async { Ok(()) }).await
     }
 
-    /// One PutObject of text that is already the stored body.
+    /// One PutObject of text that is already the stored body; its payload is signed only with
+    /// [`StorageConfig::sign_payload`].
     pub(super) async fn put_text(&self, key: &str, text: impl Into<ByteStream>) -> Result<()> {
-        self.client
+        let request = self
+            .client
             .put_object()
             .bucket(&self.bucket)
             .key(key)
             .content_type(CONTENT_TYPE)
             .body(text.into())
-            .send()
-            .await
-            .map_err(|error| StorageError::Put {
-                key: key.to_owned(),
-                cause: self.scrubber.sdk(&error),
-            })?;
+            .customize();
+        let request = if self.config.sign_payload {
+            request
+        } else {
+            request.disable_payload_signing()
+        };
+        request.send().await.map_err(|error| StorageError::Put {
+            key: key.to_owned(),
+            cause: self.scrubber.sdk(&error),
+        })?;
         Ok(())
     }
 

@@ -10,7 +10,7 @@ use bytes::Bytes;
 use tokio::task::JoinSet;
 
 use super::error::{Result, StorageError};
-use super::multipart::{AbortOnDrop, MAX_PARTS, PARTS_IN_FLIGHT};
+use super::multipart::{AbortOnDrop, SentPart, MAX_PARTS, PARTS_IN_FLIGHT};
 use super::retry::{retrying, NoRetry, RetryPolicy};
 use super::store::ObjectStore;
 
@@ -38,6 +38,11 @@ pub struct Upload {
     /// The part being filled; sent once full and followed by more data, so that a body of
     /// exactly one part stays a single `PutObject`.
     buffer: Vec<u8>,
+    /// Buffers of parts already sent, emptied, for the next parts: an upload allocates at most
+    /// one buffer per part in flight plus the one being filled, whatever its number of parts.
+    spare: Vec<Vec<u8>>,
+    /// Part buffers allocated so far.
+    buffers_allocated: usize,
     multipart: Option<Multipart>,
     written: u64,
     failed: bool,
@@ -49,7 +54,7 @@ struct Multipart {
     upload_id: String,
     /// Declared before `guard`: fields drop in order, so on a drop the running part requests are
     /// cancelled first and the abort is spawned after them.
-    in_flight: JoinSet<Result<CompletedPart>>,
+    in_flight: JoinSet<Result<SentPart>>,
     guard: AbortOnDrop,
     completed: Vec<CompletedPart>,
     /// Number of the next part to send (the first is 1).
@@ -77,6 +82,8 @@ impl ObjectStore {
             key: key.to_owned(),
             part_size,
             buffer: Vec::with_capacity(part_size),
+            spare: Vec::new(),
+            buffers_allocated: 1,
             multipart: None,
             written: 0,
             failed: false,
@@ -100,6 +107,12 @@ impl Upload {
     /// Bytes written so far.
     pub fn written(&self) -> u64 {
         self.written
+    }
+
+    /// Part buffers allocated so far (for tests): at most [`PARTS_IN_FLIGHT`] + 1 while each
+    /// sent part's buffer is reused, whatever the number of parts.
+    pub fn part_buffers_allocated(&self) -> usize {
+        self.buffers_allocated
     }
 
     /// The multipart upload's id, once one was started (for logs and tests).
@@ -164,11 +177,11 @@ impl Upload {
             unreachable!("a multipart upload was started above");
         };
         while !multipart.in_flight.is_empty() {
-            let part = self
+            let sent = self
                 .store
                 .next_uploaded(&self.key, &mut multipart.in_flight)
                 .await?;
-            multipart.completed.push(part);
+            multipart.completed.push(sent.part);
         }
         let mut parts = std::mem::take(&mut multipart.completed);
         parts.sort_by_key(|part| part.part_number());
@@ -182,7 +195,12 @@ impl Upload {
         if let Some(multipart) = self.multipart.as_mut() {
             multipart.guard.disarm();
         }
-        tracing::debug!(key = %self.key, bytes = self.written, "Streamed upload completed.");
+        tracing::debug!(
+            key = %self.key,
+            bytes = self.written,
+            part_buffers = self.buffers_allocated,
+            "Streamed upload completed."
+        );
         Ok(())
     }
 
@@ -220,13 +238,18 @@ impl Upload {
             });
         }
         if multipart.in_flight.len() >= PARTS_IN_FLIGHT {
-            let part = self
+            let sent = self
                 .store
                 .next_uploaded(&self.key, &mut multipart.in_flight)
                 .await?;
+            let part = sent.recycle(&mut self.spare, self.part_size);
             multipart.completed.push(part);
         }
-        let body = std::mem::replace(&mut self.buffer, Vec::with_capacity(self.part_size));
+        let next = self.spare.pop().unwrap_or_else(|| {
+            self.buffers_allocated += 1;
+            Vec::with_capacity(self.part_size)
+        });
+        let body = std::mem::replace(&mut self.buffer, next);
         self.store.spawn_part(
             &mut multipart.in_flight,
             (&self.key, &multipart.upload_id),
@@ -242,6 +265,7 @@ impl Upload {
     async fn fail(&mut self) {
         self.failed = true;
         self.buffer = Vec::new();
+        self.spare = Vec::new();
         if let Some(multipart) = self.multipart.as_mut() {
             multipart.in_flight.shutdown().await;
             multipart.guard.abort_now().await;

@@ -204,6 +204,29 @@ async fn a_multi_part_result_is_the_one_shot_seal_and_opens_and_verifies_its_hma
 }
 
 #[tokio::test]
+async fn a_many_part_result_reuses_the_buffers_of_sent_parts() {
+    with_bucket(five_mib_parts, |bucket| async move {
+        // 29 MiB of plaintext: 38.7 MiB of text, eight parts of 5 MiB (the last one shorter).
+        let plain = plaintext(29 * MIB);
+        let key = new_key();
+        let mut upload = bucket.store.upload(&key);
+        let stream = stream_sealed(&mut upload, &plain).await;
+        // Three parts in flight and one being filled; before, one fresh buffer per part.
+        let allocated = upload.part_buffers_allocated();
+        assert!(allocated <= 4, "{allocated} part buffers for 8 parts");
+        finish_sealed(upload, stream).await.expect("finish");
+
+        let expected = cipher().seal_with_nonce(&plain, NONCE);
+        assert_eq!(expected.len().div_ceil(PART), 8);
+        let e_tag = e_tag(&bucket, &key).await;
+        assert!(e_tag.ends_with("-8"), "{e_tag}");
+        let body = bucket.store.get(&key).await.expect("get");
+        assert!(body == expected.as_bytes(), "stored text differs");
+    })
+    .await;
+}
+
+#[tokio::test]
 async fn a_refused_check_after_parts_were_uploaded_leaves_no_object_and_no_parts() {
     with_bucket(five_mib_parts, |bucket| async move {
         let key = new_key();

@@ -190,6 +190,20 @@ fn floats_json_cannot_hold_become_strings() {
     );
 }
 
+proptest::proptest! {
+    #[test]
+    fn bytes_are_written_as_the_base64_crates_standard_encoding(
+        bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..5000),
+    ) {
+        use base64::Engine as _;
+        let expected = format!(
+            "\"{}\"",
+            base64::engine::general_purpose::STANDARD.encode(&bytes)
+        );
+        proptest::prop_assert_eq!(written(|w| write_base64(w, &bytes).expect("w")), expected);
+    }
+}
+
 #[test]
 fn bytes_are_base64_and_json_text_is_embedded_sorted() {
     assert_eq!(

@@ -389,12 +389,14 @@ fn storage(r: &mut Reader<'_>) -> Option<StorageConfig> {
     let region = r.text("OBJECT_STORAGE_REGION", "us-east-1");
     let key_prefix = r.text("OBJECT_STORAGE_KEY_PREFIX", "");
     let use_path_style = r.flag("OBJECT_STORAGE_USE_PATH_STYLE", false);
+    let sign_payload = r.flag("OBJECT_STORAGE_SIGN_PAYLOAD", false);
     let mut config = StorageConfig::new(bucket?);
     config.endpoint = endpoint;
     config.region = region;
     config.key_prefix = key_prefix;
     config.credentials = credentials;
     config.use_path_style = use_path_style;
+    config.sign_payload = sign_payload;
     Some(config)
 }
 

@@ -111,6 +111,17 @@ fn partial_s3_credentials_are_refused() {
 }
 
 #[test]
+fn result_payloads_are_unsigned_unless_asked_and_the_setting_is_checked() {
+    let unsigned = Settings::from_vars(minimal()).expect("valid");
+    assert!(!unsigned.storage.sign_payload);
+    let signed =
+        Settings::from_vars(with(&[("OBJECT_STORAGE_SIGN_PAYLOAD", "true")])).expect("valid");
+    assert!(signed.storage.sign_payload);
+    let text = problems(with(&[("OBJECT_STORAGE_SIGN_PAYLOAD", "sometimes")])).join("\n");
+    assert!(text.contains("OBJECT_STORAGE_SIGN_PAYLOAD"), "{text}");
+}
+
+#[test]
 fn streaming_must_be_enabled_and_the_exchange_set() {
     let text = problems(with(&[
         ("STREAMING_ENABLED", "false"),

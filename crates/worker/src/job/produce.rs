@@ -161,12 +161,11 @@ async fn write(
     upload: &mut dyn ResultUpload,
 ) -> Result<Sealing, Failure> {
     while let Some(chunk) = chunks.recv().await {
-        let (next, text) = sealing.update(chunk).await.map_err(|e| match e {
+        sealing = sealing.update(chunk).await.map_err(|e| match e {
             SealingError::TooLong => Failure::Job(Redacted::new(&e.to_string())),
             SealingError::Interrupted(_) => Failure::Transient(Requeue::Internal, e.to_string()),
         })?;
-        sealing = next;
-        if let Err(error) = upload.write(&text).await {
+        if let Err(error) = upload.write(sealing.text()).await {
             // Dropping `chunks` ends the extraction too (`EngineError::Abandoned`).
             return Err(store_failure(job_id, error));
         }

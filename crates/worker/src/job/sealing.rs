@@ -11,6 +11,8 @@ use tokio::time::Instant;
 pub(super) struct Sealing {
     hmac: HmacStream,
     seal: SealStream,
+    /// The stored text of the last chunk; its allocation is reused by the next chunk.
+    text: Vec<u8>,
     /// Time spent sealing so far.
     took: Duration,
 }
@@ -29,34 +31,50 @@ impl Sealing {
         Sealing {
             hmac: keys.external_hmac().start(),
             seal: SealStream::new(keys.storage()),
+            text: Vec::new(),
             took: Duration::ZERO,
         }
     }
 
-    /// Takes the next chunk of plaintext; returns the state and the stored text it completes.
-    pub async fn update(self, chunk: Vec<u8>) -> Result<(Sealing, Vec<u8>), SealingError> {
+    /// Takes the next chunk of plaintext; returns the state, whose [`text`](Self::text) is the
+    /// stored text the chunk completes.
+    pub async fn update(self, chunk: Vec<u8>) -> Result<Sealing, SealingError> {
         let Sealing {
             mut hmac,
             mut seal,
+            mut text,
             took,
         } = self;
         let started = Instant::now();
         let sealed = tokio::task::spawn_blocking(move || {
             hmac.update(&chunk);
-            let mut text = Vec::with_capacity(chunk.len() / 3 * 4 + 4);
+            // The previous chunk's text was written already: its room is filled again rather
+            // than a new one allocated per chunk.
+            text.clear();
             seal.update(&chunk, &mut text).map(|()| (hmac, seal, text))
         })
         .await
         .map_err(|e| SealingError::Interrupted(e.to_string()))?;
         let (hmac, seal, text) = sealed.map_err(|_| SealingError::TooLong)?;
         let took = took + started.elapsed();
-        Ok((Sealing { hmac, seal, took }, text))
+        Ok(Sealing {
+            hmac,
+            seal,
+            text,
+            took,
+        })
+    }
+
+    /// The stored text of the last chunk taken.
+    pub fn text(&self) -> &[u8] {
+        &self.text
     }
 
     /// Ends the seal: the plaintext's HMAC (hex), the last of the stored text, and the time
     /// spent sealing.
     pub fn finish(self) -> (String, Vec<u8>, Duration) {
-        let mut tail = Vec::with_capacity(32);
+        let mut tail = self.text;
+        tail.clear();
         self.seal.finish(&mut tail);
         (self.hmac.finish_hex(), tail, self.took)
     }
