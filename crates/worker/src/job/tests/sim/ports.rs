@@ -163,7 +163,14 @@ impl SimExtract {
 
 #[async_trait]
 impl Extractor for SimExtract {
-    fn check_limits(&self, _: &MappedFields) -> Result<(), EngineError> {
+    /// A job naming the datasource `huge` is over the limits: it fails unrun.
+    fn check_limits(&self, mapped: &MappedFields) -> Result<(), EngineError> {
+        if mapped.contains_key("huge") {
+            return Err(EngineError::LimitExceeded {
+                what: "datasources",
+                limit: 1,
+            });
+        }
         Ok(())
     }
 

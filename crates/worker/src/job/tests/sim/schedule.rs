@@ -80,7 +80,10 @@ impl Sim {
             .collect();
         let count = 1 + rng.below(3) as usize;
         let jobs: Vec<_> = (0..count)
-            .map(|_| Arc::new(signed(&keys, Uuid::from_u64_pair(rng.next(), rng.next()))))
+            .map(|_| {
+                let job_id = Uuid::from_u64_pair(rng.next(), rng.next());
+                Arc::new(signed(&keys, job_id, rng.one_in(8)))
+            })
             .collect();
         Sim {
             store,
@@ -297,11 +300,17 @@ async fn deliver(core: &JobCore, message: &Message) -> Disposition {
 }
 
 /// A job message for `job_id`, signed now (wall clock: the signature's age is checked
-/// against it, and a run takes milliseconds of it).
-fn signed(keys: &crypto::KeySet, job_id: Uuid) -> Message {
+/// against it, and a run takes milliseconds of it); `over_limits`: every delivery fails it
+/// unrun.
+fn signed(keys: &crypto::KeySet, job_id: Uuid, over_limits: bool) -> Message {
+    let mapped = if over_limits {
+        serde_json::json!({"db": {"payments": ["id"]}, "huge": {"t": ["id"]}})
+    } else {
+        serde_json::json!({"db": {"payments": ["id"]}})
+    };
     let body = serde_json::json!({
         "jobId": job_id,
-        "mappedFields": {"db": {"payments": ["id"]}},
+        "mappedFields": mapped,
         "metadata": {"source": "sim"},
         "timeoutSeconds": JOB_TIMEOUT_SECS,
     })

@@ -331,8 +331,12 @@ impl JobStore for SimStore {
                         JobStatus::Pending
                         | JobStatus::Processing
                         | JobStatus::CancellationInProgress => match row.lease {
-                            Some(at) => Claim::Busy {
-                                lease_expires_at: wall(at),
+                            // The waiter sleeps until this wall-clock time: its distance
+                            // from `Utc::now()` would jitter with the machine's load, so
+                            // it is in the past and the waiter polls every 250 ms of the
+                            // paused clock (BUSY_WAIT_LIMIT still counts that clock).
+                            Some(_) => Claim::Busy {
+                                lease_expires_at: Utc::now() - chrono::Duration::hours(1),
                             },
                             None => {
                                 return Err(OutboxError::Corrupt {
