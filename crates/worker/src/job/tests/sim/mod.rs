@@ -57,6 +57,27 @@ fn tally(sim: &Sim) {
     }
 }
 
+/// Prints every write of the schedule, on the paused clock, and the objects left.
+fn story(sim: &Sim) {
+    let world = sim.store.world();
+    let Some(start) = world.log.first().map(|e| e.at) else {
+        return;
+    };
+    for e in &world.log {
+        let from = e.from.map_or("new".into(), |s| s.status.to_string());
+        eprintln!(
+            "sim: {:>9.3?} {} {from} --{:?}--> {:?} {:?}",
+            e.at - start,
+            e.job_id,
+            e.step,
+            e.to,
+            e.events
+        );
+    }
+    let objects = sim.objects.stored.lock().expect("objects").clone();
+    eprintln!("sim: objects left {objects:?}");
+}
+
 /// Everything a schedule wrote, in order: two runs of one seed write the same.
 fn fingerprint(sim: &Sim) -> String {
     let world = sim.store.world();
@@ -90,6 +111,9 @@ fn simulate(seed: u64) -> (Result<(), String>, String) {
             let actions = 3 + rng.below(12) as usize;
             sim.run(&mut rng, actions).await;
             tally(&sim);
+            if std::env::var_os("SIM_SEED").is_some() {
+                story(&sim);
+            }
             print = fingerprint(&sim);
             invariants::check(&sim)
         })
@@ -123,7 +147,16 @@ fn sim_a_seed_replays_exactly() {
 #[test]
 fn sim_schedules_keep_the_invariants() {
     let seeds = match env("SIM_SEED") {
-        Some(seed) => seed..seed + 1,
+        Some(seed) => {
+            // One seed: its log lines too (on the paused clock), to read how it went.
+            let _ = tracing_subscriber::fmt()
+                .with_test_writer()
+                .with_ansi(false)
+                .without_time()
+                .with_env_filter("worker=debug")
+                .try_init();
+            seed..seed + 1
+        }
         None => 0..env("SIM_SCHEDULES").unwrap_or(DEFAULT_SCHEDULES),
     };
     let started = std::time::Instant::now();

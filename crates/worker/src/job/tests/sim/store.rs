@@ -59,6 +59,8 @@ pub struct Logged {
     pub step: Step,
     pub to: JobState,
     pub events: Vec<Event>,
+    /// When (paused clock).
+    pub at: Instant,
 }
 
 #[derive(Default)]
@@ -208,6 +210,7 @@ impl World {
             step,
             to,
             events: transition.events.clone(),
+            at: Instant::now(),
         });
         let mut pending = Vec::new();
         for event in &transition.events {
@@ -305,6 +308,7 @@ impl JobStore for SimStore {
                         step: Step::Claim,
                         to: transition.to,
                         events: transition.events,
+                        at: now,
                     });
                     Claim::Acquired {
                         attempt,
@@ -671,6 +675,7 @@ impl World {
             step,
             to: transition.to,
             events: transition.events,
+            at: Instant::now(),
         });
         let inserted = self
             .insert_leased(
