@@ -3,8 +3,9 @@
 //! three replicas sharing one stateful store whose every write the lifecycle machine judged;
 //! after each, the invariants of `invariants.rs`.
 //!
-//! `SIM_SCHEDULES=<n>` runs seeds `0..n` (default 10,000); `SIM_SEED=<n>` replays one seed
-//! exactly. A failing seed prints itself.
+//! `SIM_SCHEDULES=<n>` runs seeds `0..n` (default 10,000; `SIM_FIRST=<m>` starts at `m`);
+//! `SIM_SEED=<n>` replays one seed exactly, with its log lines and writes. A failing seed
+//! prints itself.
 //!
 //! - `chaos.rs`: the seeded generator, latencies and faults.
 //! - `store.rs`: the job store; `ports.rs`: the result store, event sink and extractor.
@@ -157,7 +158,10 @@ fn sim_schedules_keep_the_invariants() {
                 .try_init();
             seed..seed + 1
         }
-        None => 0..env("SIM_SCHEDULES").unwrap_or(DEFAULT_SCHEDULES),
+        None => {
+            let first = env("SIM_FIRST").unwrap_or(0);
+            first..first + env("SIM_SCHEDULES").unwrap_or(DEFAULT_SCHEDULES)
+        }
     };
     let started = std::time::Instant::now();
     let count = seeds.end - seeds.start;
