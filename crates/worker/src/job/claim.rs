@@ -99,6 +99,7 @@ pub(super) async fn claim_and_run(
                     return Disposition::Ack;
                 }
                 tokio::select! {
+                    biased;
                     _ = tokio::time::sleep(until_expiry + Duration::from_millis(250)) => {}
                     _ = stop.cancelled() => return Disposition::Retry(Requeue::Shutdown),
                 }

@@ -93,7 +93,10 @@ impl ClaimedRun<'_> {
         };
         // A forced cancel drops the extraction at once, which stops its statements on the
         // source servers.
+        // `biased`: in this order (tokio's random pick among ready branches made the job core
+        // simulation's seeds run two ways; which of several ready branches wins was arbitrary).
         let produced = tokio::select! {
+            biased;
             produced = produce(core, self, started, watch) => produced,
             _ = lost.cancelled() => return Finished::NotOurs,
             _ = forced.cancelled() => Err(Failure::Canceled),
@@ -183,6 +186,7 @@ async fn heartbeat(
     ticks.tick().await;
     loop {
         tokio::select! {
+            biased;
             _ = ticks.tick() => {}
             _ = signals.woken.notified() => {}
         }

@@ -9,6 +9,7 @@ mod deliveries;
 mod executions;
 mod fakes;
 mod runs;
+mod sim;
 mod sweeps;
 
 use std::sync::Arc;
