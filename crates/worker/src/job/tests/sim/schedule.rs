@@ -240,7 +240,7 @@ impl Sim {
 
     async fn ended(&mut self, task: Task) {
         let disposition = task.handle.await.expect("a task panicked");
-        if let (Some(job), Disposition::Retry) = (task.job, disposition) {
+        if let (Some(job), Disposition::Retry(_)) = (task.job, disposition) {
             self.requeued.push(job);
         }
     }
