@@ -91,12 +91,13 @@ async fn an_event_that_cannot_be_sent_fails_alone() {
     let job_id = uuid::Uuid::new_v4();
     let (outcome, mut event) = support::outcome(job_id, 3, support::mixed(3));
     event.attributes.id = format!("{}.{}", event.attributes.id, "x".repeat(300));
+    support::claim(&db.store, job_id, support::mixed(3).tenant).await;
     let bad = db
         .store
         .record_terminal(&outbox::TerminalRecord {
             job_id,
-            owner: None,
-            tenant: None,
+            owner: Some(support::RECORDER),
+            tenant: support::mixed(3).tenant,
             outcome,
             event: &event,
             publisher: support::RECORDER,

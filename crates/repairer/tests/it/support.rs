@@ -22,7 +22,7 @@ use crypto::HmacKey;
 use futures_util::StreamExt;
 use lapin::message::Delivery;
 use lapin::types::ShortString;
-use outbox::{Recorded, Store, TerminalOutcome, TerminalRecord};
+use outbox::{Claim, ClaimRequest, Recorded, Store, TerminalOutcome, TerminalRecord};
 use publisher::{AmqpUri, Publisher, PublisherConfig};
 use repairer::RepairerConfig;
 use serde_json::{Map, Value};
@@ -241,15 +241,37 @@ pub fn outcome(job_id: Uuid, i: usize, spec: Spec<'_>) -> (TerminalOutcome, Outb
     }
 }
 
-/// Records a terminal event of a job never claimed (`owner: None`, so the job row is created),
-/// leased to [`RECORDER`] for `lease` (zero: free for the repairer at once).
+/// Claims a new job for [`RECORDER`], as a Worker does before it runs one: only the claim's
+/// holder may record a run's outcome (the lifecycle machine ends no unclaimed job `completed`).
+pub async fn claim(store: &Store, job_id: Uuid, tenant: Option<&str>) {
+    let metadata = Map::new();
+    let claim = store
+        .claim(&ClaimRequest {
+            job_id,
+            tenant,
+            request_id: None,
+            metadata: &metadata,
+            spec: None,
+            message_sha256: None,
+            timeout_seconds: None,
+            owner: RECORDER,
+            lease: Duration::from_secs(600),
+        })
+        .await
+        .expect("claim");
+    assert!(matches!(claim, Claim::Acquired { .. }), "{claim:?}");
+}
+
+/// Records a terminal event of a job claimed by [`RECORDER`], its outbox row leased to it for
+/// `lease` (zero: free for the repairer at once).
 pub async fn record(store: &Store, i: usize, spec: Spec<'_>, lease: Duration) -> RecordedEvent {
     let job_id = Uuid::new_v4();
     let (outcome, event) = outcome(job_id, i, spec);
+    claim(store, job_id, spec.tenant).await;
     let recorded = store
         .record_terminal(&TerminalRecord {
             job_id,
-            owner: None,
+            owner: Some(RECORDER),
             tenant: spec.tenant,
             outcome,
             event: &event,
