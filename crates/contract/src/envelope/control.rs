@@ -15,7 +15,7 @@ pub struct ControlRoute<'a> {
     pub job_id: &'a str,
     /// `GET`, `POST`, `DELETE`.
     pub method: &'a str,
-    /// The path without its query string.
+    /// The path with its query string (`?…`), if the request has one.
     pub path: &'a str,
 }
 
