@@ -93,7 +93,7 @@ async fn a_tenant_pages_through_exactly_its_failed_jobs_newest_first() {
         .iter()
         .filter(|j| j.tenant == Some("acme") && j.status == "failed")
         .collect();
-    expected.sort_by(|a, b| (b.created_at, b.id).cmp(&(a.created_at, a.id)));
+    expected.sort_by_key(|j| std::cmp::Reverse((j.created_at, j.id)));
     let expected: Vec<String> = expected.iter().map(|j| j.id.to_string()).collect();
     assert_eq!(expected.len(), 7);
     // One failed execution of the newest, so the page item carries it as the document does.
