@@ -54,7 +54,14 @@ impl Store {
                 .push_bind(job_id)
                 .push(")");
         }
-        sql.push(" ORDER BY created_at DESC, job_id DESC LIMIT ")
+        // The ORDER BY names the index's leading columns too: they are fixed by the WHERE, so
+        // the order is the same, but PostgreSQL does not count `tenant_id IS NULL` as fixing
+        // the column and would sort the single-tenant jobs instead of reading the index in order.
+        sql.push(" ORDER BY tenant_id, ");
+        if query.status.is_some() {
+            sql.push("status, ");
+        }
+        sql.push("created_at DESC, job_id DESC LIMIT ")
             .push_bind(i64::from(query.limit));
         let rows = sql.build().fetch_all(self.pool()).await.map_err(db)?;
         rows.iter()
