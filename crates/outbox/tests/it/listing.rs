@@ -107,3 +107,74 @@ async fn pages_follow_each_other_without_gap_or_duplicate() {
     assert_eq!(seen, all);
     db.drop().await;
 }
+
+/// The benchmark of BENCHMARKS.md ("Finding jobs"): `LISTING_BENCH_ROWS` jobs (default ten
+/// million) of 100 tenants, then the time of a first page, a page deep in the middle (by
+/// cursor) and a page of failed jobs, each the median of 25 runs, and the chosen plans.
+#[tokio::test]
+#[ignore = "benchmark: fills a database with millions of rows; run by hand (BENCHMARKS.md)"]
+async fn bench_a_page_over_millions_of_jobs() {
+    let rows: i64 = std::env::var("LISTING_BENCH_ROWS")
+        .ok()
+        .map(|v| v.parse().expect("LISTING_BENCH_ROWS"))
+        .unwrap_or(10_000_000);
+    let db = TestDb::migrated().await;
+    let filled = std::time::Instant::now();
+    sqlx::query(
+        "INSERT INTO jobs (job_id, tenant_id, status, created_at, finished_at, error_message,
+                           result_path, result_hmac)
+         SELECT gen_random_uuid(), 't' || (g % 100),
+                CASE WHEN g % 7 = 0 THEN 'failed' ELSE 'completed' END,
+                timestamptz '2026-03-01' - g * interval '1 second', now(),
+                CASE WHEN g % 7 = 0 THEN 'x' END,
+                CASE WHEN g % 7 <> 0 THEN 'r' END, CASE WHEN g % 7 <> 0 THEN 'h' END
+         FROM generate_series(1, $1) g",
+    )
+    .bind(rows)
+    .execute(db.pool())
+    .await
+    .expect("fill");
+    sqlx::query("VACUUM ANALYZE jobs")
+        .execute(db.pool())
+        .await
+        .expect("analyze");
+    println!("{rows} jobs filled in {:?}", filled.elapsed());
+    let middle: (DateTime<Utc>, Uuid) = sqlx::query_as(
+        "SELECT created_at, job_id FROM jobs WHERE tenant_id = 't42'
+         ORDER BY created_at DESC, job_id DESC OFFSET $1 LIMIT 1",
+    )
+    .bind(rows / 200)
+    .fetch_one(db.pool())
+    .await
+    .expect("middle");
+    let page = |status, after| JobQuery {
+        tenant: Some("t42"),
+        status,
+        created_after: None,
+        created_before: None,
+        after,
+        limit: 51,
+    };
+    for (name, query) in [
+        ("first page", page(None, None)),
+        ("middle page", page(None, Some(middle))),
+        ("failed, middle", page(Some("failed"), Some(middle))),
+    ] {
+        let mut times = Vec::new();
+        for _ in 0..25 {
+            let start = std::time::Instant::now();
+            let jobs = db.store.list_jobs(&query).await.expect("page");
+            times.push(start.elapsed());
+            assert_eq!(jobs.len(), 51);
+        }
+        times.sort();
+        let plan = db.store.list_jobs_plan(&query).await.expect("plan");
+        println!(
+            "{name}: median {:?}, max {:?}; {}",
+            times[12],
+            times[24],
+            plan[1].trim()
+        );
+    }
+    db.drop().await;
+}
