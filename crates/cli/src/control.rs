@@ -1,4 +1,4 @@
-//! `fetcherctl status | cancel | delete`: signed requests to a Worker's control API
+//! `fetcherctl status | cancel | delete` (and the requests of `jobs`): signed requests to a Worker's control API
 //! (lifecycle §3), signed with the internal HMAC key as `submit` signs jobs. Prints the job
 //! document (`--json`) or a summary; an answer of 4xx or 5xx is an error with the API's reason.
 //!
@@ -27,6 +27,13 @@ const MAX_ANSWER: u64 = 4 << 20;
 pub struct Target {
     /// The job.
     job_id: Uuid,
+    #[command(flatten)]
+    api: Api,
+}
+
+/// Where the control API is, as whom to ask it, and how to print its answer.
+#[derive(clap::Args)]
+pub struct Api {
     /// The job's tenant (`X-Tenant-ID`); none for a single-tenant job.
     #[arg(long)]
     tenant: Option<String>,
@@ -35,7 +42,7 @@ pub struct Target {
     api: String,
     /// Print the job document as JSON instead of a summary.
     #[arg(long)]
-    json: bool,
+    pub json: bool,
     /// The internal HMAC key as hex, for a caller not given the master key (exactly one of
     /// this and APP_ENC_KEY).
     #[arg(long, value_name = "HEX", env = HMAC_KEY_ENV, hide_env_values = true)]
@@ -95,13 +102,31 @@ pub async fn delete(change: Change) -> anyhow::Result<()> {
 }
 
 async fn send(target: &Target, method: &str, path: &str, body: &[u8]) -> anyhow::Result<()> {
-    let key = internal_key(target.hmac_key.as_deref())?;
-    let authority = authority(&target.api)?;
-    let tenant = target.tenant.as_deref().filter(|t| !t.is_empty());
     let job_id = target.job_id.to_string();
+    let document = request(&target.api, &job_id, method, path, body).await?;
+    if target.api.json {
+        println!("{document}");
+    } else {
+        print!("{}", summary(&document));
+    }
+    Ok(())
+}
+
+/// Sends one request signed for `job_id` (empty for a route on no job) and `path` (with its
+/// query string); the answer's JSON, or the API's reason as an error when it refused.
+pub async fn request(
+    api: &Api,
+    job_id: &str,
+    method: &str,
+    path: &str,
+    body: &[u8],
+) -> anyhow::Result<Value> {
+    let key = internal_key(api.hmac_key.as_deref())?;
+    let authority = authority(&api.api)?;
+    let tenant = api.tenant.as_deref().filter(|t| !t.is_empty());
     let route = ControlRoute {
         tenant: tenant.unwrap_or(""),
-        job_id: &job_id,
+        job_id,
         method,
         path,
     };
@@ -137,12 +162,7 @@ async fn send(target: &Target, method: &str, path: &str, body: &[u8]) -> anyhow:
         let reason = document["error"].as_str().unwrap_or("no reason given");
         bail!("the control API answered {status}: {reason}");
     }
-    if target.json {
-        println!("{document}");
-    } else {
-        print!("{}", summary(&document));
-    }
-    Ok(())
+    Ok(document)
 }
 
 /// `host:port` of an `http://host:port` address.
@@ -171,7 +191,7 @@ fn parse(answer: &[u8]) -> anyhow::Result<(u16, Value)> {
 }
 
 /// A readable summary of a job document.
-fn summary(document: &Value) -> String {
+pub fn summary(document: &Value) -> String {
     let text = |name: &str| document[name].as_str().unwrap_or("-").to_owned();
     let mut out = format!("Job {}: {}\n", text("id"), text("status"));
     if let Some(path) = document["resultPath"].as_str() {

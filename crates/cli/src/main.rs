@@ -1,7 +1,7 @@
 //! `fetcherctl`: the operator's and consumer's tool for the Fetcher Worker.
 //!
 //! One module per command (`derive_key`, `submit`, `watch` with `watch_mqtt` for the MQTT mirror,
-//! `fetch`; `control` for `status`,
+//! `fetch`; `control` for `status`, `jobs` for `jobs list` and `jobs show`,
 //! `cancel` and `delete`; `dlq` with `dead_letter` for the dead-letter queue); `keys`, `amqp` and
 //! `broker_env` (the Worker's `RABBITMQ_*` variables) hold what they share, `dedupe` the check
 //! that makes an event's ce-id safe to deduplicate on, `max_age` how old a watched event's
@@ -17,6 +17,7 @@ mod dedupe;
 mod derive_key;
 mod dlq;
 mod fetch;
+mod jobs;
 mod keys;
 mod max_age;
 mod private_file;
@@ -84,6 +85,11 @@ enum Command {
     /// has not ended first.
     Delete(control::Change),
 
+    /// Find jobs on a Worker's control API: `list` (newest first; --status, --limit, --cursor,
+    /// --all) and `show <id>`.
+    #[command(subcommand)]
+    Jobs(jobs::Jobs),
+
     /// The dead-letter queue (fetcher.dlq): list, show, requeue or purge its messages.
     ///
     /// `list` and `show` consume nothing; `requeue` publishes a message unchanged (nothing is
@@ -103,6 +109,7 @@ fn main() -> ExitCode {
         Command::Status(args) => block_on(control::status(args)),
         Command::Cancel(args) => block_on(control::cancel(args)),
         Command::Delete(args) => block_on(control::delete(args)),
+        Command::Jobs(command) => block_on(jobs::run(command)),
         Command::Dlq(args) => block_on(dlq::run(args)),
     };
     match outcome {

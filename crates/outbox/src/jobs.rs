@@ -446,7 +446,7 @@ impl Store {
     }
 }
 
-fn job_row(row: &PgRow) -> Result<JobRow, sqlx::Error> {
+pub(crate) fn job_row(row: &PgRow) -> Result<JobRow, sqlx::Error> {
     let Json(metadata) = row.try_get("metadata")?;
     Ok(JobRow {
         job_id: row.try_get("job_id")?,

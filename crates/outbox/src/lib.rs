@@ -11,6 +11,8 @@
 //! - [`Store`] (`store.rs`): the handle on the pool.
 //! - `jobs.rs`: [`Store::claim`], [`Store::renew_lease`], [`Store::expired_jobs`],
 //!   [`Store::job`].
+//! - `listing.rs`: [`Store::list_jobs`] (a page of a tenant's jobs, by keyset) and
+//!   [`Store::executions_of`].
 //! - `terminal.rs`: [`Store::record_terminal`]: terminal state and outbox row together.
 //! - `control.rs`: [`Store::control`] (cancel, delete) and [`Store::object_deleted`]: the
 //!   lifecycle's state machine applied with its events' outbox rows in one transaction.
@@ -38,6 +40,7 @@ mod control;
 pub mod error;
 mod executions;
 mod jobs;
+mod listing;
 mod mirror;
 mod mirror_batch;
 mod outbox;
@@ -54,6 +57,7 @@ pub use executions::{Close, ExecutionEvents, ExecutionReport};
 pub use jobs::{
     Claim, ClaimRequest, ExecutionRow, ExpiredJob, JobRow, JobSpec, Lease, WORKER_LOST,
 };
+pub use listing::JobQuery;
 pub use mirror_batch::{MirrorBatch, MirrorCursor, Unpublished};
 pub use outbox::{PendingEvent, RecordedEvent};
 pub use sink::Sink;

@@ -56,6 +56,7 @@ const EMBEDDED: &[Embedded] = &[
     embed!(5, "jobs message digest", "0005_jobs_message_digest.sql"),
     embed!(6, "job lifecycle", "0006_job_lifecycle.sql"),
     embed!(7, "outbox sinks", "0007_outbox_sinks.sql"),
+    embed!(8, "jobs listing", "0008_jobs_listing.sql"),
 ];
 
 /// The embedded migrations as sqlx runs them.

@@ -15,7 +15,8 @@ pub struct ControlRoute<'a> {
     pub job_id: &'a str,
     /// `GET`, `POST`, `DELETE`.
     pub method: &'a str,
-    /// The path without its query string.
+    /// The path: without its query string for the routes of lifecycle §3, with it (`?…`) for
+    /// the routes that take query parameters (the job list, one job's executions).
     pub path: &'a str,
 }
 

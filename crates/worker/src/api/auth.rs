@@ -1,6 +1,6 @@
 //! A control request's authentication: its size first, then its signature over tenant, job id,
-//! method, path and body (contract §3 rules of freshness). A request that fails either changes
-//! nothing and learns nothing about any job.
+//! method, path with its query string, and body (contract §3 rules of freshness). A request
+//! that fails either changes nothing and learns nothing about any job.
 
 use axum::http::{HeaderMap, Method};
 use chrono::Utc;

@@ -39,7 +39,7 @@ pub(super) struct JobDocument {
 
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
-struct Execution {
+pub(super) struct Execution {
     datasource: String,
     status: String,
     row_count: i64,

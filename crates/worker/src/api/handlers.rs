@@ -1,4 +1,4 @@
-//! The three routes. Each answers JSON; a refusal is `{"error": …, "code": …}` with the status
+//! The routes on one job. Each answers JSON; a refusal is `{"error": …, "code": …}` with the status
 //! of lifecycle §3, and changes nothing.
 
 use std::sync::Arc;
@@ -21,6 +21,7 @@ use crate::job::finish_deletion;
 use crate::metrics;
 
 /// A refused request: its status, a text safe to show, a stable code.
+#[derive(Debug)]
 pub(super) struct Refused {
     status: StatusCode,
     message: String,
@@ -36,7 +37,11 @@ impl Refused {
         }
     }
 
-    fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Refused {
+    pub(super) fn new(
+        status: StatusCode,
+        code: &'static str,
+        message: impl Into<String>,
+    ) -> Refused {
         Refused {
             status,
             message: message.into(),
@@ -44,8 +49,15 @@ impl Refused {
         }
     }
 
-    fn unknown() -> Refused {
+    pub(super) fn unknown() -> Refused {
         Refused::new(StatusCode::NOT_FOUND, "not_found", "no such job")
+    }
+}
+
+#[cfg(test)]
+impl Refused {
+    pub(super) fn message(&self) -> &str {
+        &self.message
     }
 }
 
@@ -67,7 +79,7 @@ pub(super) async fn describe(
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
     let answer = async {
-        let (caller, job_id, _) = admit(&api, &id, &method, &uri, &headers, body)?;
+        let (caller, job_id, _) = admit(&api, &id, &method, contract_path(&uri), &headers, body)?;
         document(&api, job_id, &caller, StatusCode::OK).await
     };
     finish("describe", answer.await)
@@ -99,19 +111,34 @@ pub(super) async fn delete(
     finish("delete", answer.await)
 }
 
-/// What every request goes through first, in this order: its size, its signature, its job id.
-fn admit<'h>(
+/// What every request of one job goes through first, in this order: its size, its signature
+/// over `signed` (the target as [`contract_path`] or [`signed_path`] gives it), its job id.
+pub(super) fn admit<'h>(
     api: &ControlApi,
     id: &str,
     method: &Method,
-    uri: &Uri,
+    signed: &str,
     headers: &'h HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<(Caller<'h>, Uuid, Bytes), Refused> {
     let body = sized(body)?;
-    let caller = authenticate(api, headers, method, uri.path(), id, &body)?;
+    let caller = authenticate(api, headers, method, signed, id, &body)?;
     let job_id = parse_id(id)?;
     Ok((caller, job_id, body))
+}
+
+/// What the signature of a route lifecycle §3 defines (`GET /v1/fetcher/{id}`, cancel, delete)
+/// covers of its target: the path without its query string, as the contract says (every option
+/// that changes what such a request does is in its signed body).
+pub(super) fn contract_path(uri: &Uri) -> &str {
+    uri.path()
+}
+
+/// What the signature of a route with query parameters (the job list, one job's executions)
+/// covers of its target: the path with its query string, so a captured request cannot be sent
+/// again with other filters.
+pub(super) fn signed_path(uri: &Uri) -> &str {
+    uri.path_and_query().map_or(uri.path(), |p| p.as_str())
 }
 
 /// The two requests that change a job.
@@ -131,7 +158,7 @@ async fn change(
     body: Result<Bytes, BytesRejection>,
     change: Change,
 ) -> Result<Response, Refused> {
-    let (caller, job_id, body) = admit(api, id, method, uri, headers, body)?;
+    let (caller, job_id, body) = admit(api, id, method, contract_path(uri), headers, body)?;
     let options = parse_options(&body, change == Change::Cancel)
         .map_err(|m| Refused::new(StatusCode::BAD_REQUEST, "invalid_body", m))?;
     let force = options.force;
@@ -142,14 +169,14 @@ async fn change(
     control(api, job_id, &caller, headers, step, &options).await
 }
 
-fn finish(route: &'static str, answer: Result<Response, Refused>) -> Response {
+pub(super) fn finish(route: &'static str, answer: Result<Response, Refused>) -> Response {
     let response = answer.unwrap_or_else(IntoResponse::into_response);
     metrics::api_request(route, response.status().as_u16());
     response
 }
 
 /// The body, unless it is over [`MAX_BODY_BYTES`] (checked before the signature is computed).
-fn sized(body: Result<Bytes, BytesRejection>) -> Result<Bytes, Refused> {
+pub(super) fn sized(body: Result<Bytes, BytesRejection>) -> Result<Bytes, Refused> {
     match body {
         Ok(body) if body.len() <= MAX_BODY_BYTES => Ok(body),
         Ok(_) => Err(too_large()),
@@ -263,7 +290,7 @@ async fn control(
     document(api, job_id, caller, StatusCode::ACCEPTED).await
 }
 
-fn unavailable(error: outbox::OutboxError) -> Refused {
+pub(super) fn unavailable(error: outbox::OutboxError) -> Refused {
     tracing::warn!(%error, "A control request could not reach the state database.");
     Refused::new(
         StatusCode::SERVICE_UNAVAILABLE,

@@ -1,14 +1,19 @@
 //! The control API on `HEALTH_BIND`:`API_PORT` (lifecycle §3): `GET /v1/fetcher/{id}` (the job
-//! document), `POST /v1/fetcher/{id}/cancel` and `DELETE /v1/fetcher/{id}`. Every request is
-//! signed like a job message with the internal key; nothing is read before the signature holds.
+//! document), `POST /v1/fetcher/{id}/cancel`, `DELETE /v1/fetcher/{id}`, and finding jobs:
+//! `GET /v1/fetcher` (a page of the tenant's jobs) and `GET /v1/fetcher/{id}/executions`. Every
+//! request is signed like a job message with the internal key, over its path and query string;
+//! nothing is read before the signature holds.
 //!
 //! - `auth.rs`: size and signature, before anything else.
 //! - `document.rs`: the job document.
-//! - `handlers.rs`: the three routes (bodies read by `contract::lifecycle::parse_options`); what a request changes is [`outbox::Store::control`]'s.
+//! - `handlers.rs`: the routes on one job (bodies read by `contract::lifecycle::parse_options`); what a request changes is [`outbox::Store::control`]'s.
+//! - `listing.rs`: finding jobs, its query parameters checked; `cursor.rs`: its page cursor.
 
 mod auth;
+mod cursor;
 mod document;
 mod handlers;
+mod listing;
 
 use std::sync::Arc;
 
@@ -31,6 +36,8 @@ pub struct ControlApi {
 /// The API's routes.
 pub fn router(api: Arc<ControlApi>) -> Router {
     Router::new()
+        .route("/v1/fetcher", get(listing::list))
+        .route("/v1/fetcher/{id}/executions", get(listing::executions))
         .route(
             "/v1/fetcher/{id}",
             get(handlers::describe).delete(handlers::delete),

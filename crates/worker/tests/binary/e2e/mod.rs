@@ -10,6 +10,7 @@ mod datasources;
 mod delivery;
 mod executions;
 mod failures;
+mod find_jobs;
 mod lifecycle;
 mod mirror;
 mod requeues;

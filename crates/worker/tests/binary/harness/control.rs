@@ -97,6 +97,43 @@ impl ControlClient {
     ) -> Vec<u8> {
         let id = job_id.to_string();
         let path = format!("/v1/fetcher/{id}{suffix}");
+        self.request_to(method, &id, &path, &path, tenant, body, signing)
+    }
+
+    /// `GET /v1/fetcher<query>` (finding jobs: no job id), validly signed for `signed_query`
+    /// (another than `query` is a tampered request).
+    pub fn list(
+        &self,
+        query: &str,
+        signed_query: &str,
+        tenant: Option<&str>,
+    ) -> (u16, serde_json::Value) {
+        let path = format!("/v1/fetcher{query}");
+        let signed = format!("/v1/fetcher{signed_query}");
+        let request = self.request_to("GET", "", &path, &signed, tenant, b"", Signing::Valid);
+        let exchange = || -> Result<_, std::io::Error> {
+            let mut stream = TcpStream::connect(("127.0.0.1", self.port))?;
+            stream.set_read_timeout(Some(Duration::from_secs(15)))?;
+            stream.write_all(&request)?;
+            let mut response = String::new();
+            stream.read_to_string(&mut response)?;
+            answer(&response)
+        };
+        exchange().unwrap_or_else(|e| panic!("control API: {e}"))
+    }
+
+    /// A request on `path` signed, as `signing` says, for job `id` and `signed_path`.
+    #[allow(clippy::too_many_arguments)]
+    fn request_to(
+        &self,
+        method: &str,
+        id: &str,
+        path: &str,
+        signed_path: &str,
+        tenant: Option<&str>,
+        body: &[u8],
+        signing: Signing,
+    ) -> Vec<u8> {
         let now = chrono::Utc::now().timestamp();
         let (signed_method, at) = match signing {
             Signing::OtherMethod => (if method == "POST" { "DELETE" } else { "POST" }, now),
@@ -105,9 +142,9 @@ impl ControlClient {
         };
         let route = ControlRoute {
             tenant: tenant.unwrap_or(""),
-            job_id: &id,
+            job_id: id,
             method: signed_method,
-            path: &path,
+            path: signed_path,
         };
         let signature = sign_control(at, &route, body, |p| self.keys.internal_hmac().sign_hex(p));
         let mut request = format!(
