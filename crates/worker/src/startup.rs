@@ -366,7 +366,7 @@ async fn consume_until_stopped(
     );
     tokio::time::sleep(settings.shutdown.readyz_drain_delay).await;
     stop_consuming.cancel();
-    let connection = consuming.await.ok().flatten();
+    let stopped = consuming.await.ok().flatten();
     tracker.close();
     if tokio::time::timeout(settings.shutdown.grace, tracker.wait())
         .await
@@ -376,8 +376,9 @@ async fn consume_until_stopped(
         crate::metrics::requeued(crate::job::Requeue::Shutdown, unsettled);
         tracing::warn!(jobs = unsettled, "In-flight jobs did not finish within SHUTDOWN_GRACE_SEC; their messages will be redelivered.");
     }
-    if let Some(connection) = connection {
-        let _ = connection.close(200, "OK".into()).await;
+    if let Some(stopped) = stopped {
+        let _ = stopped.channel.close(200, "OK".into()).await;
+        let _ = stopped.connection.close(200, "OK".into()).await;
     }
     stop_background.cancel();
     let _ = repairing.await;

@@ -70,20 +70,28 @@ pub(crate) async fn probe(config: &ConsumerConfig) -> Result<Connection, ProbeEr
     })
 }
 
+/// The connection and the consuming channel left open when consumption stops on purpose: the
+/// in-flight deliveries are settled on that channel, and dropping its last handle closes it
+/// (lapin's `ChannelCloser`), which would poison their ackers.
+pub struct Stopped {
+    pub connection: Connection,
+    pub channel: Channel,
+}
+
 /// Consumes until `stop` is cancelled, reconnecting whenever the connection is lost. Handlers
-/// run on `tracker`. Returns the live connection, which the caller keeps open until the
-/// handlers have settled their deliveries.
+/// run on `tracker`. Returns the live connection and channel, which the caller keeps open until
+/// the handlers have settled their deliveries.
 pub async fn run(
     config: ConsumerConfig,
     core: Arc<JobCore>,
     connected: Arc<AtomicBool>,
     stop: CancellationToken,
     tracker: TaskTracker,
-) -> Option<Connection> {
+) -> Option<Stopped> {
     let mut backoff = Duration::from_millis(500);
     while !stop.is_cancelled() {
         match consume(&config, &core, &connected, &stop, &tracker).await {
-            Ok(connection) => return Some(connection),
+            Ok(stopped) => return Some(stopped),
             Err(error) => {
                 connected.store(false, Ordering::SeqCst);
                 tracing::warn!(error = %contract::redact(&error.to_string()), retry_in_ms = backoff.as_millis() as u64, "Lost the work queue; reconnecting.");
@@ -98,14 +106,15 @@ pub async fn run(
     None
 }
 
-/// One connection's consumption; `Ok` with the connection when stopped on purpose.
+/// One connection's consumption; `Ok` with the connection and the channel when stopped on
+/// purpose.
 async fn consume(
     config: &ConsumerConfig,
     core: &Arc<JobCore>,
     connected: &AtomicBool,
     stop: &CancellationToken,
     tracker: &TaskTracker,
-) -> anyhow::Result<Connection> {
+) -> anyhow::Result<Stopped> {
     let connection = connect(config).await?;
     let channel = connection.create_channel().await?;
     channel
@@ -133,7 +142,7 @@ async fn consume(
             _ = stop.cancelled() => {
                 let _ = channel.basic_cancel(tag.as_str().into(), BasicCancelOptions::default()).await;
                 tracing::info!("Stopped consuming; in-flight jobs finish.");
-                return Ok(connection);
+                return Ok(Stopped { connection, channel });
             }
             next = deliveries.next() => match next {
                 Some(Ok(delivery)) => {

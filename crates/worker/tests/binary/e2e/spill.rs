@@ -3,8 +3,9 @@
 //! the customer's database is read once, not again every few seconds.
 //!
 //! The tests run as root, so mode bits make no directory unwritable: the start's case uses
-//! sysfs (`/sys`, which takes no new file from anyone), the job's case a directory removed
-//! after the start (no file can be created in it, `O_TMPFILE` included).
+//! sysfs (`/sys`, which takes no new file from anyone); the job's cases a directory removed
+//! after the start (no file can be created in it, `O_TMPFILE` included), a 1 MiB tmpfs the
+//! spill fills, and a tmpfs remounted read-only after the start (root may mount).
 
 use std::path::Path;
 use std::process::Command;
@@ -53,20 +54,99 @@ async fn extractions(source: &PgPool) -> i64 {
         .expect("extractions")
 }
 
+/// How the spill directory fails the job.
+#[derive(Clone, Copy, Debug)]
+enum Unusable {
+    /// Removed after the start.
+    Gone,
+    /// A 1 MiB tmpfs: the start's probe fits, the job's 4 MB do not.
+    Full,
+    /// A tmpfs remounted read-only after the start.
+    ReadOnly,
+}
+
+/// A tmpfs mounted at a directory of its own, unmounted and removed when dropped.
+struct Mount(std::path::PathBuf);
+
+impl Mount {
+    fn tmpfs(dir: &Path, size: &str) -> Mount {
+        std::fs::create_dir_all(dir).expect("mount point");
+        let mount = Mount(dir.to_owned());
+        mount.run(&[
+            "-t",
+            "tmpfs",
+            "-o",
+            &format!("size={size},mode=1777"),
+            "tmpfs",
+        ]);
+        mount
+    }
+
+    fn read_only(&self) {
+        self.run(&["-o", "remount,ro"]);
+    }
+
+    fn run(&self, args: &[&str]) {
+        let output = Command::new("mount")
+            .args(args)
+            .arg(&self.0)
+            .output()
+            .expect("mount (the tests run as root)");
+        assert!(
+            output.status.success(),
+            "mount {args:?} {}: {}",
+            self.0.display(),
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+}
+
+impl Drop for Mount {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
+        let _ = std::fs::remove_dir(&self.0);
+    }
+}
+
 #[tokio::test]
 async fn a_spill_directory_gone_at_job_time_fails_the_job_once_and_reads_the_source_once() {
+    fails_once(Unusable::Gone).await;
+}
+
+#[tokio::test]
+async fn a_full_spill_directory_fails_the_job_once_and_reads_the_source_once() {
+    fails_once(Unusable::Full).await;
+}
+
+#[tokio::test]
+async fn a_read_only_spill_directory_fails_the_job_once_and_reads_the_source_once() {
+    fails_once(Unusable::ReadOnly).await;
+}
+
+async fn fails_once(unusable: Unusable) {
     let world = World::new().await;
     let source = PgPool::connect(world.source_url())
         .await
         .expect("source database");
     tables(&source, world.source_url()).await;
     let spill = std::env::temp_dir().join(format!("fetcher-spill-{}", world.id));
-    std::fs::create_dir_all(&spill).expect("spill dir");
+    let mount = match unusable {
+        Unusable::Gone => {
+            std::fs::create_dir_all(&spill).expect("spill dir");
+            None
+        }
+        Unusable::Full => Some(Mount::tmpfs(&spill, "1m")),
+        Unusable::ReadOnly => Some(Mount::tmpfs(&spill, "64m")),
+    };
     let mut env = world.source_aliases(&["early"]);
     env.push(("ENGINE_SPILL_DIR".into(), spill.display().to_string()));
     // Ready: the start's check created a file there.
     let mut worker = world.start_worker_with(env).await;
-    std::fs::remove_dir(&spill).expect("remove the spill dir");
+    match (unusable, &mount) {
+        (Unusable::Gone, _) => std::fs::remove_dir(&spill).expect("remove the spill dir"),
+        (Unusable::ReadOnly, Some(mount)) => mount.read_only(),
+        _ => {}
+    }
     let mut events = world.listen().await;
 
     // `early` comes first in name order and streams through until it stalls; `src` waits its
@@ -84,6 +164,12 @@ async fn a_spill_directory_gone_at_job_time_fails_the_job_once_and_reads_the_sou
         spill.display()
     );
     assert!(message.starts_with(&reason), "{message}");
+    let cause = match unusable {
+        Unusable::Gone => "No such file or directory",
+        Unusable::Full => "No space left on device",
+        Unusable::ReadOnly => "Read-only file system",
+    };
+    assert!(message.contains(cause), "{unusable:?}: {message}");
     // The terminal state is recorded before the event is published.
     assert_eq!(world.job_status(job_id).await.as_deref(), Some("failed"));
     let metrics = worker.get("/metrics").expect("metrics").1;
@@ -121,6 +207,7 @@ async fn a_spill_directory_gone_at_job_time_fails_the_job_once_and_reads_the_sou
     );
     source.close().await;
     drop(worker);
+    drop(mount);
     world.cleanup().await;
 }
 
