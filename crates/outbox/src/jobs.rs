@@ -430,20 +430,23 @@ impl Store {
         .await
         .map_err(|e| OutboxError::sqlx("reading a job's executions", e))?;
         rows.iter()
-            .map(|row| {
-                Ok(ExecutionRow {
-                    datasource: row.try_get("datasource")?,
-                    status: row.try_get("status")?,
-                    row_count: row.try_get("row_count")?,
-                    tables: row.try_get("tables")?,
-                    started_at: row.try_get("started_at")?,
-                    ended_at: row.try_get("ended_at")?,
-                    error: row.try_get("error")?,
-                })
-            })
+            .map(execution_row)
             .collect::<Result<_, sqlx::Error>>()
             .map_err(|e| OutboxError::sqlx("reading a job's executions", e))
     }
+}
+
+/// An execution as `job_executions` holds it (the columns `executions` selects).
+pub(crate) fn execution_row(row: &PgRow) -> Result<ExecutionRow, sqlx::Error> {
+    Ok(ExecutionRow {
+        datasource: row.try_get("datasource")?,
+        status: row.try_get("status")?,
+        row_count: row.try_get("row_count")?,
+        tables: row.try_get("tables")?,
+        started_at: row.try_get("started_at")?,
+        ended_at: row.try_get("ended_at")?,
+        error: row.try_get("error")?,
+    })
 }
 
 pub(crate) fn job_row(row: &PgRow) -> Result<JobRow, sqlx::Error> {

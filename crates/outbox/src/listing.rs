@@ -8,7 +8,7 @@ use sqlx::{Postgres, QueryBuilder, Row};
 use uuid::Uuid;
 
 use crate::error::{OutboxError, Result};
-use crate::jobs::{job_row, ExecutionRow, JobRow};
+use crate::jobs::{execution_row, job_row, ExecutionRow, JobRow};
 use crate::store::Store;
 
 /// Which jobs a page holds.
@@ -68,15 +68,7 @@ impl Store {
         let mut executions: HashMap<Uuid, Vec<ExecutionRow>> = HashMap::new();
         for row in &rows {
             let job_id: Uuid = row.try_get("job_id").map_err(db)?;
-            let execution = ExecutionRow {
-                datasource: row.try_get("datasource").map_err(db)?,
-                status: row.try_get("status").map_err(db)?,
-                row_count: row.try_get("row_count").map_err(db)?,
-                tables: row.try_get("tables").map_err(db)?,
-                started_at: row.try_get("started_at").map_err(db)?,
-                ended_at: row.try_get("ended_at").map_err(db)?,
-                error: row.try_get("error").map_err(db)?,
-            };
+            let execution = execution_row(row).map_err(db)?;
             executions.entry(job_id).or_default().push(execution);
         }
         Ok(executions)
