@@ -24,6 +24,8 @@
 //!   server (`TEST_MYSQL_URL`).
 //! - [`mongo`]: [`mongo::MongoDb`], a fresh database per test on the MongoDB test server
 //!   (`TEST_MONGO_URL`), and the server's open cursors on it.
+//! - [`manager`]: [`manager::Manager`], a stand-in for the Go Manager of a Fetcher deployment:
+//!   its job indexes and documents in MongoDB, and a job read back as its `GET` reads it.
 //! - [`wide_table`]: the benchmarks' eight-column PostgreSQL table, generated server-side.
 //!
 //! # Dependencies
@@ -35,6 +37,7 @@
 
 pub mod amqp;
 pub mod cleanup;
+pub mod manager;
 pub mod mariadb;
 pub mod metrics;
 pub mod mongo;

@@ -101,6 +101,20 @@ const RULES: &[(&str, &str, &[&str])] = &[
         ],
     ),
     (
+        "mongostate",
+        "mongodb",
+        &[
+            "engine",
+            "storage",
+            "publisher",
+            "repairer",
+            "worker",
+            "lapin",
+            "aws-sdk-s3",
+            "axum",
+        ],
+    ),
+    (
         "repairer",
         "outbox",
         &["engine", "storage", "worker", "aws-sdk-s3", "axum"],

@@ -1,0 +1,19 @@
+//! The Worker's state in the Manager's MongoDB (issue 35; the facts, cited to upstream code, are
+//! in docs/UPSTREAM-MANAGER.md, whose sections the comments here cite): the `job` documents the
+//! Go Manager inserts, the `connection` documents it registers, and
+//! lib-streaming's `streaming_outbox_events` rows, read and written exactly as the Go Worker
+//! v2.0.x does, so that the Manager, Go Workers and Go relays see nothing new.
+//!
+//! It is a second implementation of the job core's ports, never a second set of rules: every
+//! state change is asked of `contract::lifecycle`, as the PostgreSQL store (`outbox`) does, and
+//! what this Worker knows beyond upstream (leases, executions, cancels, deletes) lives in a
+//! sub-document of the job that Go code ignores.
+//!
+//! # Layout
+//! - [`Store`] (`store.rs`): the client and the databases (`job` and `connection` in
+//!   `lower(MONGO_NAME)`, the outbox in `MONGO_NAME` as given), and the `_id` encoding
+//!   ([`binary_id`], BSON binary subtype 0x00).
+
+mod store;
+
+pub use store::{binary_id, Store, CONNECTION_COLLECTION, JOB_COLLECTION, OUTBOX_COLLECTION};

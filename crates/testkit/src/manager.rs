@@ -1,0 +1,237 @@
+//! A stand-in for the Go Manager of a Fetcher deployment (issue 35), written from
+//! docs/UPSTREAM-MANAGER.md, not from upstream's code: it creates the `job`
+//! collection's indexes and documents as the Manager does, and reads a job back as the
+//! Manager's `GET /v1/fetcher/{id}` does, refusing what Go would refuse. The `connection`
+//! documents and the signed message are the tests' own, on top of this.
+
+use mongodb::bson::{doc, spec::BinarySubtype, Binary, Bson, DateTime, Document};
+use mongodb::options::IndexOptions;
+use mongodb::{Collection, Database, IndexModel};
+use sha2::{Digest, Sha256};
+use uuid::Uuid;
+
+/// The statuses Go's `NewJobStatusFromString` accepts (after trimming and lower-casing).
+pub const MANAGER_STATUSES: [&str; 4] = ["pending", "processing", "completed", "failed"];
+
+/// The three marker keys the Go Worker writes under `metadata` with a terminal status and the
+/// Manager's `GET` hides.
+pub const MARKER_KEYS: [&str; 3] = [
+    "terminalEventPending",
+    "terminalEventStatus",
+    "terminalEventPayload",
+];
+
+/// The Manager's view of one database (`lower(MONGO_NAME)`).
+pub struct Manager {
+    pub db: Database,
+}
+
+/// A job as a client asks the Manager for it (`POST /v1/fetcher`).
+#[derive(Clone, Debug, Default)]
+pub struct NewJob {
+    /// `{datasource: {table: [fields]}}`.
+    pub mapped_fields: Document,
+    /// `{datasource: {table: {field: {op: values}}}}`, or empty.
+    pub filters: Document,
+    /// The request's metadata, or empty.
+    pub metadata: Document,
+}
+
+/// A job as the Manager's `GET` reads it back, and the stored document it came from.
+#[derive(Debug)]
+pub struct ManagerJob {
+    pub id: Uuid,
+    pub status: String,
+    /// `metadata` without the marker keys (`None` when nothing is left, as the Manager omits it).
+    pub metadata: Option<Document>,
+    pub result_path: Option<String>,
+    pub result_hmac: Option<String>,
+    pub completed_at: Option<DateTime>,
+    pub stored: Document,
+}
+
+/// Why the Manager's `GET` would not answer 200.
+#[derive(Debug, PartialEq, Eq)]
+pub enum GetError {
+    /// FET-1001.
+    NotFound,
+    /// HTTP 500: Go cannot decode the document (`why`).
+    Internal(String),
+}
+
+impl Manager {
+    pub fn new(db: Database) -> Manager {
+        Manager { db }
+    }
+
+    pub fn jobs(&self) -> Collection<Document> {
+        self.db.collection("job")
+    }
+
+    /// The job indexes the Manager creates at start (single-tenant), with their exact options.
+    pub async fn ensure_indexes(&self) {
+        let index = |keys: Document, name: &str, partial: Option<Document>, unique: bool| {
+            let mut options = IndexOptions::builder().name(name.to_owned()).build();
+            options.partial_filter_expression = partial;
+            if unique {
+                options.unique = Some(true);
+            }
+            IndexModel::builder().keys(keys).options(options).build()
+        };
+        let models = vec![
+            index(doc! {"status": 1}, "idx_job_status", None, false),
+            index(
+                doc! {"status": 1, "created_at": -1},
+                "idx_job_status_created",
+                Some(doc! {"status": "processing"}),
+                false,
+            ),
+            index(doc! {"created_at": -1}, "idx_job_created", None, false),
+            index(doc! {"completed_at": -1}, "idx_job_completed", None, false),
+            index(
+                doc! {"status": 1, "completed_at": -1},
+                "idx_job_status_completed",
+                Some(doc! {"status": "completed"}),
+                false,
+            ),
+            index(
+                doc! {"request_hash": 1, "created_at": -1},
+                "idx_job_hash_created",
+                None,
+                false,
+            ),
+            index(
+                doc! {"metadata.terminalEventPending": 1, "status": 1, "completed_at": 1, "created_at": 1},
+                "idx_job_terminal_event_repair",
+                Some(doc! {"metadata.terminalEventPending": true}),
+                false,
+            ),
+            index(
+                doc! {"request_hash": 1},
+                "uniq_job_hash_active",
+                Some(doc! {"dedup_active": true}),
+                true,
+            ),
+        ];
+        self.jobs()
+            .create_indexes(models)
+            .await
+            .expect("create the Manager's job indexes");
+    }
+
+    /// Inserts a new job as the Manager does (`InsertOne`, status `pending`, `dedup_active`
+    /// true, a UUIDv7 `_id` of binary subtype 0). Fails as the Manager's insert does on a
+    /// duplicate active `request_hash` (the `Err` is the driver's).
+    pub async fn create_job(&self, job: &NewJob) -> Result<Uuid, mongodb::error::Error> {
+        let id = Uuid::now_v7();
+        let mut document = doc! { "_id": id_bson(id) };
+        if !job.metadata.is_empty() {
+            document.insert("metadata", job.metadata.clone());
+        }
+        document.insert("mapped_fields", job.mapped_fields.clone());
+        if !job.filters.is_empty() {
+            document.insert("filters", job.filters.clone());
+        }
+        document.insert("status", "pending");
+        document.insert("dedup_active", true);
+        document.insert("request_hash", request_hash(job));
+        document.insert("created_at", DateTime::now());
+        document.insert("completed_at", Bson::Null);
+        self.jobs().insert_one(document).await?;
+        Ok(id)
+    }
+
+    /// The stored document, as it is.
+    pub async fn stored(&self, id: Uuid) -> Option<Document> {
+        self.jobs()
+            .find_one(doc! {"_id": id_bson(id)})
+            .await
+            .expect("find the job")
+    }
+
+    /// The job as the Manager's `GET /v1/fetcher/{id}` reads it: found by its subtype-0 `_id`
+    /// only, decoded as Go decodes it (`JobMongoDBModel` then `ToEntity`).
+    pub async fn get_job(&self, id: Uuid) -> Result<ManagerJob, GetError> {
+        let stored = self.stored(id).await.ok_or(GetError::NotFound)?;
+        decode(id, stored).map_err(GetError::Internal)
+    }
+}
+
+/// The `_id` as Go's driver writes a `uuid.UUID`.
+pub fn id_bson(id: Uuid) -> Bson {
+    Bson::Binary(Binary {
+        subtype: BinarySubtype::Generic,
+        bytes: id.as_bytes().to_vec(),
+    })
+}
+
+/// The 64 lower-case hex digits of SHA-256 over the request (the Manager hashes Go's JSON of
+/// `{"dataRequest":…,"metadata":…}`; the stand-in hashes the documents' relaxed extended JSON,
+/// which is equally a function of the request).
+pub fn request_hash(job: &NewJob) -> String {
+    let request = doc! {
+        "dataRequest": {"mappedFields": job.mapped_fields.clone(), "filters": job.filters.clone()},
+        "metadata": job.metadata.clone(),
+    };
+    let json = Bson::Document(request).into_relaxed_extjson().to_string();
+    Sha256::digest(json.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// What Go's decoder and `ToEntity` accept, field by field (UPSTREAM-MANAGER §1.2, §2.1).
+fn decode(id: Uuid, stored: Document) -> Result<ManagerJob, String> {
+    match stored.get("_id") {
+        Some(Bson::Binary(b)) if b.subtype == BinarySubtype::Generic && b.bytes.len() == 16 => {}
+        other => {
+            return Err(format!(
+                "_id is not a 16-byte binary of subtype 0: {other:?}"
+            ))
+        }
+    }
+    let status = match stored.get("status") {
+        Some(Bson::String(s)) => s.trim().to_lowercase(),
+        other => return Err(format!("status is not a string: {other:?}")),
+    };
+    if !MANAGER_STATUSES.contains(&status.as_str()) {
+        return Err(format!("invalid job status {status:?}"));
+    }
+    match stored.get("dedup_active") {
+        Some(Bson::Boolean(_)) | None => {}
+        other => return Err(format!("dedup_active is not a bool: {other:?}")),
+    }
+    let text = |field: &str| match stored.get(field) {
+        None | Some(Bson::Null) => Ok(None),
+        Some(Bson::String(s)) if s.is_empty() => Ok(None),
+        Some(Bson::String(s)) => Ok(Some(s.clone())),
+        Some(other) => Err(format!("{field} is not a string: {other:?}")),
+    };
+    let result_path = text("result_path")?;
+    let result_hmac = text("result_hmac")?;
+    let completed_at = match stored.get("completed_at") {
+        None | Some(Bson::Null) => None,
+        Some(Bson::DateTime(at)) => Some(*at),
+        Some(other) => return Err(format!("completed_at is not a datetime: {other:?}")),
+    };
+    let metadata = match stored.get("metadata") {
+        None | Some(Bson::Null) => None,
+        Some(Bson::Document(m)) => {
+            let mut shown = m.clone();
+            for key in MARKER_KEYS {
+                shown.remove(key);
+            }
+            (!shown.is_empty()).then_some(shown)
+        }
+        Some(other) => return Err(format!("metadata is not a document: {other:?}")),
+    };
+    Ok(ManagerJob {
+        id,
+        status,
+        metadata,
+        result_path,
+        result_hmac,
+        completed_at,
+        stored,
+    })
+}
