@@ -70,15 +70,26 @@ pub struct ControlRequest<'a> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Controlled {
     /// Committed: the transition, and its events' outbox rows (leased to the publisher).
-    /// `canceled_after`: when it ended the job `canceled`, how long after the cancel was first
-    /// accepted.
+    /// `canceled`: when it ended the job `canceled`, the cancel it ended.
     Done {
         transition: Transition,
         events: Vec<PendingEvent>,
-        canceled_after: Option<Duration>,
+        canceled: Option<CancelEnded>,
     },
     /// Nothing written.
     Refused(Refusal),
+}
+
+/// The cancel a transition ended the job with: what a person reads of why it ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CancelEnded {
+    /// From the cancel's first acceptance to the end (`None` if the clocks disagree).
+    pub after: Option<Duration>,
+    /// A forced cancel (running statements were stopped).
+    pub force: bool,
+    /// The caller's `reasonCode` and `comment`, as accepted.
+    pub reason_code: Option<String>,
+    pub comment: Option<String>,
 }
 
 /// The job as a control request reads it.
@@ -393,13 +404,13 @@ async fn commit(
         )
         .await?,
     );
-    let canceled_after = canceled_after(&mut tx, job_id, &transition).await?;
+    let canceled = cancel_ended(&mut tx, job_id, &transition).await?;
     mirror::record(&mut tx, texts.mirror, job_id, &events).await?;
     tx.commit().await.map_err(db)?;
     Ok(Controlled::Done {
         transition,
         events,
-        canceled_after,
+        canceled,
     })
 }
 
@@ -503,24 +514,32 @@ async fn write(
     Ok(())
 }
 
-/// How long after its cancel was accepted a transition ended the job `canceled`.
-async fn canceled_after(
+/// The cancel a transition ended the job with, when it ended the job `canceled`.
+async fn cancel_ended(
     tx: &mut Transaction<'static, Postgres>,
     job_id: Uuid,
     transition: &Transition,
-) -> Result<Option<Duration>> {
+) -> Result<Option<CancelEnded>> {
     if !transition.events.contains(&Event::Canceled) {
         return Ok(None);
     }
-    let seconds: Option<f64> = sqlx::query_scalar(
-        "SELECT EXTRACT(EPOCH FROM clock_timestamp() - cancel_requested_at)::float8
+    let row = sqlx::query(
+        "SELECT EXTRACT(EPOCH FROM clock_timestamp() - cancel_requested_at)::float8 AS after,
+                reason_code, comment
          FROM jobs WHERE job_id = $1",
     )
     .bind(job_id)
     .fetch_one(&mut **tx)
     .await
     .map_err(|e| OutboxError::sqlx(STEP, e))?;
-    Ok(seconds.and_then(|s| Duration::try_from_secs_f64(s.max(0.0)).ok()))
+    let db = |e| OutboxError::sqlx(STEP, e);
+    let seconds: Option<f64> = row.try_get("after").map_err(db)?;
+    Ok(Some(CancelEnded {
+        after: seconds.and_then(|s| Duration::try_from_secs_f64(s.max(0.0)).ok()),
+        force: transition.to.force,
+        reason_code: row.try_get("reason_code").map_err(db)?,
+        comment: row.try_get("comment").map_err(db)?,
+    }))
 }
 
 /// Who the events are about, and what their bodies carry.

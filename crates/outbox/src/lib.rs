@@ -51,7 +51,9 @@ mod terminal;
 mod transitions;
 
 pub use backoff::{backoff, Backoff};
-pub use control::{CancelListener, ControlRequest, Controlled, EndCancel, CANCEL_CHANNEL};
+pub use control::{
+    CancelEnded, CancelListener, ControlRequest, Controlled, EndCancel, CANCEL_CHANNEL,
+};
 pub use error::{OutboxError, Result};
 pub use executions::{Close, ExecutionEvents, ExecutionReport};
 pub use jobs::{

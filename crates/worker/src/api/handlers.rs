@@ -260,11 +260,11 @@ async fn control(
         Controlled::Done {
             transition,
             events,
-            canceled_after,
+            canceled,
         } => {
             counted("requested");
-            if let Some(after) = canceled_after {
-                metrics::canceled(after);
+            if let Some(ended) = &canceled {
+                crate::job::report_canceled(job_id, caller.tenant, ended);
             }
             (transition, events)
         }

@@ -3,7 +3,8 @@
 //! cancel in progress died. An object a dead owner may have stored is deleted.
 
 use contract::lifecycle::{Refusal, Then};
-use outbox::{Controlled, EndCancel, ExecutionReport};
+use contract::Redacted;
+use outbox::{CancelEnded, Controlled, EndCancel, ExecutionReport};
 use serde_json::{Map, Value};
 use uuid::Uuid;
 
@@ -56,10 +57,10 @@ pub(super) async fn end_cancel(core: &JobCore, job: &Canceled<'_>) -> CancelEnd 
         Ok(Controlled::Done {
             transition,
             events,
-            canceled_after,
+            canceled,
         }) => {
-            if let Some(after) = canceled_after {
-                crate::metrics::canceled(after);
+            if let Some(ended) = &canceled {
+                report_canceled(job.job_id, job.tenant, ended);
             }
             (transition, events)
         }
@@ -67,7 +68,9 @@ pub(super) async fn end_cancel(core: &JobCore, job: &Canceled<'_>) -> CancelEnd 
         Ok(Controlled::Refused(Refusal::InvalidTransition { .. })) => return CancelEnd::MovedOn,
         Err(error) => return CancelEnd::NotRecorded(error.to_string()),
     };
-    tracing::info!(job_id = %job.job_id, status = %transition.to.status, "Job canceled without a run.");
+    if job.owner.is_none() {
+        tracing::info!(job_id = %job.job_id, status = %transition.to.status, "The job's cancel ended without a run.");
+    }
     core.publish(&publisher, &events).await;
     match transition.then {
         Then::DiscardObject => delete_result_of(core, job.tenant, job.job_id).await,
@@ -77,4 +80,62 @@ pub(super) async fn end_cancel(core: &JobCore, job: &Canceled<'_>) -> CancelEnd 
         Then::Nothing | Then::Run | Then::StopStatements { .. } => {}
     }
     CancelEnd::Ended
+}
+
+/// The line a person reads first about a canceled job: at WARN, with why (the cancel's kind,
+/// its reason code and its redacted comment); and the cancel's duration in its histogram.
+pub(crate) fn report_canceled(job_id: Uuid, tenant: Option<&str>, ended: &CancelEnded) {
+    if let Some(after) = ended.after {
+        crate::metrics::canceled(after);
+    }
+    let reason = Redacted::new(&cancel_reason(ended));
+    let tenant = tenant.unwrap_or("");
+    tracing::warn!(%job_id, tenant, status = "canceled", %reason, "Job canceled.");
+}
+
+/// Why a job was canceled, in the words of its cancel request.
+fn cancel_reason(ended: &CancelEnded) -> String {
+    let kind = if ended.force {
+        "force-canceled"
+    } else {
+        "canceled"
+    };
+    let mut reason = format!("{kind} through the control API");
+    if let Some(code) = &ended.reason_code {
+        reason.push_str(&format!(" (reasonCode {code})"));
+    }
+    if let Some(comment) = ended.comment.as_deref().filter(|c| !c.is_empty()) {
+        reason.push_str(&format!(": {comment}"));
+    }
+    reason
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ended(force: bool, reason_code: Option<&str>, comment: Option<&str>) -> CancelEnded {
+        CancelEnded {
+            after: None,
+            force,
+            reason_code: reason_code.map(str::to_owned),
+            comment: comment.map(str::to_owned),
+        }
+    }
+
+    #[test]
+    fn the_reason_names_the_kind_the_code_and_the_comment() {
+        assert_eq!(
+            cancel_reason(&ended(false, None, None)),
+            "canceled through the control API"
+        );
+        assert_eq!(
+            cancel_reason(&ended(true, Some("OPS_1"), Some("wrong period"))),
+            "force-canceled through the control API (reasonCode OPS_1): wrong period"
+        );
+        assert_eq!(
+            cancel_reason(&ended(false, None, Some(""))),
+            "canceled through the control API"
+        );
+    }
 }

@@ -38,6 +38,7 @@ mod tests;
 mod wakeups;
 
 pub use self::core::{Disposition, JobCore, JobSettings, MessageLimits, Requeue};
+pub(crate) use cancel::report_canceled;
 pub use deletion::{finish_deletion, Deletion};
 pub use inbound::{Inbound, InboundHeaders};
 pub use ports::Ports;

@@ -32,7 +32,7 @@ fn done(to: JobStatus, then: Then, events: Vec<PendingEvent>) -> Controlled {
             then,
         },
         events,
-        canceled_after: None,
+        canceled: None,
     }
 }
 

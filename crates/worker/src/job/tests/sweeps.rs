@@ -109,7 +109,7 @@ async fn a_cancel_whose_owner_died_ends_canceled_and_loses_its_object() {
                 then: Then::DiscardObject,
             },
             events: Vec::new(),
-            canceled_after: None,
+            canceled: None,
         }));
     }
     assert_eq!(sweeper.sweep_once().await.expect("sweep"), 1);
@@ -136,7 +136,7 @@ async fn a_deletion_left_in_progress_is_finished_once_the_store_answers() {
                 then: Then::Nothing,
             },
             events: Vec::new(),
-            canceled_after: None,
+            canceled: None,
         }));
     assert_eq!(sweeper.sweep_once().await.expect("sweep"), 1);
     assert_eq!(bench.objects.state().deleted, vec![key]);

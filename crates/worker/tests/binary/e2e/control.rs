@@ -72,6 +72,23 @@ async fn a_force_cancel_stops_the_running_query_and_ends_the_job_canceled() {
         "{document}"
     );
     assert!(world.object_keys().await.is_empty(), "nothing stored");
+    // Why it ended is where a person looks first: the log line of its end, at WARN.
+    let id = job_id.to_string();
+    worker
+        .wait_for_lines(
+            "the WARN line of the canceled job",
+            1,
+            Duration::from_secs(10),
+            |line| {
+                line.contains("\"level\":\"WARN\"")
+                    && line.contains(&id)
+                    && line.contains("\"status\":\"canceled\"")
+                    && line.contains(
+                        "\"reason\":\"force-canceled through the control API (reasonCode OPS_1): runaway\"",
+                    )
+            },
+        )
+        .await;
     // One terminal event: no job.completed or job.failed follows.
     let later = events.drain(Duration::from_secs(3)).await;
     assert!(
@@ -393,6 +410,20 @@ async fn a_cancel_of_a_queued_job_ends_it_unrun_when_a_worker_takes_its_message(
         [("src".to_owned(), "CANCELED".to_owned())]
     );
     assert!(world.object_keys().await.is_empty());
+    // The Worker that ended it says so at WARN, with the cancel's comment as its reason.
+    let id = job_id.to_string();
+    worker
+        .wait_for_lines(
+            "the WARN line of the job canceled unrun",
+            1,
+            Duration::from_secs(10),
+            |line| {
+                line.contains("\"level\":\"WARN\"")
+                    && line.contains(&id)
+                    && line.contains("\"reason\":\"canceled through the control API: not needed\"")
+            },
+        )
+        .await;
     drop(worker);
     drop(api_worker);
     world.cleanup().await;

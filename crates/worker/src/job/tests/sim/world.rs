@@ -144,7 +144,7 @@ impl World {
         Controlled::Done {
             transition,
             events: pending,
-            canceled_after: None,
+            canceled: None,
         }
     }
 
