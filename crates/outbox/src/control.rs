@@ -133,53 +133,12 @@ impl Store {
     /// more (a concurrent delivery ended it first). With `owner`, the run that holds a job in
     /// `cancellation_in_progress` ends its own cancel.
     pub async fn end_cancel(&self, request: &EndCancel<'_>) -> Result<Controlled> {
-        let db = |e| OutboxError::sqlx(STEP, e);
-        let mut tx = self.pool().begin().await.map_err(db)?;
-        let Some(mut job) = lock(&mut tx, request.job_id).await? else {
-            return Ok(Controlled::Refused(Refusal::Unknown));
-        };
-        if job.tenant.as_deref() != request.tenant {
-            return refuse(tx, Refusal::Unknown).await;
-        }
-        let state = job.state;
-        let waiting = state.status == JobStatus::Pending && state.cancel_requested;
-        let canceling = state.status == JobStatus::CancellationInProgress;
-        let orphaned = canceling && job.lapsed;
-        let own = canceling && request.owner.is_some() && job.owner.as_deref() == request.owner;
-        if !(waiting || orphaned || own) {
-            let from = state.status;
-            return refuse(tx, Refusal::InvalidTransition { from }).await;
-        }
-        let step = if own { Step::Stopped } else { Step::Claim };
-        let transition = match lifecycle::step(Some(state), step) {
-            Ok(transition) => transition,
-            Err(refusal) => return refuse(tx, refusal).await,
-        };
-        if job.metadata.is_empty() {
-            job.metadata = request.metadata.clone();
-        }
-        sqlx::query(
-            "UPDATE jobs SET metadata = $2, request_id = COALESCE(request_id, $3) WHERE job_id = $1",
-        )
-        .bind(request.job_id)
-        .bind(Json(&job.metadata))
-        .bind(request.request_id)
-        .execute(&mut *tx)
-        .await
-        .map_err(db)?;
-        let request_id = job.request_id.as_deref().or(request.request_id);
-        let texts = Commit {
-            mirror: self.mirror(),
-            request_id,
-            source: request.source,
-            comment: job.comment.as_deref(),
-            reason_code: job.reason_code.as_deref(),
-            result_deleted: false,
-            publisher: request.publisher,
-            lease: request.lease,
-            executions: request.executions,
-        };
-        commit(tx, request.job_id, &job, transition, texts).await
+        let tx = self
+            .pool()
+            .begin()
+            .await
+            .map_err(|e| OutboxError::sqlx(STEP, e))?;
+        end_cancel_in(tx, self.mirror(), request).await
     }
 
     /// Jobs left `deletion_in_progress` for more than `grace` (their object could not be
@@ -310,6 +269,62 @@ impl Store {
         };
         commit(tx, job_id, &job, transition, texts).await
     }
+}
+
+/// Ends the cancel in `tx` (a terminal record's, which holds the job's row lock, or a
+/// transaction of its own): commits it when the machine ends the cancel, rolls it back when
+/// it refuses. See [`Store::end_cancel`].
+pub(crate) async fn end_cancel_in(
+    mut tx: Transaction<'static, Postgres>,
+    mirror: Option<&str>,
+    request: &EndCancel<'_>,
+) -> Result<Controlled> {
+    let db = |e| OutboxError::sqlx(STEP, e);
+    let Some(mut job) = lock(&mut tx, request.job_id).await? else {
+        return Ok(Controlled::Refused(Refusal::Unknown));
+    };
+    if job.tenant.as_deref() != request.tenant {
+        return refuse(tx, Refusal::Unknown).await;
+    }
+    let state = job.state;
+    let waiting = state.status == JobStatus::Pending && state.cancel_requested;
+    let canceling = state.status == JobStatus::CancellationInProgress;
+    let orphaned = canceling && job.lapsed;
+    let own = canceling && request.owner.is_some() && job.owner.as_deref() == request.owner;
+    if !(waiting || orphaned || own) {
+        let from = state.status;
+        return refuse(tx, Refusal::InvalidTransition { from }).await;
+    }
+    let step = if own { Step::Stopped } else { Step::Claim };
+    let transition = match lifecycle::step(Some(state), step) {
+        Ok(transition) => transition,
+        Err(refusal) => return refuse(tx, refusal).await,
+    };
+    if job.metadata.is_empty() {
+        job.metadata = request.metadata.clone();
+    }
+    sqlx::query(
+        "UPDATE jobs SET metadata = $2, request_id = COALESCE(request_id, $3) WHERE job_id = $1",
+    )
+    .bind(request.job_id)
+    .bind(Json(&job.metadata))
+    .bind(request.request_id)
+    .execute(&mut *tx)
+    .await
+    .map_err(db)?;
+    let request_id = job.request_id.as_deref().or(request.request_id);
+    let texts = Commit {
+        mirror,
+        request_id,
+        source: request.source,
+        comment: job.comment.as_deref(),
+        reason_code: job.reason_code.as_deref(),
+        result_deleted: false,
+        publisher: request.publisher,
+        lease: request.lease,
+        executions: request.executions,
+    };
+    commit(tx, request.job_id, &job, transition, texts).await
 }
 
 /// Rolls the transaction back: a refused step writes nothing.

@@ -3,11 +3,15 @@
 use std::time::Duration;
 
 use contract::event::{OutboundEvent, StoredResult, TerminalStatus};
-use contract::lifecycle::{self, Event, JobState, JobStatus, Refusal, Step, UnknownStatus};
+use contract::lifecycle::{
+    self, Event, JobState, JobStatus, Refusal, Step, Transition, UnknownStatus,
+};
 use contract::Redacted;
+use serde_json::{Map, Value};
 use sqlx::{Postgres, Row, Transaction};
 use uuid::Uuid;
 
+use crate::control::{end_cancel_in, CancelEnded, Controlled, EndCancel};
 use crate::error::{OutboxError, Result};
 use crate::executions::{self, Close, ExecutionEvents, ExecutionReport};
 use crate::mirror;
@@ -45,7 +49,7 @@ pub struct TerminalRecord<'a> {
     /// owner still holds it. `None`: the caller holds no claim (a message whose body could not
     /// be parsed, a job whose worker was lost); the record is written only when the job is new
     /// (its row is then created), pending, or processing under an expired lease. Either way a
-    /// cancel that wins is left to the caller ([`Recorded::Canceling`]).
+    /// cancel that wins is ended instead ([`Recorded::Canceled`]).
     pub owner: Option<&'a str>,
     /// The job's tenant. With `owner: None` the row is created with it, and a row of another
     /// tenant is refused ([`Recorded::OtherTenant`]); a claim already checked it otherwise.
@@ -57,6 +61,9 @@ pub struct TerminalRecord<'a> {
     /// `lease`, so the repairer does not publish it at the same time.
     pub publisher: &'a str,
     pub lease: Duration,
+    /// The job message's metadata, for the events of a cancel that wins (when the job's row
+    /// has none yet).
+    pub metadata: &'a Map<String, Value>,
     /// The run's last reports of its executions, written first (an execution that ended is not
     /// changed again); those still open then end as `close` says. `None`: the job never ran
     /// (failed unrun), so it has none.
@@ -76,12 +83,18 @@ pub enum Recorded {
     },
     /// Nothing written: the job had already ended (or is deleting, or deleted).
     AlreadyTerminal { status: JobStatus },
-    /// Nothing written: the job's cancel wins over the outcome ([`lifecycle::step`]): a cancel
-    /// of the caller's run is in progress, a cancel came before the job's message, or the owner
-    /// of a cancel in progress is gone (its lease lapsed). The caller ends it
-    /// ([`Store::end_cancel`], as the owner when it holds the claim) instead of completing or
-    /// failing the job.
-    Canceling,
+    /// The job's cancel wins over the outcome ([`lifecycle::step`]): a cancel of the caller's
+    /// run is in progress, a cancel came before the job's message, or the owner of a cancel in
+    /// progress is gone (its lease lapsed). The cancel is ended instead, in the same transaction
+    /// (as [`Store::end_cancel`] ends it, as the owner when the caller holds the claim): the
+    /// job is `canceled`, with the events of the transition (leased to the publisher), the
+    /// run's executions written and the others ended `CANCELED`. Nothing of the outcome is
+    /// written. `then` says what becomes of an object the run may have stored.
+    Canceled {
+        transition: Transition,
+        events: Vec<PendingEvent>,
+        canceled: Option<CancelEnded>,
+    },
     /// Nothing written: the job is held by a claim that is not the caller's (with `owner: Some`,
     /// the claim was taken over; with `owner: None`, a live claim holds the job).
     LostClaim,
@@ -119,9 +132,13 @@ impl Store {
             .map_err(db)?;
         }
 
-        if let Some(refusal) = refusal(&mut tx, record).await? {
-            tx.rollback().await.map_err(db)?;
-            return Ok(refusal);
+        match verdict(&mut tx, record).await? {
+            Verdict::Record => {}
+            Verdict::Refuse(refusal) => {
+                tx.rollback().await.map_err(db)?;
+                return Ok(refusal);
+            }
+            Verdict::EndCancel => return self.cancel_instead(tx, record).await,
         }
 
         let events = ExecutionEvents {
@@ -169,6 +186,51 @@ impl Store {
     }
 }
 
+impl Store {
+    /// Ends the job's cancel in the record's transaction, instead of its outcome.
+    async fn cancel_instead(
+        &self,
+        tx: Transaction<'static, Postgres>,
+        record: &TerminalRecord<'_>,
+    ) -> Result<Recorded> {
+        let request = EndCancel {
+            job_id: record.job_id,
+            tenant: record.tenant,
+            metadata: record.metadata,
+            request_id: record.event.request_id.as_deref(),
+            source: &record.event.attributes.source,
+            publisher: record.publisher,
+            lease: record.lease,
+            owner: record.owner,
+            executions: record.executions,
+        };
+        Ok(match end_cancel_in(tx, self.mirror(), &request).await? {
+            Controlled::Done {
+                transition,
+                events,
+                canceled,
+            } => Recorded::Canceled {
+                transition,
+                events,
+                canceled,
+            },
+            // The verdict was read under the same lock, so these do not happen; were they to,
+            // nothing is written, as for a claim lost.
+            Controlled::Refused(_) => Recorded::LostClaim,
+        })
+    }
+}
+
+/// What the record does, as the machine answers under the job's row lock.
+enum Verdict {
+    /// Write the outcome.
+    Record,
+    /// Write nothing.
+    Refuse(Recorded),
+    /// The job's cancel wins: end it instead.
+    EndCancel,
+}
+
 /// The event must be this job's event of this outcome: anything else is a bug of the caller
 /// that would publish a wrong event forever.
 fn check_event(record: &TerminalRecord<'_>, status: TerminalStatus) -> Result<()> {
@@ -199,13 +261,13 @@ fn check_event(record: &TerminalRecord<'_>, status: TerminalStatus) -> Result<()
     Ok(())
 }
 
-/// Locks the job row and says why the record must not be written, if it must not: the state
-/// machine ([`lifecycle::step`]) decides what the outcome does to the stored state, once the
-/// caller is known to be entitled to end the job.
-async fn refusal(
+/// Locks the job row and says what the record does: the state machine ([`lifecycle::step`])
+/// decides what the outcome does to the stored state, once the caller is known to be entitled
+/// to end the job.
+async fn verdict(
     tx: &mut Transaction<'static, Postgres>,
     record: &TerminalRecord<'_>,
-) -> Result<Option<Recorded>> {
+) -> Result<Verdict> {
     let db = |e| OutboxError::sqlx(STEP, e);
     let row = sqlx::query(
         "SELECT status, cancel_requested, force_canceled, delete_requested, owner,
@@ -220,11 +282,11 @@ async fn refusal(
     .map_err(db)?;
     // Only a claimed record can miss its row (it is created above otherwise): never claimed.
     let Some(row) = row else {
-        return Ok(Some(Recorded::LostClaim));
+        return Ok(Verdict::Refuse(Recorded::LostClaim));
     };
     let other_tenant: bool = row.try_get("other_tenant").map_err(db)?;
     if record.owner.is_none() && other_tenant {
-        return Ok(Some(Recorded::OtherTenant));
+        return Ok(Verdict::Refuse(Recorded::OtherTenant));
     }
     let status: String = row.try_get("status").map_err(db)?;
     let state = JobState {
@@ -260,13 +322,13 @@ async fn refusal(
     Ok(match lifecycle::step(Some(state), step) {
         // The job ended already (or is deleting, or deleted): nothing to do.
         Err(Refusal::InvalidTransition { from }) if !ongoing(from) => {
-            Some(Recorded::AlreadyTerminal { status: from })
+            Verdict::Refuse(Recorded::AlreadyTerminal { status: from })
         }
-        Err(_) => Some(Recorded::LostClaim),
-        Ok(_) if !entitled => Some(Recorded::LostClaim),
+        Err(_) => Verdict::Refuse(Recorded::LostClaim),
+        Ok(_) if !entitled => Verdict::Refuse(Recorded::LostClaim),
         // Its cancel wins: a cancel in progress, or one that came before the job's message.
-        Ok(transition) if transition.events.contains(&Event::Canceled) => Some(Recorded::Canceling),
-        Ok(transition) if transition.to.status.as_str() == outcome.as_str() => None,
+        Ok(transition) if transition.events.contains(&Event::Canceled) => Verdict::EndCancel,
+        Ok(transition) if transition.to.status.as_str() == outcome.as_str() => Verdict::Record,
         Ok(transition) => {
             return Err(OutboxError::invalid(
                 STEP,

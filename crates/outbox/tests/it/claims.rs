@@ -481,6 +481,7 @@ async fn a_job_is_never_failed_without_a_claim_for_another_tenant() {
             tenant: Some("globex"),
             outcome,
             event: &event,
+            metadata: &Default::default(),
             publisher: "worker-b",
             lease: LONG,
             executions: &[],

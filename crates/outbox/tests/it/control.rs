@@ -437,7 +437,7 @@ async fn a_cancel_whose_owner_died_is_ended_by_the_next_claim() {
 }
 
 #[tokio::test]
-async fn a_run_canceled_while_it_works_is_told_so_and_ends_its_own_cancel() {
+async fn a_run_canceled_while_it_works_is_told_so_and_its_commit_ends_the_cancel() {
     let db = TestDb::migrated().await;
     let job_id = claimed(&db.store, "worker-a").await;
     done(
@@ -454,17 +454,6 @@ async fn a_run_canceled_while_it_works_is_told_so_and_ends_its_own_cancel() {
         outbox::Lease::Canceling { force: false },
         "the owner keeps its lease to end the cancel"
     );
-    // Its commit loses the race: nothing is completed.
-    let recorded = record(
-        &db.store,
-        job_id,
-        Some("worker-a"),
-        completed(job_id),
-        "worker-a",
-        LONG,
-    )
-    .await;
-    assert_eq!(recorded, outbox::Recorded::Canceling);
     let metadata = crate::support::metadata();
     let someone = outbox::EndCancel {
         owner: Some("worker-z"),
@@ -474,14 +463,32 @@ async fn a_run_canceled_while_it_works_is_told_so_and_ends_its_own_cancel() {
         db.store.end_cancel(&someone).await.expect("not the owner"),
         Controlled::Refused(Refusal::InvalidTransition { .. })
     ));
-    let own = outbox::EndCancel {
-        owner: Some("worker-a"),
-        ..end(job_id, &metadata)
+    // Its commit loses the race: the record ends the cancel instead, in its own transaction;
+    // nothing is completed.
+    let recorded = record(
+        &db.store,
+        job_id,
+        Some("worker-a"),
+        completed(job_id),
+        "worker-a",
+        LONG,
+    )
+    .await;
+    let outbox::Recorded::Canceled {
+        transition,
+        events,
+        canceled,
+    } = recorded
+    else {
+        panic!("the cancel wins: {recorded:?}");
     };
-    let (transition, events) = done(db.store.end_cancel(&own).await.expect("end"));
     assert_eq!(transition.to.status, JobStatus::Canceled);
     assert_eq!(transition.then, Then::DiscardObject);
-    assert_eq!(events, 1);
+    assert_eq!(events.len(), 1, "job.canceled, leased to the publisher");
+    assert!(
+        canceled.is_some_and(|c| !c.force),
+        "a graceful cancel ended"
+    );
     let (status, _, _, rows) = state(&db.store, job_id).await;
     assert_eq!(status, "canceled");
     assert_eq!(

@@ -191,6 +191,7 @@ async fn a_failed_end_closes_what_is_open_before_the_job_event_in_one_transactio
             tenant: None,
             outcome,
             event: &event,
+            metadata: &Default::default(),
             publisher: "worker-a",
             lease: LONG,
             executions: &reports,

@@ -133,7 +133,8 @@ enum Answer {
     Run(JobState),
     /// The outcome is recorded with its one event; the job is now in this state.
     Ended(JobState),
-    /// The job's cancel wins: ended through [`Store::end_cancel`] with this transition.
+    /// The job's cancel wins: ended (by the terminal record itself, or through
+    /// [`Store::end_cancel`] for a delivery) with this transition.
     Canceled(Transition),
     /// Nothing changes: the job had ended (or is deleting, or deleted).
     AlreadyEnded(JobStatus),
@@ -201,7 +202,12 @@ async fn store_answer(store: &Store, job_id: Uuid, caller: Caller, step: Step) -
                     return Answer::Ended(state);
                 }
                 Recorded::AlreadyTerminal { status } => return Answer::AlreadyEnded(status),
-                Recorded::Canceling => true,
+                // The record ended the cancel instead, in its own transaction.
+                Recorded::Canceled { transition, .. } => {
+                    let state = stored(store, job_id).await.expect("canceled row");
+                    assert_eq!(state, transition.to, "the stored state is the transition's");
+                    return Answer::Canceled(transition);
+                }
                 Recorded::LostClaim | Recorded::OtherTenant | Recorded::DuplicateEvent { .. } => {
                     return Answer::Refused
                 }

@@ -152,6 +152,7 @@ pub async fn record(
             tenant: None,
             outcome,
             event: &event,
+            metadata: &Default::default(),
             publisher,
             lease,
             executions: &[],

@@ -100,6 +100,7 @@ async fn an_event_that_cannot_be_sent_fails_alone() {
             tenant: support::mixed(3).tenant,
             outcome,
             event: &event,
+            metadata: &Default::default(),
             publisher: support::RECORDER,
             lease: Duration::ZERO,
             executions: &[],

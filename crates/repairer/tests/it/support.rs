@@ -275,6 +275,7 @@ pub async fn record(store: &Store, i: usize, spec: Spec<'_>, lease: Duration) ->
             tenant: spec.tenant,
             outcome,
             event: &event,
+            metadata: &Default::default(),
             publisher: RECORDER,
             lease,
             executions: &[],

@@ -19,7 +19,7 @@ use storage::object_key;
 use tokio::time::Instant;
 use uuid::Uuid;
 
-use super::cancel::{end_cancel, CancelEnd, Canceled};
+use super::cancel::{after_cancel, CancelCommitted, CancelEnd};
 use super::core::{JobCore, Requeue};
 use super::events::EventContext;
 use crate::metrics;
@@ -107,6 +107,7 @@ pub(super) async fn finish(core: &JobCore, ending: Ending<'_>) -> Finished {
         tenant,
         outcome,
         event: &event,
+        metadata: ending.events.metadata,
         publisher: ending.publisher,
         lease: core.settings.lease,
         executions: ending.executions,
@@ -142,18 +143,21 @@ pub(super) async fn finish(core: &JobCore, ending: Ending<'_>) -> Finished {
             }
             Finished::AlreadyTerminal
         }
-        // The job's cancel wins: it came while the run worked (its object is deleted), or
-        // before the message of a job that fails unrun (both cancel events are recorded).
-        Ok(Recorded::Canceling) => {
-            let canceled = Canceled {
-                job_id,
-                tenant,
-                metadata: ending.events.metadata,
-                request_id: ending.events.request_id,
-                owner: ending.claim,
-                executions: ending.executions,
+        // The job's cancel won, and was ended instead: it came while the run worked (its
+        // object is discarded), or before the message of a job that fails unrun (both cancel
+        // events are recorded).
+        Ok(Recorded::Canceled {
+            transition,
+            events,
+            canceled,
+        }) => {
+            let ended = CancelCommitted {
+                transition,
+                events,
+                canceled,
             };
-            cancel_ended(end_cancel(core, &canceled).await)
+            after_cancel(core, job_id, tenant, ending.publisher, ended).await;
+            Finished::Recorded
         }
         // `OtherTenant` comes only without a claim; a claim already checked the tenant.
         Ok(Recorded::LostClaim) => Finished::NotOurs,

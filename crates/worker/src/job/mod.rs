@@ -8,7 +8,8 @@
 //! - `authenticate.rs`: the signature, and the stale redelivery of an accepted job.
 //! - `rejects.rs`: deliveries refused (dead-lettered) or failed unrun.
 //! - `claim.rs`: taking the job, waiting on a busy one, republishing a finished one.
-//! - `cancel.rs`: a job canceled before it ran: the cancel ended without a run.
+//! - `cancel.rs`: ending a cancel (a job canceled before it ran, a run that stopped) and what
+//!   follows its commit.
 //! - `run.rs`: a claimed run and its heartbeat; `produce.rs`: extract, seal, store.
 //! - `deletion.rs`: a delete's second phase (the object, then `deleted`), retried by the sweeper.
 //! - `finish.rs`: the one way every path ends a job: record with its event, publish, clean up.
@@ -17,6 +18,11 @@
 //!   change.
 //! - `wakeups.rs`: the runs a cancel announcement wakes at once.
 //! - `sweeper.rs`: failing jobs whose Worker was lost and that no redelivery took over.
+//!
+//! Where "a cancel arrives while the result uploads" is decided: the run's terminal record
+//! (`finish.rs` → [`ports::JobStore::record_terminal`]) asks the lifecycle machine under the
+//! job's row lock; when the cancel wins, the store ends the cancel in that same transaction
+//! (`Recorded::Canceled`) and the run discards its object (`cancel.rs`, `after_cancel`).
 
 mod authenticate;
 mod cancel;

@@ -45,7 +45,9 @@ pub trait JobStore: Send + Sync {
     async fn release(&self, job_id: Uuid, owner: &str) -> Result<bool, OutboxError>;
 
     /// Writes the job's end and its event's outbox row (leased to `record.publisher`) in one
-    /// transaction, or nothing; see [`Recorded`] for when nothing is written.
+    /// transaction, or nothing; see [`Recorded`] for when nothing is written. When the job's
+    /// cancel wins over the outcome, it ends the cancel instead in that same transaction
+    /// ([`Recorded::Canceled`]), as the lifecycle machine answers.
     async fn record_terminal(&self, record: &TerminalRecord<'_>) -> Result<Recorded, OutboxError>;
 
     /// Writes a run's reports of its executions while `owner` holds the job, each end with its

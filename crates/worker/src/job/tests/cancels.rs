@@ -227,10 +227,20 @@ async fn a_cancel_that_wins_the_race_with_the_commit_leaves_no_object() {
     let message = bench.job();
     {
         let mut state = bench.jobs.state();
-        state.records.push_back(Ok(outbox::Recorded::Canceling));
-        state
-            .cancels
-            .push_back(Ok(canceled_discarding(message.job_id)));
+        // The store ends the cancel in the record's own transaction.
+        let Controlled::Done {
+            transition,
+            events,
+            canceled,
+        } = canceled_discarding(message.job_id)
+        else {
+            unreachable!()
+        };
+        state.records.push_back(Ok(outbox::Recorded::Canceled {
+            transition,
+            events,
+            canceled,
+        }));
     }
     assert_eq!(bench.deliver(&message).await, Disposition::Ack);
     assert_eq!(bench.objects.state().put_calls, 1, "the run had stored it");
@@ -247,5 +257,9 @@ async fn a_cancel_that_wins_the_race_with_the_commit_leaves_no_object() {
     assert_eq!(
         delivered,
         [format!("fetcher.job.canceled.{}", message.job_id)]
+    );
+    assert!(
+        bench.jobs.state().cancel_executions.is_empty(),
+        "no second transaction ends the cancel"
     );
 }

@@ -368,6 +368,7 @@ async fn one_job_commits(store: &outbox::Store) {
             tenant: None,
             outcome: TerminalOutcome::Completed { result },
             event: &event,
+            metadata: &metadata,
             publisher: &owner,
             lease: Duration::from_secs(30),
             executions: &[ExecutionReport {

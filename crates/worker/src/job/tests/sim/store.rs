@@ -311,37 +311,7 @@ impl JobStore for SimStore {
 
     async fn end_cancel(&self, request: &EndCancel<'_>) -> Result<Controlled, OutboxError> {
         self.enter("end_cancel").await?;
-        let answer = {
-            let mut world = self.world();
-            match world.jobs.get(&request.job_id).cloned() {
-                None => Controlled::Refused(Refusal::Unknown),
-                Some(row) => {
-                    let state = row.state;
-                    let waiting = state.status == JobStatus::Pending && state.cancel_requested;
-                    let canceling = state.status == JobStatus::CancellationInProgress;
-                    let orphaned = canceling && lapsed(&row);
-                    let own = canceling
-                        && request.owner.is_some()
-                        && row.owner.as_deref() == request.owner;
-                    let step = if own { Step::Stopped } else { Step::Claim };
-                    match lifecycle::step(Some(state), step) {
-                        _ if !(waiting || orphaned || own) => {
-                            Controlled::Refused(Refusal::InvalidTransition { from: state.status })
-                        }
-                        Err(refusal) => Controlled::Refused(refusal),
-                        Ok(transition) => world.commit(
-                            request.job_id,
-                            Some(state),
-                            step,
-                            transition,
-                            request.source,
-                            request.publisher,
-                            request.lease,
-                        ),
-                    }
-                }
-            }
-        };
+        let answer = self.world().end_cancel(request);
         self.leave("end_cancel", answer).await
     }
 

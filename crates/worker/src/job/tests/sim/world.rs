@@ -8,7 +8,7 @@ use std::time::Duration;
 use chrono::Utc;
 use contract::event::{CloudEventAttributes, OutboundEvent, TerminalStatus};
 use contract::lifecycle::{self, Event, JobState, JobStatus, Refusal, Step, Transition};
-use outbox::{Controlled, PendingEvent, Recorded, TerminalRecord};
+use outbox::{Controlled, EndCancel, PendingEvent, Recorded, TerminalRecord};
 use tokio::time::Instant;
 use uuid::Uuid;
 
@@ -229,8 +229,9 @@ impl World {
             }
             Err(_) => return Recorded::LostClaim,
             Ok(_) if !entitled => return Recorded::LostClaim,
+            // The cancel is ended instead, under the same lock (`cancel_instead`).
             Ok(transition) if transition.events.contains(&Event::Canceled) => {
-                return Recorded::Canceling
+                return self.cancel_instead(record);
             }
             Ok(transition) => transition,
         };
@@ -273,6 +274,68 @@ impl World {
         Recorded::Inserted {
             outbox_id: inserted.id,
             executions: Vec::new(),
+        }
+    }
+}
+
+impl World {
+    /// `end_cancel_in` (`control.rs`): ends a cancel that waits for the job's message, whose
+    /// owner is gone, or (with `owner`) that the owner's run ends itself.
+    pub(super) fn end_cancel(&mut self, request: &EndCancel<'_>) -> Controlled {
+        match self.jobs.get(&request.job_id).cloned() {
+            None => Controlled::Refused(Refusal::Unknown),
+            Some(row) => {
+                let state = row.state;
+                let waiting = state.status == JobStatus::Pending && state.cancel_requested;
+                let canceling = state.status == JobStatus::CancellationInProgress;
+                let orphaned = canceling && lapsed(&row);
+                let own =
+                    canceling && request.owner.is_some() && row.owner.as_deref() == request.owner;
+                let step = if own { Step::Stopped } else { Step::Claim };
+                match lifecycle::step(Some(state), step) {
+                    _ if !(waiting || orphaned || own) => {
+                        Controlled::Refused(Refusal::InvalidTransition { from: state.status })
+                    }
+                    Err(refusal) => Controlled::Refused(refusal),
+                    Ok(transition) => self.commit(
+                        request.job_id,
+                        Some(state),
+                        step,
+                        transition,
+                        request.source,
+                        request.publisher,
+                        request.lease,
+                    ),
+                }
+            }
+        }
+    }
+
+    /// `cancel_instead` (`terminal.rs`): a terminal record the job's cancel wins ends the
+    /// cancel instead, in the same transaction.
+    fn cancel_instead(&mut self, record: &TerminalRecord<'_>) -> Recorded {
+        let request = EndCancel {
+            job_id: record.job_id,
+            tenant: record.tenant,
+            metadata: record.metadata,
+            request_id: record.event.request_id.as_deref(),
+            source: &record.event.attributes.source,
+            publisher: record.publisher,
+            lease: record.lease,
+            owner: record.owner,
+            executions: record.executions,
+        };
+        match self.end_cancel(&request) {
+            Controlled::Done {
+                transition,
+                events,
+                canceled,
+            } => Recorded::Canceled {
+                transition,
+                events,
+                canceled,
+            },
+            Controlled::Refused(_) => Recorded::LostClaim,
         }
     }
 }
