@@ -1,5 +1,6 @@
-//! `fetcherctl dlq list | show | requeue | purge`: the dead-letter queue (`fetcher.dlq`) for an
-//! operator.
+//! `fetcherctl dlq list | show | requeue | purge`: the dead-letter queue (`--dlq`, else the one
+//! of `fetcher.dlq` and `fetcher.extract-external-data.dlq` that exists; see
+//! [`crate::dead_letter_queue`]) for an operator.
 //!
 //! Reading never consumes for good: messages are taken with `basic.get` unacknowledged and, once
 //! read, all handed back with one `basic.nack` (requeue), which RabbitMQ puts back in their
@@ -68,9 +69,10 @@ struct Queue {
     #[command(flatten)]
     broker: BrokerArgs,
 
-    /// The dead-letter queue.
-    #[arg(long, value_name = "QUEUE", default_value = "fetcher.dlq")]
-    dlq: String,
+    /// The dead-letter queue. Default: whichever of fetcher.dlq (upstream's repository
+    /// definitions) and fetcher.extract-external-data.dlq (LerianStudio's Helm chart) exists.
+    #[arg(long, value_name = "QUEUE", visible_alias = "dead-letter-queue")]
+    dlq: Option<String>,
 }
 
 /// The key that checks the Worker's stamps.
@@ -223,11 +225,14 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         requeue.to.route()?;
     }
     let (connection, channel) = open(queue).await?;
-    let outcome = match &args.command {
-        DlqCommand::List(list) => self::list(list, &channel).await,
-        DlqCommand::Show(show) => self::show(show, &channel).await,
-        DlqCommand::Requeue(requeue) => self::requeue(requeue, &channel).await,
-        DlqCommand::Purge(purge) => self::purge(purge, &channel).await,
+    let outcome = match crate::dead_letter_queue::find(&connection, queue.dlq.as_deref()).await {
+        Ok(dlq) => match &args.command {
+            DlqCommand::List(list) => self::list(list, &channel, &dlq).await,
+            DlqCommand::Show(show) => self::show(show, &channel, &dlq).await,
+            DlqCommand::Requeue(requeue) => self::requeue(requeue, &channel, &dlq).await,
+            DlqCommand::Purge(purge) => self::purge(purge, &channel, &dlq).await,
+        },
+        Err(error) => Err(error),
     };
     // Closed and answered before the process ends, so whatever was handed back is in the queue
     // again by the time the command returns.
@@ -236,16 +241,16 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     outcome
 }
 
-async fn list(args: &List, channel: &Channel) -> anyhow::Result<()> {
+async fn list(args: &List, channel: &Channel, dlq: &str) -> anyhow::Result<()> {
     let key = args.stamps.key()?;
-    let depth = depth(channel, &args.queue.dlq).await?;
-    let letters = peek(channel, &args.queue.dlq, args.limit.min(depth)).await?;
+    let depth = depth(channel, dlq).await?;
+    let letters = peek(channel, dlq, args.limit.min(depth)).await?;
     release(channel, &letters).await?;
     let now = Utc::now();
     println!(
         "{} message(s) in {}{}",
         depth,
-        args.queue.dlq,
+        dlq,
         if letters.len() < depth {
             format!(", the first {} shown", letters.len())
         } else {
@@ -268,17 +273,17 @@ async fn list(args: &List, channel: &Channel) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn show(args: &Show, channel: &Channel) -> anyhow::Result<()> {
+async fn show(args: &Show, channel: &Channel, dlq: &str) -> anyhow::Result<()> {
     let key = args.stamps.key()?;
-    let depth = depth(channel, &args.queue.dlq).await?;
-    let letters = peek(channel, &args.queue.dlq, depth).await?;
+    let depth = depth(channel, dlq).await?;
+    let letters = peek(channel, dlq, depth).await?;
     release(channel, &letters).await?;
     let found = letters.iter().enumerate().find(|(index, delivery)| {
         args.index == Some(index + 1)
             || args.job.as_deref() == Some(DeadLetter::read(delivery, None).job_id.as_str())
     });
     let Some((index, delivery)) = found else {
-        bail!("no such dead letter in {}", args.queue.dlq);
+        bail!("no such dead letter in {}", dlq);
     };
     let letter = DeadLetter::read(delivery, key.as_ref());
     print!("{}", describe(index + 1, &letter, delivery, args.max_bytes));
@@ -355,8 +360,7 @@ fn cap(text: &str, chars: usize) -> String {
     }
 }
 
-async fn requeue(args: &Requeue, channel: &Channel) -> anyhow::Result<()> {
-    let dlq = &args.queue.dlq;
+async fn requeue(args: &Requeue, channel: &Channel, dlq: &str) -> anyhow::Result<()> {
     let stamp_key = args.stamps.key()?;
     channel
         .confirm_select(ConfirmSelectOptions::default())
@@ -458,14 +462,13 @@ async fn republish(
     }
 }
 
-async fn purge(args: &Purge, channel: &Channel) -> anyhow::Result<()> {
-    let dlq = &args.queue.dlq;
+async fn purge(args: &Purge, channel: &Channel, dlq: &str) -> anyhow::Result<()> {
     if !args.yes {
         let depth = depth(channel, dlq).await?;
         bail!("purge deletes the {depth} message(s) of {dlq} for good; run it again with --yes");
     }
     let purged = channel
-        .queue_purge(dlq.as_str().into(), QueuePurgeOptions::default())
+        .queue_purge(dlq.into(), QueuePurgeOptions::default())
         .await
         .with_context(|| format!("Failed to purge {dlq}"))?;
     println!("Purged {purged} message(s) from {dlq}");

@@ -13,6 +13,7 @@ mod amqp;
 mod broker_env;
 mod control;
 mod dead_letter;
+mod dead_letter_queue;
 mod dedupe;
 mod derive_key;
 mod dlq;
@@ -90,7 +91,8 @@ enum Command {
     #[command(subcommand)]
     Jobs(jobs::Jobs),
 
-    /// The dead-letter queue (fetcher.dlq): list, show, requeue or purge its messages.
+    /// The dead-letter queue (fetcher.dlq, or the Helm chart's fetcher.extract-external-data.dlq):
+    /// list, show, requeue or purge its messages.
     ///
     /// `list` and `show` consume nothing; `requeue` publishes a message unchanged (nothing is
     /// re-signed) and acknowledges the dead letter only once the broker confirmed the copy.

@@ -381,7 +381,7 @@ async fn forged_dead_letters_are_unverified_and_never_requeued_to_their_route() 
     let events = support::unique("events");
     // The Worker's topology: the work queue dead-letters to fetcher.dlx, and a queue of the
     // test's own on that exchange stands for fetcher.dlq (other tests' dead letters pass too).
-    worker::amqp::topology::declare(&broker.connection, &events, &work)
+    let dead_letters = worker::amqp::topology::declare(&broker.connection, &events, &work)
         .await
         .expect("the Worker's topology");
     broker.track_queue(&work);
@@ -423,6 +423,7 @@ async fn forged_dead_letters_are_unverified_and_never_requeued_to_their_route() 
     let refusal = Refusal {
         confirms: &confirms,
         queue: &work,
+        dead_letters: &dead_letters,
         max_bytes: 4 << 20,
         key: keys.internal_hmac(),
     };

@@ -1,7 +1,7 @@
 //! Names on the wire that the Worker, its publisher and `fetcherctl` must spell alike: message
 //! headers beyond the signature's own (those are in [`crate::envelope`]), the headers of a dead
-//! letter the Worker refused (their stamp's text is [`crate::dead_letter`]), and the work
-//! queue's conventional name.
+//! letter the Worker refused (their stamp's text is [`crate::dead_letter`]), the work queue's
+//! conventional name, and the dead-letter topologies a provisioned work queue may have.
 
 /// `X-Tenant-ID`: the job's tenant (signed as part of the route, contract §3).
 pub const TENANT_HEADER: &str = "X-Tenant-ID";
@@ -30,6 +30,38 @@ pub const DEAD_LETTER_STAMP_HEADER: &str = "x-fetcher-stamp";
 
 /// The work queue's conventional name (contract §4; `RABBITMQ_FETCHER_WORK_QUEUE`'s default).
 pub const DEFAULT_WORK_QUEUE: &str = "fetcher.extract-external-data.queue";
+
+/// Where a work queue dead-letters: its `x-dead-letter-exchange` and `x-dead-letter-routing-key`,
+/// and the queue bound there that keeps the letters. The Worker follows the one the work queue
+/// was provisioned with; `fetcherctl dlq` looks for its queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeadLetters {
+    pub exchange: &'static str,
+    pub routing_key: &'static str,
+    pub queue: &'static str,
+    /// Who provisions it this way, for messages.
+    pub origin: &'static str,
+}
+
+/// Upstream repository's broker definitions (and `deploy/rabbitmq/definitions.json`): what the
+/// Worker declares when the work queue does not exist.
+pub const REPOSITORY_DEAD_LETTERS: DeadLetters = DeadLetters {
+    exchange: "fetcher.dlx",
+    routing_key: "fetcher.dlq.key",
+    queue: "fetcher.dlq",
+    origin: "upstream's repository definitions",
+};
+
+/// LerianStudio's Helm chart (`load_definitions.json`), which names them after the work queue.
+pub const HELM_DEAD_LETTERS: DeadLetters = DeadLetters {
+    exchange: "fetcher.extract-external-data.dlx",
+    routing_key: "fetcher.extract-external-data.dlq.key",
+    queue: "fetcher.extract-external-data.dlq",
+    origin: "LerianStudio's Helm chart",
+};
+
+/// Every dead-letter topology a provisioned work queue may have, the repository's first.
+pub const KNOWN_DEAD_LETTERS: [DeadLetters; 2] = [REPOSITORY_DEAD_LETTERS, HELM_DEAD_LETTERS];
 
 /// The broker URI the Worker composes from `RABBITMQ_URI` (the scheme, when it is not a whole
 /// URI), `RABBITMQ_HOST`, `RABBITMQ_PORT_AMQP`, `RABBITMQ_DEFAULT_USER`, `RABBITMQ_DEFAULT_PASS`

@@ -427,7 +427,14 @@ async fn prepare(
     // Declares the topology: a conflicting queue stops the start here.
     let declared = topology::declare(&connection, &queue.events_exchange, &queue.work_queue).await;
     let _ = connection.close(200, "OK".into()).await;
-    declared?;
+    let dead_letters = declared?;
+    tracing::info!(
+        queue = %queue.work_queue,
+        dead_letter_exchange = dead_letters.exchange,
+        dead_letter_queue = dead_letters.queue,
+        provisioned_as = dead_letters.origin,
+        "Refused job messages are dead-lettered as the work queue was provisioned."
+    );
     publisher
         .declare_exchange()
         .await

@@ -19,7 +19,8 @@ use secrecy::{ExposeSecret, SecretString};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::amqp::{dead_letter, headers, topology};
+use crate::amqp::topology::{self, DeadLetters};
+use crate::amqp::{dead_letter, headers};
 use crate::dependencies::ProbeError;
 use crate::job::{Disposition, JobCore, Requeue};
 use crate::metrics;
@@ -36,11 +37,13 @@ pub struct ConsumerConfig {
 }
 
 /// Connects, declares the topology and checks it: the startup check that refuses to start on a
-/// work queue declared with other arguments.
-pub async fn connect(config: &ConsumerConfig) -> anyhow::Result<Connection> {
+/// work queue dead-lettering where no known provisioning does. Returns the connection and
+/// where the work queue dead-letters.
+pub async fn connect(config: &ConsumerConfig) -> anyhow::Result<(Connection, DeadLetters)> {
     let connection = open(config).await?;
-    topology::declare(&connection, &config.events_exchange, &config.work_queue).await?;
-    Ok(connection)
+    let dead_letters =
+        topology::declare(&connection, &config.events_exchange, &config.work_queue).await?;
+    Ok((connection, dead_letters))
 }
 
 /// Opens a connection to the broker, declaring nothing: whether RabbitMQ answers.
@@ -115,7 +118,7 @@ async fn consume(
     stop: &CancellationToken,
     tracker: &TaskTracker,
 ) -> anyhow::Result<Stopped> {
-    let connection = connect(config).await?;
+    let (connection, dead_letters) = connect(config).await?;
     let channel = connection.create_channel().await?;
     channel
         .basic_qos(config.prefetch, BasicQosOptions::default())
@@ -146,7 +149,7 @@ async fn consume(
             }
             next = deliveries.next() => match next {
                 Some(Ok(delivery)) => {
-                    let refusal = RefusalChannel { confirms: confirms.clone(), queue: queue.clone() };
+                    let refusal = RefusalChannel { confirms: confirms.clone(), queue: queue.clone(), dead_letters };
                     let (core, stop) = (core.clone(), stop.clone());
                     tracker.spawn(async move { handle(core, delivery, refusal, stop).await });
                 }
@@ -157,10 +160,12 @@ async fn consume(
     }
 }
 
-/// Where a refused delivery goes: the confirm channel and the queue it was consumed from.
+/// Where a refused delivery goes: the confirm channel, the queue it was consumed from, and
+/// where that queue dead-letters.
 struct RefusalChannel {
     confirms: Channel,
     queue: Arc<str>,
+    dead_letters: DeadLetters,
 }
 
 async fn handle(
@@ -182,6 +187,7 @@ async fn handle(
             let refusal = dead_letter::Refusal {
                 confirms: &refusal.confirms,
                 queue: &refusal.queue,
+                dead_letters: &refusal.dead_letters,
                 max_bytes: core.max_message_bytes(),
                 key: core.settings().keys.internal_hmac(),
             };

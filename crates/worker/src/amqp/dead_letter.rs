@@ -5,11 +5,12 @@
 //! properties as they came) with the `x-fetcher-*` headers of [`contract::wire`] added (the
 //! reason, the queue it came from, the route it was published with, when) and stamped: the
 //! HMAC of [`contract::dead_letter::Stamp`] under the internal key over those and the body's
-//! SHA-256, published to the
-//! dead-letter exchange with `mandatory` on a confirm channel. Only once the broker confirmed the
-//! copy is the original acknowledged; when the copy cannot be placed (nacked, unroutable, the
-//! channel gone), the original is rejected without requeue as before, so it is dead-lettered all
-//! the same, without the reason. A crash between the confirm and the ack redelivers the original,
+//! SHA-256, published with `mandatory` on a confirm channel to the work queue's own dead-letter
+//! exchange and routing key (as [`crate::amqp::topology`] found them), where RabbitMQ would
+//! send the rejected original. Only once the broker confirmed the copy is the original
+//! acknowledged; when the copy cannot be placed (nacked, unroutable, the channel gone), the
+//! original is rejected without requeue as before, so it is dead-lettered all the same, without
+//! the reason. A crash between the confirm and the ack redelivers the original,
 //! which is refused again: at worst two dead letters of one message, never none.
 //!
 //! Copying costs the Worker a publish of the message, so only a message it could have handled
@@ -38,7 +39,7 @@ use contract::dead_letter::Stamp;
 use contract::wire::DEAD_LETTER_STAMP_HEADER;
 use crypto::HmacKey;
 
-use crate::amqp::topology::{DEAD_LETTER_EXCHANGE, DEAD_LETTER_ROUTING_KEY};
+use crate::amqp::topology::DeadLetters;
 
 /// The deepest nesting of header tables and arrays a copied dead letter may have.
 pub const MAX_HEADER_DEPTH: usize = 4;
@@ -46,10 +47,14 @@ pub const MAX_HEADER_DEPTH: usize = 4;
 pub const MAX_HEADER_VALUES: usize = 256;
 
 /// Where and how a refused delivery is placed: the confirm channel, the queue it was consumed
-/// from, the largest body copied, and the internal key that stamps the copy.
+/// from and where that queue dead-letters, the largest body copied, and the internal key that
+/// stamps the copy.
 pub struct Refusal<'a> {
     pub confirms: &'a Channel,
     pub queue: &'a str,
+    /// The work queue's own dead-letter exchange and routing key, as [`crate::amqp::topology`]
+    /// found them: the copy goes where RabbitMQ would send the rejected original.
+    pub dead_letters: &'a DeadLetters,
     pub max_bytes: usize,
     pub key: &'a HmacKey,
 }
@@ -93,8 +98,8 @@ async fn place(
     let confirmation = refusal
         .confirms
         .basic_publish(
-            DEAD_LETTER_EXCHANGE.into(),
-            DEAD_LETTER_ROUTING_KEY.into(),
+            refusal.dead_letters.exchange.into(),
+            refusal.dead_letters.routing_key.into(),
             BasicPublishOptions {
                 mandatory: true,
                 ..BasicPublishOptions::default()

@@ -5,6 +5,8 @@
 //! a scheme the Worker does not speak. A secret may come from a file (`<NAME>_FILE`). A variable
 //! that looks like one of the Worker's, or is upstream's only, is a warning.
 
+#[cfg(test)]
+mod chart_tests;
 mod checks;
 #[cfg(test)]
 mod checks_tests;

@@ -118,14 +118,14 @@ fn the_definitions_file_provisions_what_the_worker_declares() {
     assert_eq!(work["durable"], true);
     assert_eq!(
         work["arguments"]["x-dead-letter-exchange"],
-        worker::amqp::topology::DEAD_LETTER_EXCHANGE
+        worker::amqp::topology::REPOSITORY_DEAD_LETTERS.exchange
     );
     assert_eq!(
         work["arguments"]["x-dead-letter-routing-key"],
-        worker::amqp::topology::DEAD_LETTER_ROUTING_KEY
+        worker::amqp::topology::REPOSITORY_DEAD_LETTERS.routing_key
     );
     assert_eq!(
-        queue(worker::amqp::topology::DEAD_LETTER_QUEUE)["durable"],
+        queue(worker::amqp::topology::REPOSITORY_DEAD_LETTERS.queue)["durable"],
         true
     );
     let exchanges = definitions["exchanges"].as_array().expect("exchanges");
@@ -134,7 +134,7 @@ fn the_definitions_file_provisions_what_the_worker_declares() {
         && e["durable"] == true));
     assert!(exchanges
         .iter()
-        .any(|e| e["name"] == worker::amqp::topology::DEAD_LETTER_EXCHANGE));
+        .any(|e| e["name"] == worker::amqp::topology::REPOSITORY_DEAD_LETTERS.exchange));
 }
 
 #[tokio::test]

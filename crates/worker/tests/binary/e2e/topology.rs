@@ -7,140 +7,26 @@
 //! `fetcher.job.failed.queue`), not from the Worker's constants. It spells out the defaults
 //! upstream's file leaves out (`auto_delete`, `internal`, empty `arguments`), which RabbitMQ
 //! 3.10's importer requires. Each test imports it into a vhost of its own with `rabbitmqctl`
-//! and deletes the vhost at the end.
+//! and deletes the vhost at the end. The Helm chart's provisioning is `provisioned.rs`'s.
 
-use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use contract::envelope::{self, Route};
 use futures_util::StreamExt;
-use lapin::options::{BasicConsumeOptions, BasicPublishOptions, QueueDeclareOptions};
+use lapin::options::{BasicConsumeOptions, QueueDeclareOptions};
 use lapin::types::{AMQPValue, FieldTable, LongString};
-use lapin::{BasicProperties, Channel, Connection, ConnectionProperties};
 use uuid::Uuid;
 
-use testkit::amqp::rabbitmqctl;
-
+use super::vhost::{submit, Vhost, EVENTS_EXCHANGE, WORK_QUEUE};
 use crate::harness::{free_port, Event, WorkerProcess, World};
 
 const FIXTURE: &str = include_str!("fixtures/upstream-definitions.json");
-const WORK_QUEUE: &str = "fetcher.extract-external-data.queue";
-const EVENTS_EXCHANGE: &str = "fetcher.job.events";
 const COMPLETED_QUEUE: &str = "fetcher.job.completed.queue";
-
-/// A vhost of the test's own, guest allowed in, deleted on drop.
-struct Vhost(String);
-
-impl Vhost {
-    fn new(world: &World) -> Vhost {
-        let vhost = Vhost(format!("fetcher-test-{}", world.id));
-        rabbitmqctl(&["add_vhost", &vhost.0]);
-        rabbitmqctl(&["set_permissions", "-p", &vhost.0, "guest", ".*", ".*", ".*"]);
-        vhost
-    }
-
-    async fn connect(&self) -> (Connection, Channel) {
-        let uri = format!("amqp://guest:guest@127.0.0.1:5672/{}", self.0);
-        let connection = Connection::connect(&uri, ConnectionProperties::default())
-            .await
-            .expect("connect to the test's vhost");
-        let channel = connection.create_channel().await.expect("channel");
-        (connection, channel)
-    }
-
-    /// Imports the upstream fixture and waits until its last objects, the bindings, exist (the
-    /// import runs in the background).
-    async fn provision_upstream(&self) {
-        let path = std::env::temp_dir().join(format!("{}-definitions.json", self.0));
-        std::fs::write(&path, FIXTURE.replace("@VHOST@", &self.0)).expect("write definitions");
-        rabbitmqctl(&["import_definitions", &path.to_string_lossy()]);
-        let _ = std::fs::remove_file(&path);
-        let fixture: serde_json::Value = serde_json::from_str(FIXTURE).expect("fixture JSON");
-        let expected = fixture["bindings"].as_array().expect("bindings").len();
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            let listed = rabbitmqctl(&[
-                "list_bindings",
-                "-q",
-                "--no-table-headers",
-                "-p",
-                &self.0,
-                "source_name",
-            ]);
-            // The default exchange's implicit bindings have an empty source.
-            let named = listed.lines().filter(|l| !l.trim().is_empty()).count();
-            if named >= expected {
-                return;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "the definitions import never finished: {listed}"
-            );
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-    }
-
-    /// The Worker's environment for `world` on this vhost, with upstream's names.
-    fn worker_env(&self, world: &World, port: u16) -> std::collections::BTreeMap<String, String> {
-        let mut env = world.env(port);
-        env.insert("RABBITMQ_VHOST".into(), self.0.clone());
-        env.insert("RABBITMQ_FETCHER_WORK_QUEUE".into(), WORK_QUEUE.into());
-        env.insert(
-            "RABBITMQ_JOB_EVENTS_EXCHANGE".into(),
-            EVENTS_EXCHANGE.into(),
-        );
-        env
-    }
-}
-
-impl Drop for Vhost {
-    fn drop(&mut self) {
-        let _ = Command::new("rabbitmqctl")
-            .args(["delete_vhost", &self.0])
-            .output();
-    }
-}
-
-/// Publishes `body` to the work queue as the Manager does (default exchange, routing key = the
-/// queue), signed with the internal key.
-async fn submit(world: &World, channel: &Channel, body: &[u8]) {
-    let route = Route {
-        tenant: "",
-        exchange: "",
-        routing_key: WORK_QUEUE,
-    };
-    let signature = envelope::sign(chrono::Utc::now().timestamp(), &route, body, |p| {
-        world.keys.internal_hmac().sign_hex(p)
-    });
-    let mut headers = FieldTable::default();
-    for (name, value) in [
-        (envelope::SIGNATURE_HEADER, signature.signature.as_str()),
-        (envelope::TIMESTAMP_HEADER, signature.timestamp.as_str()),
-        (envelope::VERSION_HEADER, signature.version),
-    ] {
-        headers.insert(name.into(), AMQPValue::LongString(LongString::from(value)));
-    }
-    channel
-        .basic_publish(
-            "".into(),
-            WORK_QUEUE.into(),
-            BasicPublishOptions::default(),
-            body,
-            BasicProperties::default()
-                .with_delivery_mode(2)
-                .with_headers(headers),
-        )
-        .await
-        .expect("publish")
-        .await
-        .expect("publish confirm");
-}
 
 #[tokio::test]
 async fn a_worker_on_a_broker_provisioned_as_upstream_starts_and_runs_a_job() {
     let world = World::new().await;
     let vhost = Vhost::new(&world);
-    vhost.provision_upstream().await;
+    vhost.provision(FIXTURE).await;
     let (connection, channel) = vhost.connect().await;
     // Upstream's own consumers read the events from the queues its definitions bind.
     let mut completed = channel
@@ -164,6 +50,7 @@ async fn a_worker_on_a_broker_provisioned_as_upstream_starts_and_runs_a_job() {
         &world,
         &channel,
         &world.job_body(job_id, "src", "payments", &["id", "memo"]),
+        None,
     )
     .await;
 
@@ -235,6 +122,7 @@ async fn a_work_queue_dead_lettering_elsewhere_refuses_the_start_naming_both_val
         &format!("the work queue {WORK_QUEUE:?} could not be declared"),
         "x-dead-letter-exchange = elsewhere.dlx on the broker",
         "the Worker declares x-dead-letter-exchange = fetcher.dlx",
+        "fetcher.extract-external-data.dlx (LerianStudio's Helm chart)",
     ] {
         assert!(output.contains(expected), "{expected:?} not in:\n{output}");
     }
