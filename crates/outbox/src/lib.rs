@@ -44,6 +44,7 @@ mod listing;
 mod mirror;
 mod mirror_batch;
 mod outbox;
+mod retention;
 mod sink;
 mod stats;
 mod store;

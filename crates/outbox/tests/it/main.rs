@@ -2,6 +2,7 @@ mod claims;
 mod control;
 mod errors;
 mod executions;
+mod job_retention;
 mod listing;
 mod machine;
 mod mirror_batch;
