@@ -13,6 +13,7 @@
 //! - [`adapters`]: those traits on PostgreSQL, S3, RabbitMQ and the engine.
 //! - [`api`]: the control API (cancel, delete, the job document); [`cancels`]: its
 //!   announcements, heard by the replica that runs the job.
+//! - [`retention`]: deleting old results through the lifecycle, pruning ended jobs' rows.
 //! - [`health`], [`checks`]: `/health`, `/readyz`, `/metrics`; [`http_server`]: the bounded
 //!   listener both servers run on.
 //! - [`metrics`]: metric names and helpers. [`telemetry`]: logs. [`shutdown`]: the signal.
@@ -33,6 +34,7 @@ pub mod http_server;
 pub mod job;
 pub mod metrics;
 pub(crate) mod probes;
+pub mod retention;
 pub mod shutdown;
 pub mod startup;
 pub mod telemetry;

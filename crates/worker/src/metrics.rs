@@ -67,6 +67,14 @@ pub const API_REQUESTS: &str = "fetcher_api_requests_total";
 /// Counter: control API requests refused, by reason (`signature_mismatch`, `not_found`, ...).
 pub const API_REJECTED: &str = "fetcher_api_requests_rejected_total";
 
+/// Counter: retention passes, by `outcome` (`done`, `skipped`: another replica holds the lease,
+/// `failed`).
+pub const RETENTION_PASSES: &str = "fetcher_retention_passes_total";
+/// Counter: completed jobs whose result retention deleted (`RESULT_RETENTION_DAYS`).
+pub const RETENTION_RESULTS: &str = "fetcher_retention_results_deleted_total";
+/// Counter: ended jobs whose rows retention pruned (`JOB_RETENTION_DAYS`).
+pub const RETENTION_JOBS: &str = "fetcher_retention_jobs_pruned_total";
+
 /// Histogram: one `/readyz` dependency check, milliseconds, by `dep` and `status` (upstream's).
 pub const READYZ_CHECK_DURATION: &str = "readyz_check_duration_ms";
 /// Counter: `/readyz` dependency checks, by `dep` and `status` (`up`, `down`).
@@ -229,6 +237,12 @@ fn describe() {
         "From a cancel's acceptance to the job's canceled state."
     );
     metrics::describe_counter!(TIMEOUTS, "Jobs that ran out of their timeoutSeconds.");
+    metrics::describe_counter!(RETENTION_PASSES, "Retention passes, by outcome.");
+    metrics::describe_counter!(
+        RETENTION_RESULTS,
+        "Completed jobs whose result retention deleted."
+    );
+    metrics::describe_counter!(RETENTION_JOBS, "Ended jobs whose rows retention pruned.");
     metrics::describe_counter!(
         API_REJECTED,
         "Control API requests refused, by reason; nothing changed for them."
@@ -320,6 +334,21 @@ pub(crate) fn api_rejected(reason: &'static str) {
 
 pub(crate) fn cancel(outcome: &'static str) {
     metrics::counter!(CANCELS, "outcome" => outcome).increment(1);
+}
+
+/// A retention pass ended as `outcome` says.
+pub(crate) fn retention_pass(outcome: &'static str) {
+    metrics::counter!(RETENTION_PASSES, "outcome" => outcome).increment(1);
+}
+
+/// Retention deleted a completed job's result.
+pub(crate) fn retention_deleted() {
+    metrics::counter!(RETENTION_RESULTS).increment(1);
+}
+
+/// Retention pruned `jobs` ended jobs' rows.
+pub(crate) fn retention_pruned(jobs: u64) {
+    metrics::counter!(RETENTION_JOBS).increment(jobs);
 }
 
 /// A job ended `canceled`, `after` its cancel was accepted.

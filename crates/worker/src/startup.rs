@@ -357,6 +357,15 @@ async fn consume_until_stopped(
         let stop = stop_background.clone();
         async move { sweeper.run(stop).await }
     });
+    let retention = crate::retention::Retention {
+        core: jobs.core.clone(),
+        store: jobs.store.clone(),
+        settings: settings.retention,
+    };
+    let retaining = tokio::spawn({
+        let stop = stop_background.clone();
+        async move { retention.run(stop).await }
+    });
 
     shutdown.cancelled().await;
     readiness.start_draining();
@@ -386,6 +395,7 @@ async fn consume_until_stopped(
         let _ = running.await;
     }
     let _ = sweeping.await;
+    let _ = retaining.await;
     let _ = listening.await;
     // Whatever the last jobs recorded but could not publish goes out now, if it can.
     let _ = repairer.repair_once(&CancellationToken::new()).await;

@@ -18,7 +18,15 @@ async fn ended(db: &TestDb, completed_job: bool, publish: bool) -> Uuid {
     } else {
         failed(job_id, "boom")
     };
-    let recorded = record(&db.store, job_id, Some("worker-a"), outcome, "worker-a", LONG).await;
+    let recorded = record(
+        &db.store,
+        job_id,
+        Some("worker-a"),
+        outcome,
+        "worker-a",
+        LONG,
+    )
+    .await;
     let Recorded::Inserted { outbox_id, .. } = recorded else {
         panic!("{recorded:?}");
     };
@@ -130,18 +138,36 @@ async fn pruning_deletes_ended_jobs_without_objects_past_the_age_with_their_rows
 async fn a_pass_lease_is_held_by_one_owner_until_it_lapses() {
     let db = TestDb::migrated().await;
     let store = &db.store;
-    assert!(store.take_pass_lease("retention", "a", LONG).await.expect("take"));
-    assert!(!store.take_pass_lease("retention", "b", LONG).await.expect("take"));
-    assert!(store.take_pass_lease("retention", "a", LONG).await.expect("renew"));
+    assert!(store
+        .take_pass_lease("retention", "a", LONG)
+        .await
+        .expect("take"));
+    assert!(!store
+        .take_pass_lease("retention", "b", LONG)
+        .await
+        .expect("take"));
+    assert!(store
+        .take_pass_lease("retention", "a", LONG)
+        .await
+        .expect("renew"));
     assert!(
-        store.take_pass_lease("other", "b", LONG).await.expect("take"),
+        store
+            .take_pass_lease("other", "b", LONG)
+            .await
+            .expect("take"),
         "each pass has its own lease"
     );
     sqlx::query("UPDATE pass_leases SET expires_at = now() - interval '1 second'")
         .execute(db.pool())
         .await
         .expect("lapse");
-    assert!(store.take_pass_lease("retention", "b", LONG).await.expect("take"));
-    assert!(!store.take_pass_lease("retention", "a", LONG).await.expect("take"));
+    assert!(store
+        .take_pass_lease("retention", "b", LONG)
+        .await
+        .expect("take"));
+    assert!(!store
+        .take_pass_lease("retention", "a", LONG)
+        .await
+        .expect("take"));
     db.drop().await;
 }

@@ -55,6 +55,7 @@ pub struct Settings {
     pub http: HttpSettings,
     pub shutdown: ShutdownSettings,
     pub outbox: OutboxSettings,
+    pub retention: RetentionSettings,
     /// The MQTT mirror (lifecycle §5), when `MQTT_URL` is set.
     pub mqtt: Option<MqttSettings>,
     pub jobs: JobSettings,
@@ -134,6 +135,26 @@ pub struct OutboxSettings {
     pub repair_grace: Duration,
     /// `OUTBOX_RETENTION_HOURS` (default 168): published rows are deleted after this long.
     pub retention: Duration,
+}
+
+/// Retention (issue 37): each part off unless set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetentionSettings {
+    /// `RESULT_RETENTION_DAYS`: a completed job's result is deleted (through the lifecycle's
+    /// delete, comment `retention`) this long after it completed.
+    pub results: Option<Duration>,
+    /// `JOB_RETENTION_DAYS`: the rows of a job that ended holding no object (failed,
+    /// canceled, a deleted job's tombstone) are deleted this long after its last change.
+    pub jobs: Option<Duration>,
+    /// `RETENTION_INTERVAL_SEC` (default 300): how often a pass runs.
+    pub interval: Duration,
+}
+
+impl RetentionSettings {
+    /// Whether any part is on.
+    pub fn enabled(&self) -> bool {
+        self.results.is_some() || self.jobs.is_some()
+    }
 }
 
 /// The MQTT mirror's settings.

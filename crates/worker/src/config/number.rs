@@ -14,6 +14,7 @@ use std::fmt;
 pub(super) enum Unit {
     Seconds,
     Hours,
+    Days,
     Bytes,
     Count,
     Port,
@@ -24,6 +25,7 @@ impl fmt::Display for Unit {
         f.write_str(match self {
             Unit::Seconds => " seconds",
             Unit::Hours => " hours",
+            Unit::Days => " days",
             Unit::Bytes => " bytes",
             Unit::Count | Unit::Port => "",
         })
@@ -216,6 +218,20 @@ pub(super) const OUTBOX_REPAIR_GRACE_SEC: Number =
 /// `OUTBOX_RETENTION_HOURS`: at most ten years; 0 would delete rows as soon as published.
 pub(super) const OUTBOX_RETENTION_HOURS: Number =
     Number::new("OUTBOX_RETENTION_HOURS", Unit::Hours, 168, 87_600);
+/// `RESULT_RETENTION_DAYS` (unset: off): at most a hundred years (36,525 days); 0 would delete every result
+/// as it is stored, so it is refused rather than taken.
+pub(super) const RESULT_RETENTION_DAYS: Number = Number {
+    not_positive: Outside::Refuse,
+    ..Number::new("RESULT_RETENTION_DAYS", Unit::Days, 0, 36_525)
+};
+/// `JOB_RETENTION_DAYS` (unset: off), as `RESULT_RETENTION_DAYS`.
+pub(super) const JOB_RETENTION_DAYS: Number = Number {
+    not_positive: Outside::Refuse,
+    ..Number::new("JOB_RETENTION_DAYS", Unit::Days, 0, 36_525)
+};
+/// `RETENTION_INTERVAL_SEC`: how often a retention pass runs (0 would panic its timer).
+pub(super) const RETENTION_INTERVAL_SEC: Number =
+    Number::new("RETENTION_INTERVAL_SEC", Unit::Seconds, 300, 86_400);
 /// `MQTT_KEEP_ALIVE_SEC`: MQTT's keep-alive is a 16-bit count of seconds.
 pub(super) const MQTT_KEEP_ALIVE_SEC: Number =
     Number::new("MQTT_KEEP_ALIVE_SEC", Unit::Seconds, 30, 65_535);

@@ -69,6 +69,15 @@ impl<'a> Reader<'a> {
         }
     }
 
+    /// A numeric variable that is off when unset (its `default` is never taken): `None` then.
+    fn optional_number(&mut self, spec: &Number) -> Option<u64> {
+        if self.get(spec.name).is_none() {
+            self.numbers_read.push(spec.name);
+            return None;
+        }
+        Some(self.number(spec)).filter(|value| *value > 0)
+    }
+
     fn seconds(&mut self, spec: &Number) -> Duration {
         Duration::from_secs(self.number(spec))
     }
@@ -186,6 +195,12 @@ pub(super) fn read(r: &mut Reader<'_>, vars: &BTreeMap<String, String>) -> Optio
         repair_grace: r.seconds(&number::OUTBOX_REPAIR_GRACE_SEC),
         retention: Duration::from_secs(3600 * r.number(&number::OUTBOX_RETENTION_HOURS)),
     };
+    let day = |days: u64| Duration::from_secs(86_400 * days);
+    let retention = RetentionSettings {
+        results: r.optional_number(&number::RESULT_RETENTION_DAYS).map(day),
+        jobs: r.optional_number(&number::JOB_RETENTION_DAYS).map(day),
+        interval: r.seconds(&number::RETENTION_INTERVAL_SEC),
+    };
     let jobs = JobSettings {
         lease: r.seconds(&number::JOB_LEASE_SEC),
         worker_id: r
@@ -208,6 +223,7 @@ pub(super) fn read(r: &mut Reader<'_>, vars: &BTreeMap<String, String>) -> Optio
         http,
         shutdown,
         outbox,
+        retention,
         mqtt,
         jobs,
         log,

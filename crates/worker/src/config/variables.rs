@@ -147,6 +147,15 @@ pub(super) const VARIABLES: &[Variable] = &[
     num(&number::OUTBOX_REPAIR_GRACE_SEC, "events younger than this are left to the Worker that recorded them"),
     num(&number::OUTBOX_RETENTION_HOURS, "published outbox rows are deleted after this long (the mirror's MQTT rows go once delivered)"),
     example(
+        var("RESULT_RETENTION_DAYS", Unset("off"), "1 to 36525: a completed job's result is deleted this many days after it completed, through the lifecycle's delete (`job.deletion_in_progress`, `job.deleted` with comment `retention`; the job's tombstone stays); 0 or below → refused"),
+        Example::Off("90"),
+    ),
+    example(
+        var("JOB_RETENTION_DAYS", Unset("off"), "1 to 36525: the rows of a job that ended holding no object (failed, canceled, a deleted job's tombstone), with its executions and published events, are deleted this many days after its last change; a completed job's row stays while its result does; 0 or below → refused"),
+        Example::Off("400"),
+    ),
+    num(&number::RETENTION_INTERVAL_SEC, "how often the retention pass runs; one replica at a time runs it (a lease in the state database)"),
+    example(
         var("MQTT_URL", Unset("off"), "turns the MQTT mirror on (below): `mqtt://host[:port]` (1883) or `mqtts://host[:port]` (8883, TLS with the system's roots or `MQTT_CA_FILE`); credentials in the URL are refused"),
         Example::Off("mqtt://mosquitto:1883"),
     ),

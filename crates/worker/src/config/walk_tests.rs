@@ -8,7 +8,7 @@ use super::*;
 /// (`docs/configuration.md`) rather than taken from the reader, so a new one the walk does not
 /// know fails
 /// [`the_walk_knows_every_numeric_variable`].
-const NUMERIC: [&str; 19] = [
+const NUMERIC: [&str; 22] = [
     "RABBITMQ_PORT_AMQP",
     "RABBITMQ_NUMBERS_OF_WORKERS",
     "RABBITMQ_MAX_MESSAGE_BYTES",
@@ -23,6 +23,9 @@ const NUMERIC: [&str; 19] = [
     "OUTBOX_REPAIR_BATCH",
     "OUTBOX_REPAIR_GRACE_SEC",
     "OUTBOX_RETENTION_HOURS",
+    "RESULT_RETENTION_DAYS",
+    "JOB_RETENTION_DAYS",
+    "RETENTION_INTERVAL_SEC",
     "HEALTH_PORT",
     "API_PORT",
     "READYZ_DRAIN_DELAY_SEC",

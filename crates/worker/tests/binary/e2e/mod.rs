@@ -15,6 +15,7 @@ mod lifecycle;
 mod mirror;
 mod provisioned;
 mod requeues;
+mod retention;
 mod settings;
 mod spill;
 mod sqlserver;
