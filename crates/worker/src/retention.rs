@@ -8,12 +8,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use contract::lifecycle::{Step, Then};
-use outbox::{ControlRequest, Controlled, OutboxError, Store};
+use contract::lifecycle::Step;
+use outbox::{ControlRequest, OutboxError, Store};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::RetentionSettings;
-use crate::job::{finish_deletion, JobCore};
+use crate::job::{after_commit, Committed, JobCore};
 use crate::metrics;
 
 /// The lease's name in `pass_leases`.
@@ -118,21 +118,14 @@ impl Retention {
                     lease: settings.lease,
                 };
                 // Refused: the job moved on (a delete request came first).
-                let Controlled::Done {
-                    transition, events, ..
-                } = self.store.control(&request).await?
-                else {
+                let Ok(committed) = Committed::of(self.store.control(&request).await?) else {
                     continue;
                 };
                 deleted += 1;
                 metrics::retention_deleted();
                 tracing::info!(%job_id, tenant = tenant.as_deref().unwrap_or(""), "Job result past RESULT_RETENTION_DAYS: deleting it.");
-                self.core.publish(&publisher, &events).await;
-                if transition.then == Then::DeleteObject {
-                    // A store that cannot be reached leaves it `deletion_in_progress` for the
-                    // sweeper, as for a delete request.
-                    finish_deletion(&self.core, job_id, tenant.as_deref(), &publisher).await;
-                }
+                // The object, then `deleted`, as for a delete request.
+                after_commit(&self.core, job_id, tenant.as_deref(), &publisher, committed).await;
             }
             if !full {
                 break;

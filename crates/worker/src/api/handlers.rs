@@ -9,15 +9,15 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use contract::lifecycle::{parse_options, ControlOptions, Refusal, Step, Then};
-use outbox::{ControlRequest, Controlled};
+use contract::lifecycle::{parse_options, ControlOptions, Refusal, Step};
+use outbox::ControlRequest;
 use serde_json::json;
 use uuid::Uuid;
 
 use super::auth::{authenticate, Caller};
 use super::document::JobDocument;
 use super::{ControlApi, MAX_BODY_BYTES};
-use crate::job::finish_deletion;
+use crate::job::{after_commit, Committed};
 use crate::metrics;
 
 /// A refused request: its status, a text safe to show, a stable code.
@@ -256,23 +256,14 @@ async fn control(
         Step::Cancel { .. } => metrics::cancel(outcome),
         _ => metrics::delete(outcome),
     };
-    let (transition, events) = match api.store.control(&request).await.map_err(unavailable)? {
-        Controlled::Done {
-            transition,
-            events,
-            canceled,
-        } => {
-            counted("requested");
-            if let Some(ended) = &canceled {
-                crate::job::report_canceled(job_id, caller.tenant, ended);
-            }
-            (transition, events)
-        }
-        Controlled::Refused(Refusal::Unknown) => {
+    let controlled = api.store.control(&request).await.map_err(unavailable)?;
+    let committed = match Committed::of(controlled) {
+        Ok(committed) => committed,
+        Err(Refusal::Unknown) => {
             counted("refused");
             return Err(Refused::unknown());
         }
-        Controlled::Refused(Refusal::InvalidTransition { from }) => {
+        Err(Refusal::InvalidTransition { from }) => {
             counted("refused");
             return Err(Refused::new(
                 StatusCode::CONFLICT,
@@ -281,12 +272,9 @@ async fn control(
             ));
         }
     };
-    tracing::info!(%job_id, status = %transition.to.status, "Control request accepted.");
-    api.core.publish(&publisher, &events).await;
-    if transition.then == Then::DeleteObject {
-        // A store that cannot be reached leaves it `deletion_in_progress` for the sweeper.
-        finish_deletion(&api.core, job_id, caller.tenant, &publisher).await;
-    }
+    counted("requested");
+    tracing::info!(%job_id, status = %committed.transition.to.status, "Control request accepted.");
+    after_commit(&api.core, job_id, caller.tenant, &publisher, committed).await;
     document(api, job_id, caller, StatusCode::ACCEPTED).await
 }
 

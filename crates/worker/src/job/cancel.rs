@@ -1,16 +1,16 @@
-//! Ending a cancel without a run (lifecycle §3): for a delivery of a job whose cancel came
-//! first (the events carry its message's metadata), and for the sweeper, when the owner of a
-//! cancel in progress died. An object a dead owner may have stored is deleted.
+//! Ending a cancel (lifecycle §3): for a delivery of a job whose cancel came first (the events
+//! carry its message's metadata), for the sweeper, when the owner of a cancel in progress died,
+//! and for a run whose statements ended or were stopped. An object a dead owner may have
+//! stored is deleted (`after_commit.rs`). And the line that says a job was canceled.
 
-use contract::lifecycle::{Refusal, Then, Transition};
+use contract::lifecycle::Refusal;
 use contract::Redacted;
-use outbox::{CancelEnded, Controlled, EndCancel, ExecutionReport, PendingEvent};
+use outbox::{CancelEnded, EndCancel, ExecutionReport};
 use serde_json::{Map, Value};
 use uuid::Uuid;
 
+use super::after_commit::{after_commit, Committed};
 use super::core::JobCore;
-use super::deletion::finish_deletion;
-use super::finish::delete_result_of;
 
 /// The job whose cancel is ended.
 pub(super) struct Canceled<'a> {
@@ -53,57 +53,23 @@ pub(super) async fn end_cancel(core: &JobCore, job: &Canceled<'_>) -> CancelEnd 
         owner: job.owner,
         executions: job.executions,
     };
-    match core.ports.jobs.end_cancel(&request).await {
-        Ok(Controlled::Done {
-            transition,
-            events,
-            canceled,
-        }) => {
-            if job.owner.is_none() {
-                tracing::info!(job_id = %job.job_id, status = %transition.to.status, "The job's cancel ended without a run.");
-            }
-            let ended = CancelCommitted {
-                transition,
-                events,
-                canceled,
-            };
-            after_cancel(core, job.job_id, job.tenant, &publisher, ended).await;
-            CancelEnd::Ended
-        }
-        Ok(Controlled::Refused(Refusal::Unknown)) => CancelEnd::OtherTenant,
-        Ok(Controlled::Refused(Refusal::InvalidTransition { .. })) => CancelEnd::MovedOn,
-        Err(error) => CancelEnd::NotRecorded(error.to_string()),
+    let committed = match core
+        .ports
+        .jobs
+        .end_cancel(&request)
+        .await
+        .map(Committed::of)
+    {
+        Ok(Ok(committed)) => committed,
+        Ok(Err(Refusal::Unknown)) => return CancelEnd::OtherTenant,
+        Ok(Err(Refusal::InvalidTransition { .. })) => return CancelEnd::MovedOn,
+        Err(error) => return CancelEnd::NotRecorded(error.to_string()),
+    };
+    if job.owner.is_none() {
+        tracing::info!(job_id = %job.job_id, status = %committed.transition.to.status, "The job's cancel ended without a run.");
     }
-}
-
-/// A cancel's end, committed (by [`end_cancel`], or by a terminal record the cancel won).
-pub(super) struct CancelCommitted {
-    pub transition: Transition,
-    pub events: Vec<PendingEvent>,
-    pub canceled: Option<CancelEnded>,
-}
-
-/// After a cancel's end is committed: it is said where a person looks, its events are
-/// published, and the object a run may have stored is discarded (or, when a delete waited on
-/// the cancel, deleted and the deletion recorded).
-pub(super) async fn after_cancel(
-    core: &JobCore,
-    job_id: Uuid,
-    tenant: Option<&str>,
-    publisher: &str,
-    ended: CancelCommitted,
-) {
-    if let Some(canceled) = &ended.canceled {
-        report_canceled(job_id, tenant, canceled);
-    }
-    core.publish(publisher, &ended.events).await;
-    match ended.transition.then {
-        Then::DiscardObject => delete_result_of(core, tenant, job_id).await,
-        Then::DeleteObject => {
-            finish_deletion(core, job_id, tenant, publisher).await;
-        }
-        Then::Nothing | Then::Run | Then::StopStatements { .. } => {}
-    }
+    after_commit(core, job.job_id, job.tenant, &publisher, committed).await;
+    CancelEnd::Ended
 }
 
 /// The line a person reads first about a canceled job: at WARN, with why (the cancel's kind,

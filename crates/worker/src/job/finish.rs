@@ -19,7 +19,8 @@ use storage::object_key;
 use tokio::time::Instant;
 use uuid::Uuid;
 
-use super::cancel::{after_cancel, CancelCommitted, CancelEnd};
+use super::after_commit::{after_commit, Committed};
+use super::cancel::CancelEnd;
 use super::core::{JobCore, Requeue};
 use super::events::EventContext;
 use crate::metrics;
@@ -151,12 +152,12 @@ pub(super) async fn finish(core: &JobCore, ending: Ending<'_>) -> Finished {
             events,
             canceled,
         }) => {
-            let ended = CancelCommitted {
+            let committed = Committed {
                 transition,
                 events,
                 canceled,
             };
-            after_cancel(core, job_id, tenant, ending.publisher, ended).await;
+            after_commit(core, job_id, tenant, ending.publisher, committed).await;
             Finished::Recorded
         }
         // `OtherTenant` comes only without a claim; a claim already checked the tenant.

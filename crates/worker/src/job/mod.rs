@@ -13,6 +13,8 @@
 //! - `run.rs`: a claimed run and its heartbeat; `produce.rs`: extract, seal, store.
 //! - `deletion.rs`: a delete's second phase (the object, then `deleted`), retried by the sweeper.
 //! - `finish.rs`: the one way every path ends a job: record with its event, publish, clean up.
+//! - `after_commit.rs`: the one step after any committed lifecycle transition: say it, publish
+//!   its events, discard or delete the object as the machine said.
 //! - `events.rs`: the terminal events of each outcome.
 //! - `executions.rs`: a run's executions, noted as the engine reports them and written as they
 //!   change.
@@ -22,8 +24,9 @@
 //! Where "a cancel arrives while the result uploads" is decided: the run's terminal record
 //! (`finish.rs` → [`ports::JobStore::record_terminal`]) asks the lifecycle machine under the
 //! job's row lock; when the cancel wins, the store ends the cancel in that same transaction
-//! (`Recorded::Canceled`) and the run discards its object (`cancel.rs`, `after_cancel`).
+//! (`Recorded::Canceled`) and the run discards its object (`after_commit.rs`).
 
+mod after_commit;
 mod authenticate;
 mod cancel;
 mod claim;
@@ -44,7 +47,7 @@ mod tests;
 mod wakeups;
 
 pub use self::core::{Disposition, JobCore, JobSettings, MessageLimits, Requeue};
-pub(crate) use cancel::report_canceled;
+pub use after_commit::{after_commit, Committed};
 pub use deletion::{finish_deletion, Deletion};
 pub use inbound::{Inbound, InboundHeaders};
 pub use ports::Ports;
