@@ -15,6 +15,7 @@ use sqlx::types::Json;
 use sqlx::{Postgres, Row, Transaction};
 use uuid::Uuid;
 
+use crate::cancel_listener::CANCEL_CHANNEL;
 use crate::error::{OutboxError, Result};
 use crate::executions::{self, Close, ExecutionEvents, ExecutionReport};
 use crate::mirror;
@@ -22,30 +23,6 @@ use crate::outbox::{insert_leased, PendingEvent};
 use crate::store::{interval, Store};
 
 const STEP: &str = "recording a control request";
-
-/// The channel a cancel is announced on (`NOTIFY`, at its commit) to the replica running the
-/// job, whose lease heartbeat is the fallback.
-pub const CANCEL_CHANNEL: &str = "fetcher_job_cancel";
-
-/// Cancels announced on [`CANCEL_CHANNEL`], each as its job id. Reconnects by itself (an
-/// announcement made while it was away is lost; the heartbeat still sees the cancel).
-pub struct CancelListener(sqlx::postgres::PgListener);
-
-impl CancelListener {
-    /// The next announced job. A payload that is not a job id is skipped.
-    pub async fn recv(&mut self) -> Result<Uuid> {
-        loop {
-            let notification = self
-                .0
-                .recv()
-                .await
-                .map_err(|e| OutboxError::sqlx("listening for cancels", e))?;
-            if let Ok(job_id) = Uuid::parse_str(notification.payload()) {
-                return Ok(job_id);
-            }
-        }
-    }
-}
 
 /// A cancel or delete request, as the control API checked it.
 #[derive(Debug, Clone, Copy)]
@@ -158,16 +135,6 @@ impl Store {
         .fetch_all(self.pool())
         .await
         .map_err(|e| OutboxError::sqlx("listing deletions in progress", e))
-    }
-
-    /// A listener of announced cancels, on a connection of its own.
-    pub async fn listen_for_cancels(&self) -> Result<CancelListener> {
-        let db = |e| OutboxError::sqlx("listening for cancels", e);
-        let mut listener = sqlx::postgres::PgListener::connect_with(self.pool())
-            .await
-            .map_err(db)?;
-        listener.listen(CANCEL_CHANNEL).await.map_err(db)?;
-        Ok(CancelListener(listener))
     }
 
     /// Applies a cancel or delete request (lifecycle §3). A cancel of a running job is

@@ -9,8 +9,9 @@
 //!
 //! # Layout
 //! - [`Store`] (`store.rs`): the handle on the pool.
-//! - `jobs.rs`: [`Store::claim`], [`Store::renew_lease`], [`Store::expired_jobs`],
-//!   [`Store::job`].
+//! - `jobs.rs`: [`Store::claim`], [`Store::renew_lease`], [`Store::expired_jobs`].
+//! - `read_model.rs`: [`Store::job`] and [`Store::executions`], the job as the control API
+//!   reads it.
 //! - `listing.rs`: [`Store::list_jobs`] (a page of a tenant's jobs, by keyset) and
 //!   [`Store::executions_of`].
 //! - `terminal.rs`: [`Store::record_terminal`]: terminal state and outbox row together.
@@ -27,8 +28,12 @@
 //!   [`Store::claim_for_job`], [`Store::mark_published`], [`Store::mark_failed`],
 //!   [`Store::purge_published`]).
 //! - `stats.rs`: [`Store::stats`] and the outbox gauges.
-//! - `transitions.rs`: [`Store::transition_ages`]: how long jobs have been canceling or
+//! - `transition_ages.rs`: [`Store::transition_ages`]: how long jobs have been canceling or
 //!   deleting, and its gauge.
+//! - `cancel_listener.rs`: [`Store::listen_for_cancels`], the LISTEN side of cancel
+//!   announcements (`control.rs` sends them).
+//! - `retention.rs`: [`Store::results_due`], [`Store::prune_ended_jobs`],
+//!   [`Store::take_pass_lease`].
 //! - [`mod@backoff`]: when a failed publish is retried ([`backoff()`]).
 //! - [`error`]: [`OutboxError`] and whether an error is retriable.
 //!
@@ -36,6 +41,7 @@
 //! must not depend on the broker (`lapin`), object storage (`aws-sdk-*`), `axum` or `engine`.
 
 pub mod backoff;
+mod cancel_listener;
 mod control;
 pub mod error;
 mod executions;
@@ -44,33 +50,32 @@ mod listing;
 mod mirror;
 mod mirror_batch;
 mod outbox;
+mod read_model;
 mod retention;
 mod sink;
 mod stats;
 mod store;
 mod terminal;
-mod transitions;
+mod transition_ages;
 
 pub use backoff::{backoff, Backoff};
-pub use control::{
-    CancelEnded, CancelListener, ControlRequest, Controlled, EndCancel, CANCEL_CHANNEL,
-};
+pub use cancel_listener::{CancelListener, CANCEL_CHANNEL};
+pub use control::{CancelEnded, ControlRequest, Controlled, EndCancel};
 pub use error::{OutboxError, Result};
 pub use executions::{Close, ExecutionEvents, ExecutionReport};
-pub use jobs::{
-    Claim, ClaimRequest, ExecutionRow, ExpiredJob, JobRow, JobSpec, Lease, WORKER_LOST,
-};
+pub use jobs::{Claim, ClaimRequest, ExpiredJob, JobSpec, Lease, WORKER_LOST};
 pub use listing::JobQuery;
 pub use mirror_batch::{MirrorBatch, MirrorCursor, Unpublished};
 pub use outbox::{PendingEvent, RecordedEvent};
+pub use read_model::{ExecutionRow, JobRow};
 pub use sink::Sink;
 pub use stats::{OutboxStats, FAILING_EVENTS, OLDEST_UNPUBLISHED_AGE_SECONDS, PENDING_EVENTS};
 pub use store::Store;
 pub use terminal::{Recorded, TerminalOutcome, TerminalRecord};
-pub use transitions::{TransitionAges, OLDEST_IN_TRANSITION_AGE_SECONDS};
+pub use transition_ages::{TransitionAges, OLDEST_IN_TRANSITION_AGE_SECONDS};
 
 /// Help text of the outbox's gauges, for the recorder the binary installs.
 pub fn describe_metrics() {
     stats::describe();
-    transitions::describe();
+    transition_ages::describe();
 }

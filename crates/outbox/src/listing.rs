@@ -8,7 +8,7 @@ use sqlx::{Postgres, QueryBuilder, Row};
 use uuid::Uuid;
 
 use crate::error::{OutboxError, Result};
-use crate::jobs::{execution_row, job_row, ExecutionRow, JobRow};
+use crate::read_model::{execution_row, job_row, ExecutionRow, JobRow};
 use crate::store::Store;
 
 /// Which jobs a page holds.

@@ -8,13 +8,13 @@
 //! whose publish first asks whether a lost commit happened.
 
 use contract::lifecycle::{Refusal, Then, Transition};
+use contract::Redacted;
 use outbox::{CancelEnded, Controlled, PendingEvent};
+use storage::object_key;
 use uuid::Uuid;
 
-use super::cancel::report_canceled;
 use super::core::JobCore;
 use super::deletion::finish_deletion;
-use super::finish::delete_result_of;
 
 /// A committed transition, as its store answered it.
 pub struct Committed {
@@ -62,5 +62,77 @@ pub async fn after_commit(
             finish_deletion(core, job_id, tenant, publisher).await;
         }
         Then::Nothing | Then::Run | Then::StopStatements { .. } => {}
+    }
+}
+
+/// The line a person reads first about a canceled job: at WARN, with why (the cancel's kind,
+/// its reason code and its redacted comment); and the cancel's duration in its histogram.
+fn report_canceled(job_id: Uuid, tenant: Option<&str>, ended: &CancelEnded) {
+    if let Some(after) = ended.after {
+        crate::metrics::canceled(after);
+    }
+    let reason = Redacted::new(&cancel_reason(ended));
+    let tenant = tenant.unwrap_or("");
+    tracing::warn!(%job_id, tenant, status = "canceled", %reason, "Job canceled.");
+}
+
+/// Why a job was canceled, in the words of its cancel request.
+fn cancel_reason(ended: &CancelEnded) -> String {
+    let kind = if ended.force {
+        "force-canceled"
+    } else {
+        "canceled"
+    };
+    let mut reason = format!("{kind} through the control API");
+    if let Some(code) = &ended.reason_code {
+        reason.push_str(&format!(" (reasonCode {code})"));
+    }
+    if let Some(comment) = ended.comment.as_deref().filter(|c| !c.is_empty()) {
+        reason.push_str(&format!(": {comment}"));
+    }
+    reason
+}
+
+/// Deletes the object an earlier run of a job that did not complete may have stored.
+pub(super) async fn delete_result_of(core: &JobCore, tenant: Option<&str>, job_id: Uuid) {
+    // A tenant that cannot be part of a key never had an object stored.
+    if let Ok(key) = object_key(core.ports.objects.key_prefix(), tenant, job_id) {
+        delete_quietly(core, &key.full).await;
+    }
+}
+
+pub(super) async fn delete_quietly(core: &JobCore, key: &str) {
+    if let Err(error) = core.ports.objects.delete(key).await {
+        tracing::error!(%error, "A result object of a job that did not complete could not be deleted.");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ended(force: bool, reason_code: Option<&str>, comment: Option<&str>) -> CancelEnded {
+        CancelEnded {
+            after: None,
+            force,
+            reason_code: reason_code.map(str::to_owned),
+            comment: comment.map(str::to_owned),
+        }
+    }
+
+    #[test]
+    fn the_reason_names_the_kind_the_code_and_the_comment() {
+        assert_eq!(
+            cancel_reason(&ended(false, None, None)),
+            "canceled through the control API"
+        );
+        assert_eq!(
+            cancel_reason(&ended(true, Some("OPS_1"), Some("wrong period"))),
+            "force-canceled through the control API (reasonCode OPS_1): wrong period"
+        );
+        assert_eq!(
+            cancel_reason(&ended(false, None, Some(""))),
+            "canceled through the control API"
+        );
     }
 }

@@ -89,7 +89,7 @@ pub(super) async fn claim_and_run(
             Ok(Claim::Terminal {
                 event_published: false,
                 ..
-            }) => return republish(core, job.job_id).await,
+            }) => return core.republish(job.job_id).await,
             Ok(Claim::Busy { lease_expires_at }) => {
                 // Another owner holds the job. If it is alive it renews its lease and this copy
                 // is a duplicate; if it died, the lease lapses and this copy takes over.
@@ -145,21 +145,4 @@ async fn release(core: &JobCore, job_id: Uuid, owner: &str) {
     if let Err(error) = core.ports.jobs.release(job_id, owner).await {
         tracing::debug!(%job_id, %error, "Could not release the job's claim; it will lapse.");
     }
-}
-
-/// Publishes a finished job's events that were never published; the repairer does it when
-/// this cannot.
-pub(super) async fn republish(core: &JobCore, job_id: Uuid) -> Disposition {
-    let owner = core.owner();
-    let jobs = &core.ports.jobs;
-    match jobs
-        .lease_unpublished(job_id, &owner, core.settings.lease)
-        .await
-    {
-        Ok(pending) => core.publish(&owner, &pending).await,
-        Err(error) => {
-            tracing::warn!(%job_id, %error, "Could not lease the job's unpublished event; the repairer will publish it.");
-        }
-    }
-    Disposition::Ack
 }

@@ -1,21 +1,14 @@
-//! The job core: one delivery, from its headers to its disposition (contract §4's table of
-//! outcomes). The steps are in the sibling modules; this file holds the order they run in.
+//! The job core: what every step shares ([`JobCore`]: its ports, settings and wake-ups, the
+//! publish of recorded events), and what a delivery comes to ([`Disposition`], [`Requeue`]).
+//! The order a delivery's steps run in is `deliver.rs`.
 
 use std::time::Duration;
 
-use contract::envelope::{self, Route, VerifyPolicy};
-use contract::message::check_header;
-use contract::{JobMessage, Redacted};
-use serde_json::Map;
-use tokio_util::sync::CancellationToken;
-use tracing::Instrument;
+use contract::envelope::VerifyPolicy;
 use uuid::Uuid;
 
-use super::inbound::Inbound;
 use super::ports::Ports;
 use super::wakeups::Wakeups;
-use super::{authenticate, claim, rejects};
-use crate::metrics;
 
 /// What happens to a delivery once it is handled.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -132,74 +125,6 @@ impl JobCore {
         }
     }
 
-    /// Handles one job message. Never panics on input; every branch logs why it ended as it did.
-    ///
-    /// Nothing costly happens before the signature holds: the size is checked first, the signed
-    /// job id is found by a shallow scan, the signature is computed over the body in place, and
-    /// only then is the body parsed.
-    ///
-    /// Every log line of the delivery carries its `X-Request-Id` (and its job id, once known)
-    /// from the `job` span.
-    pub async fn handle(&self, message: &Inbound<'_>, stop: &CancellationToken) -> Disposition {
-        let headers = message.headers;
-        let span = tracing::info_span!(
-            "job",
-            request_id = headers.request_id.unwrap_or(""),
-            tenant = headers.tenant.unwrap_or(""),
-            job_id = tracing::field::Empty,
-        );
-        self.handle_delivery(message, stop).instrument(span).await
-    }
-
-    async fn handle_delivery(
-        &self,
-        message: &Inbound<'_>,
-        stop: &CancellationToken,
-    ) -> Disposition {
-        let headers = &message.headers;
-        let route = Route {
-            tenant: headers.signed_tenant(),
-            exchange: message.exchange,
-            routing_key: message.routing_key,
-        };
-        let body = message.body;
-        let signed_job_id = envelope::scan_job_id(body);
-        if body.len() > self.settings.limits.max_message_bytes {
-            return rejects::too_large(self, headers, &route, body, &signed_job_id).await;
-        }
-        let mut digest = None;
-        if let Err(disposition) =
-            authenticate::authenticate(self, headers, &route, body, &signed_job_id, &mut digest)
-                .await
-        {
-            return disposition;
-        }
-
-        let job = match JobMessage::parse(body) {
-            Ok(job) => job,
-            Err(error) => return rejects::unusable(self, headers, body, &error).await,
-        };
-        tracing::Span::current().record("job_id", tracing::field::display(job.job_id));
-        if let Err(mismatch) = check_header(headers.job_id, job.job_id) {
-            return rejects::job_id_header(mismatch);
-        }
-        if let Err(error) = job.check_metadata_size(self.settings.limits.max_metadata_bytes) {
-            metrics::rejected(error.code());
-            tracing::warn!(job_id = %job.job_id, reason = error.code(), %error, "Job failed: its metadata is too large for its events.");
-            let message = Redacted::new(&format!("invalid job message: {error}"));
-            return rejects::fail_unrun(self, job.job_id, headers, &Map::new(), message).await;
-        }
-        // A job over the limits fails before anything is stored or claimed for it.
-        if let Err(error) = self.ports.extractor.check_limits(&job.mapped_fields) {
-            metrics::rejected("limit_exceeded");
-            tracing::warn!(job_id = %job.job_id, %error, "Job failed: it exceeds the engine's limits.");
-            let message = Redacted::new(&error.to_string());
-            return rejects::fail_unrun(self, job.job_id, headers, &job.metadata, message).await;
-        }
-        let digest = digest.unwrap_or_else(|| authenticate::message_digest(body));
-        claim::claim_and_run(self, &job, headers, &digest, stop).await
-    }
-
     /// Hands recorded events (their outbox rows leased to `publisher`) to the sink; the
     /// repairer publishes what it could not.
     pub async fn publish(&self, publisher: &str, events: &[outbox::PendingEvent]) {
@@ -213,5 +138,23 @@ impl JobCore {
     /// A claim (or publish lease) owner unique to this attempt.
     pub(in crate::job) fn owner(&self) -> String {
         format!("{}/{}", self.settings.worker_id, Uuid::new_v4().simple())
+    }
+
+    /// Publishes a finished job's events that were never published (a redelivery found them
+    /// so); the repairer does it when this cannot.
+    pub(in crate::job) async fn republish(&self, job_id: Uuid) -> Disposition {
+        let owner = self.owner();
+        match self
+            .ports
+            .jobs
+            .lease_unpublished(job_id, &owner, self.settings.lease)
+            .await
+        {
+            Ok(pending) => self.publish(&owner, &pending).await,
+            Err(error) => {
+                tracing::warn!(%job_id, %error, "Could not lease the job's unpublished event; the repairer will publish it.");
+            }
+        }
+        Disposition::Ack
     }
 }

@@ -15,11 +15,10 @@ use contract::Redacted;
 use outbox::{
     Close, ExecutionReport, PendingEvent, Recorded, RecordedEvent, TerminalOutcome, TerminalRecord,
 };
-use storage::object_key;
 use tokio::time::Instant;
 use uuid::Uuid;
 
-use super::after_commit::{after_commit, Committed};
+use super::after_commit::{after_commit, delete_quietly, delete_result_of, Committed};
 use super::cancel::CancelEnd;
 use super::core::{JobCore, Requeue};
 use super::events::EventContext;
@@ -302,18 +301,4 @@ async fn publish(
     });
     core.publish(publisher, &pending).await;
     metrics::stage("publish", publishing.elapsed());
-}
-
-/// Deletes the object an earlier run of a job that did not complete may have stored.
-pub(super) async fn delete_result_of(core: &JobCore, tenant: Option<&str>, job_id: Uuid) {
-    // A tenant that cannot be part of a key never had an object stored.
-    if let Ok(key) = object_key(core.ports.objects.key_prefix(), tenant, job_id) {
-        delete_quietly(core, &key.full).await;
-    }
-}
-
-async fn delete_quietly(core: &JobCore, key: &str) {
-    if let Err(error) = core.ports.objects.delete(key).await {
-        tracing::error!(%error, "A result object of a job that did not complete could not be deleted.");
-    }
 }

@@ -2,7 +2,8 @@
 //! seal, store, record, publish). It knows no transport and no server: it reads an
 //! [`Inbound`], talks to the four traits of [`ports`], and answers a [`Disposition`].
 //!
-//! - `core.rs`: [`JobCore`] and the order of a delivery's steps; [`JobSettings`].
+//! - `deliver.rs`: the order of a delivery's steps, top-down: admit → claim and run → end →
+//!   after the commit. `core.rs`: [`JobCore`], what the steps share; [`JobSettings`].
 //! - `inbound.rs`: a delivery as the core sees it.
 //! - [`ports`]: the job store, result store, event sink and extractor it runs on.
 //! - `authenticate.rs`: the signature, and the stale redelivery of an accepted job.
@@ -32,6 +33,7 @@ mod cancel;
 mod claim;
 mod core;
 mod deletion;
+mod deliver;
 mod events;
 mod executions;
 mod finish;

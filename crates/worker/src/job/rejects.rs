@@ -8,7 +8,6 @@ use serde_json::{Map, Value};
 use uuid::Uuid;
 
 use super::authenticate;
-use super::claim::republish;
 use super::core::{Disposition, JobCore};
 use super::events::EventContext;
 use super::finish::{finish, Ending, Finished};
@@ -104,7 +103,7 @@ pub(super) async fn fail_unrun(
     );
     match finish(core, ending).await {
         Finished::Recorded | Finished::NotOurs => Disposition::Ack,
-        Finished::AlreadyTerminal => republish(core, job_id).await,
+        Finished::AlreadyTerminal => core.republish(job_id).await,
         Finished::OtherTenant => other_tenant(job_id),
         Finished::NotRecorded(cause, reason) => {
             tracing::warn!(%job_id, cause = cause.as_str(), %reason, "Could not record the job's failure; the message will be retried.");
