@@ -12,11 +12,11 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use super::cancel::{self, CancelEnd, Canceled};
+use super::claimed::ClaimedRun;
 use super::core::{Disposition, JobCore, Requeue};
 use super::finish::Finished;
 use super::inbound::InboundHeaders;
 use super::rejects;
-use super::run::ClaimedRun;
 
 /// The longest a delivery waits for another owner's claim to lapse before giving up on it.
 pub(super) const BUSY_WAIT_LIMIT: Duration = Duration::from_secs(300);

@@ -11,7 +11,8 @@
 //! - `claim.rs`: taking the job, waiting on a busy one, republishing a finished one.
 //! - `cancel.rs`: ending a cancel (a job canceled before it ran, a run that stopped) and what
 //!   follows its commit.
-//! - `run.rs`: a claimed run and its heartbeat; `produce.rs`: extract, seal, store.
+//! - `run.rs`: a claimed run and its heartbeat; `produce.rs`: extract, seal, store;
+//!   `claimed.rs`: what a claim gives the run.
 //! - `deletion.rs`: a delete's second phase (the object, then `deleted`), retried by the sweeper.
 //! - `finish.rs`: the one way every path ends a job: record with its event, publish, clean up.
 //! - `after_commit.rs`: the one step after any committed lifecycle transition: say it, publish
@@ -31,6 +32,7 @@ mod after_commit;
 mod authenticate;
 mod cancel;
 mod claim;
+mod claimed;
 mod core;
 mod deletion;
 mod deliver;

@@ -21,9 +21,9 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 use uuid::Uuid;
 
+use super::claimed::ClaimedRun;
 use super::core::{JobCore, Requeue};
 use super::ports::ResultUpload;
-use super::run::ClaimedRun;
 use super::sealing::{Sealing, SealingError};
 use crate::metrics;
 

@@ -4,8 +4,7 @@
 
 use std::time::Duration;
 
-use contract::JobMessage;
-use engine::{TimeLimit, Watch};
+use engine::Watch;
 use outbox::{Close, Lease, TerminalOutcome};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -13,41 +12,13 @@ use tracing::Instrument as _;
 use uuid::Uuid;
 
 use super::cancel::{end_cancel, Canceled};
+use super::claimed::ClaimedRun;
 use super::core::JobCore;
 use super::events::EventContext;
 use super::executions::{Ledger, Recorder};
 use super::finish::{cancel_ended, finish, Ending, Finished};
 use super::ports::JobStore;
 use super::produce::{produce, Failure};
-
-/// A job this delivery holds the claim of.
-pub(super) struct ClaimedRun<'a> {
-    pub job: &'a JobMessage,
-    pub tenant: Option<&'a str>,
-    pub request_id: Option<&'a str>,
-    /// The claim's owner, unique to this attempt.
-    pub owner: &'a str,
-    /// The claims of this job so far, this one included (1 = first).
-    pub attempt: u32,
-    /// How long ago the job first started (earlier runs count against its timeout).
-    pub running_for: Duration,
-}
-
-impl ClaimedRun<'_> {
-    /// The job's timeout (its own `timeoutSeconds`, else the engine's) and what earlier runs
-    /// used of it.
-    pub(super) fn time_limit(&self, default: Duration) -> TimeLimit {
-        let timeout = self
-            .job
-            .timeout_seconds
-            .map(|seconds| Duration::from_secs(seconds.into()))
-            .unwrap_or(default);
-        TimeLimit {
-            timeout,
-            elapsed: self.running_for,
-        }
-    }
-}
 
 impl ClaimedRun<'_> {
     /// Runs the job to its end. [`Finished::NotOurs`] when the claim was taken over (the new

@@ -8,6 +8,7 @@ mod claims;
 mod deliveries;
 mod executions;
 mod fakes;
+mod house;
 mod runs;
 mod sim;
 mod sweeps;
