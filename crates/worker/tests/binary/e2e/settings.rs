@@ -126,7 +126,7 @@ async fn zero_settings_a_typo_and_upstream_only_variables_are_warned_about_and_s
         ("ENGINE_EXTRACTION_TIMEOUT_SEC", "0"),
         ("RABBITMQ_NUMBER_OF_WORKERS", "8"),
         ("ENABLE_TELEMETRY", "true"),
-        ("MONGO_PASSWORD", "mongo-secret-pw"),
+        ("MULTI_TENANT_REDIS_PASSWORD", "mongo-secret-pw"),
     ] {
         env.insert(name.into(), value.into());
     }
@@ -162,7 +162,7 @@ async fn zero_settings_a_typo_and_upstream_only_variables_are_warned_about_and_s
         "RABBITMQ_NUMBER_OF_WORKERS is not a variable the Worker reads, it is ignored: did you \
          mean RABBITMQ_NUMBERS_OF_WORKERS?",
         "ENABLE_TELEMETRY is ignored (upstream only: ",
-        "MONGO_PASSWORD is ignored (upstream only: ",
+        "MULTI_TENANT_REDIS_PASSWORD is ignored (upstream only: ",
     ] {
         assert!(
             warnings.iter().any(|w| w.contains(expected)),
