@@ -68,10 +68,13 @@ pub(super) fn read(r: &mut Reader<'_>) -> Option<(StateSettings, StateChoice)> {
         };
         return Some((StateSettings::Postgres(database), choice));
     }
-    let host = r.required("MONGO_HOST", "the Manager's MongoDB, STATE_BACKEND=mongodb");
+    let host = r.required(
+        "MONGO_HOST",
+        "the Manager's MongoDB, for the mongodb state backend",
+    );
     let name = r.required(
         "MONGO_NAME",
-        "the Manager's database, STATE_BACKEND=mongodb",
+        "the Manager's database, for the mongodb state backend",
     );
     let mongo = mongo?;
     let (host, name) = (host?, name?);
