@@ -84,7 +84,7 @@ pub fn broker_uri(
 }
 
 /// Percent-encodes a URI user, password or vhost (RFC 3986 unreserved characters stay).
-fn percent_encode(text: &str) -> String {
+pub fn percent_encode(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for byte in text.bytes() {
         if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_' | b'~') {

@@ -13,7 +13,19 @@
 //! - [`Store`] (`store.rs`): the client and the databases (`job` and `connection` in
 //!   `lower(MONGO_NAME)`, the outbox in `MONGO_NAME` as given), and the `_id` encoding
 //!   ([`binary_id`], BSON binary subtype 0x00).
+//! - `connections`: the `connection` collection (§3): [`connections::find`] with the Go
+//!   Worker's query, passwords opened with the credentials key, [`connections::resolve`] with
+//!   upstream's precedence over the environment's datasources, and
+//!   [`ManagerConnection::to_config`](connections::ManagerConnection::to_config) into the
+//!   engine's `ConnectionConfig`.
+//!
+//! # Dependencies
+//!
+//! `engine` for its connection types and errors only (a job fails on a Manager connection as
+//! on a stored one), `crypto` for the credentials key; never the storage, broker or HTTP
+//! crates, nor `worker`.
 
+pub mod connections;
 mod store;
 
 pub use store::{binary_id, Store, CONNECTION_COLLECTION, JOB_COLLECTION, OUTBOX_COLLECTION};

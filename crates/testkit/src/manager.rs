@@ -1,8 +1,9 @@
 //! A stand-in for the Go Manager of a Fetcher deployment (issue 35), written from
 //! docs/UPSTREAM-MANAGER.md, not from upstream's code: it creates the `job`
 //! collection's indexes and documents as the Manager does, and reads a job back as the
-//! Manager's `GET /v1/fetcher/{id}` does, refusing what Go would refuse. The `connection`
-//! documents and the signed message are the tests' own, on top of this.
+//! Manager's `GET /v1/fetcher/{id}` does, refusing what Go would refuse; and it registers
+//! `connection` documents as the Manager does, password sealed. The signed message is the
+//! tests' own, on top of this.
 
 use mongodb::bson::{doc, spec::BinarySubtype, Binary, Bson, DateTime, Document};
 use mongodb::options::IndexOptions;
@@ -66,6 +67,10 @@ impl Manager {
 
     pub fn jobs(&self) -> Collection<Document> {
         self.db.collection("job")
+    }
+
+    pub fn connections(&self) -> Collection<Document> {
+        self.db.collection("connection")
     }
 
     /// The job indexes the Manager creates at start (single-tenant), with their exact options.
@@ -234,4 +239,140 @@ fn decode(id: Uuid, stored: Document) -> Result<ManagerJob, String> {
         completed_at,
         stored,
     })
+}
+
+/// A connection as a client registers it with the Manager (`POST /v1/connections`).
+#[derive(Clone, Debug)]
+pub struct NewConnection {
+    pub config_name: String,
+    /// `POSTGRESQL`, `MYSQL`, `MONGODB`, `SQL_SERVER` or `ORACLE`.
+    pub kind: String,
+    pub host: String,
+    pub port: i32,
+    pub database_name: String,
+    pub schema: Option<String>,
+    pub username: String,
+    /// Plain text; empty for none. The stand-in seals it.
+    pub password: String,
+    /// `ssl.mode`; `None` leaves `ssl` out.
+    pub ssl_mode: Option<String>,
+    /// Empty leaves `metadata` out.
+    pub metadata: Document,
+}
+
+impl NewConnection {
+    /// A PostgreSQL connection named `config_name` with a password, no TLS settings.
+    pub fn postgres(config_name: &str, host: &str, port: u16, database: &str) -> NewConnection {
+        NewConnection {
+            config_name: config_name.to_owned(),
+            kind: "POSTGRESQL".to_owned(),
+            host: host.to_owned(),
+            port: i32::from(port),
+            database_name: database.to_owned(),
+            schema: None,
+            username: "reader".to_owned(),
+            password: String::new(),
+            ssl_mode: None,
+            metadata: Document::new(),
+        }
+    }
+}
+
+/// The Manager's key for passwords: `HKDF(APP_ENC_KEY, "fetcher-credentials-v1")` and its
+/// `APP_ENC_KEY_VERSION`.
+pub struct Sealing<'a> {
+    pub key: &'a crypto::CipherKey,
+    pub version: &'a str,
+}
+
+impl Manager {
+    /// The `connection` indexes the Manager creates at start (single-tenant), with their exact
+    /// options (UPSTREAM-MANAGER §3.1).
+    pub async fn ensure_connection_indexes(&self) {
+        let live = doc! {"deleted_at": Bson::Null};
+        let index = |keys: Document, name: &str, unique: bool| {
+            let mut options = IndexOptions::builder().name(name.to_owned()).build();
+            options.partial_filter_expression = Some(live.clone());
+            if unique {
+                options.unique = Some(true);
+            }
+            IndexModel::builder().keys(keys).options(options).build()
+        };
+        let models = vec![
+            index(doc! {"config_name": 1}, "idx_connection_config_name", true),
+            index(doc! {"created_at": -1}, "idx_connection_created", false),
+            index(
+                doc! {"database_name": 1},
+                "idx_connection_database_name",
+                false,
+            ),
+        ];
+        self.connections()
+            .create_indexes(models)
+            .await
+            .expect("create the Manager's connection indexes");
+    }
+
+    /// Registers a connection as the Manager does (`InsertOne`, a UUIDv7 `_id` of binary
+    /// subtype 0, `deleted_at` null): the password sealed with AES-256-GCM under `sealing.key`
+    /// as base64 of nonce‖ciphertext‖tag and labelled with `sealing.version`; no password is
+    /// `""` in both fields (§3.1, §3.2). A live connection of the same name fails as the
+    /// Manager's unique index makes it fail (the `Err` is the driver's).
+    pub async fn create_connection(
+        &self,
+        sealing: &Sealing<'_>,
+        new: &NewConnection,
+    ) -> Result<Uuid, mongodb::error::Error> {
+        let id = Uuid::now_v7();
+        let (sealed, version) = if new.password.is_empty() {
+            (String::new(), String::new())
+        } else {
+            (
+                sealing.key.seal(new.password.as_bytes()),
+                sealing.version.to_owned(),
+            )
+        };
+        let now = DateTime::now();
+        let mut document = doc! {
+            "_id": id_bson(id),
+            "product_name": "fetcher-tests",
+            "config_name": &new.config_name,
+            "type": &new.kind,
+            "host": &new.host,
+            "port": new.port,
+            "database_name": &new.database_name,
+        };
+        if let Some(schema) = &new.schema {
+            document.insert("schema", schema);
+        }
+        document.insert("username", &new.username);
+        document.insert("password_encrypted", sealed);
+        document.insert("encryption_key_version", version);
+        if let Some(mode) = &new.ssl_mode {
+            document.insert("ssl", doc! {"mode": mode});
+        }
+        if !new.metadata.is_empty() {
+            document.insert("metadata", new.metadata.clone());
+        }
+        document.insert("created_at", now);
+        document.insert("updated_at", now);
+        document.insert("deleted_at", Bson::Null);
+        self.connections().insert_one(document).await?;
+        Ok(id)
+    }
+
+    /// Soft-deletes the live connection named `config_name` as the Manager's `DELETE` does
+    /// (`deleted_at` set); `false` when there was none.
+    pub async fn delete_connection(&self, config_name: &str) -> bool {
+        let now = DateTime::now();
+        let done = self
+            .connections()
+            .update_one(
+                doc! {"config_name": config_name, "deleted_at": Bson::Null},
+                doc! {"$set": {"deleted_at": now, "updated_at": now}},
+            )
+            .await
+            .expect("soft-delete the connection");
+        done.modified_count == 1
+    }
 }

@@ -101,10 +101,11 @@ const RULES: &[(&str, &str, &[&str])] = &[
         ],
     ),
     (
+        // `engine` is allowed: the Manager's connections resolve into its `ConnectionConfig`,
+        // as the PostgreSQL `connections` table does inside it.
         "mongostate",
         "mongodb",
         &[
-            "engine",
             "storage",
             "publisher",
             "repairer",

@@ -89,7 +89,6 @@ fn the_helm_charts_worker_environment_is_accepted_with_warnings_only() {
     assert_eq!(outcome.code, 0, "{outcome:?}");
     for expected in [
         "STREAMING_BROKERS is ignored (upstream only: ",
-        "ALLOW_INSECURE_TLS is ignored (upstream only: ",
         "MULTI_TENANT_ENABLED is ignored (upstream only: ",
         "RABBITMQ_PORT_HOST is ignored (upstream only: ",
     ] {

@@ -237,7 +237,7 @@ fn a_misspelt_or_upstream_only_variable_is_a_warning_and_nothing_else_is() {
         ("log_level", "debug"),
         ("ENABLE_TELEMETRY", "true"),
         ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://otel:4317"),
-        ("MONGO_PASSWORD", "mongo-pw-1"),
+        ("DEPLOYMENT_MODE", "local"),
         ("MULTI_TENANT_ENABLED", "false"),
         ("STREAMING_BROKERS", "kafka:9092"),
         ("OBJECT_STORAGE_BUCKET_FILE", "/bucket"),
@@ -261,7 +261,7 @@ fn a_misspelt_or_upstream_only_variable_is_a_warning_and_nothing_else_is() {
         "DATASOURCE_LEDGER_SSL_CA is ignored (upstream only: ",
         "ENABLE_TELEMETRY is ignored (upstream only: ",
         "OTEL_EXPORTER_OTLP_ENDPOINT is ignored (upstream only: ",
-        "MONGO_PASSWORD is ignored (upstream only: ",
+        "DEPLOYMENT_MODE is ignored (upstream only: ",
         "MULTI_TENANT_ENABLED is ignored (upstream only: ",
         "STREAMING_BROKERS is ignored (upstream only: ",
         "OBJECT_STORAGE_BUCKET_FILE is ignored: only secrets are read from a file (<NAME>_FILE), \
@@ -392,7 +392,7 @@ fn a_secret_is_read_from_its_file_without_the_trailing_newline() {
     vars.push((format!("{}_FILE", crypto::CRM_HASH_KEY_VAR), crm_file));
     let settings = Settings::from_vars(vars.clone()).expect("valid");
     assert_eq!(
-        settings.database.url.expose_secret(),
+        settings.database().expect("postgres").url.expose_secret(),
         "postgres://app:file-pw@db/state"
     );
     assert_eq!(

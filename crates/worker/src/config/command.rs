@@ -38,8 +38,11 @@ fn check(vars: impl IntoIterator<Item = (String, String)>) -> Outcome {
     match Settings::from_vars(vars) {
         Ok(settings) => {
             let mut stdout = format!(
-                "configuration OK ({} warning(s)); nothing was connected to\n",
-                settings.warnings.len()
+                "configuration OK ({} warning(s)); nothing was connected to\n  state backend: \
+                 {} ({})\n",
+                settings.warnings.len(),
+                settings.state.name(),
+                settings.state_chosen_by
             );
             for warning in &settings.warnings {
                 stdout.push_str(&format!("  warning: {warning}\n"));

@@ -17,6 +17,8 @@ mod reader;
 mod reference_tests;
 mod secret_files;
 #[cfg(test)]
+mod state_tests;
+#[cfg(test)]
 mod tests;
 mod unrecognised;
 mod variables;
@@ -49,7 +51,11 @@ pub struct Settings {
     /// `APP_ENC_KEY_VERSION`: the version stored passwords must carry.
     pub key_version: String,
     pub amqp: AmqpSettings,
-    pub database: DatabaseSettings,
+    /// Where jobs, executions and the outbox live: the Worker's PostgreSQL database, or the
+    /// Manager's MongoDB (`STATE_BACKEND`, or which of `DATABASE_URL` and `MONGO_*` is set).
+    pub state: StateSettings,
+    /// What chose [`state`](Self::state), for `config check` and the start log.
+    pub state_chosen_by: StateChoice,
     pub storage: StorageConfig,
     pub engine: EngineConfig,
     pub http: HttpSettings,
@@ -90,6 +96,66 @@ pub struct AmqpSettings {
     /// job's first acceptance takes. A later delivery of an accepted job is checked against the
     /// accepted body instead.
     pub signature_max_age_secs: i64,
+}
+
+/// The state backend and its settings.
+#[derive(Debug, Clone)]
+pub enum StateSettings {
+    /// `DATABASE_URL`: the Worker's own PostgreSQL schema (`migrations/`).
+    Postgres(DatabaseSettings),
+    /// `MONGO_*`: the Manager's MongoDB, shared with the Go Manager (the Manager mode,
+    /// docs/UPSTREAM-MANAGER.md).
+    MongoDb(MongoSettings),
+}
+
+impl StateSettings {
+    /// `STATE_BACKEND`'s spelling of this backend.
+    pub fn name(&self) -> &'static str {
+        match self {
+            StateSettings::Postgres(_) => "postgres",
+            StateSettings::MongoDb(_) => "mongodb",
+        }
+    }
+}
+
+/// Why the state backend is the one it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StateChoice {
+    /// `STATE_BACKEND` names it.
+    Variable,
+    /// Only one backend is configured (`DATABASE_URL`, or `MONGO_*`), or neither (PostgreSQL).
+    Environment,
+}
+
+impl fmt::Display for StateChoice {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            StateChoice::Variable => "set by STATE_BACKEND",
+            StateChoice::Environment => "chosen by the environment: DATABASE_URL or MONGO_*",
+        })
+    }
+}
+
+/// The Manager's MongoDB, from upstream's variables read with upstream's meaning
+/// (`fetcher:components/worker/internal/bootstrap/config.go:849-875`, lib-commons'
+/// `commons/mongo/mongo.go`).
+#[derive(Debug, Clone)]
+pub struct MongoSettings {
+    /// `MONGO_URI://MONGO_USER:MONGO_PASSWORD@MONGO_HOST:MONGO_PORT/?MONGO_PARAMETERS`, user and
+    /// password percent-encoded; no credentials when `MONGO_USER` is unset.
+    pub uri: SecretString,
+    /// `MONGO_NAME`, trimmed: `job` and `connection` live in its lower-case form, the outbox in
+    /// it as given (UPSTREAM-MANAGER §0.3).
+    pub name: String,
+    /// `MONGO_MAX_POOL_SIZE` (≤0 → 100, as upstream; at most 1000, lib-commons' ceiling).
+    pub max_pool_size: u32,
+    /// `MONGO_TLS_CA_CERT`, decoded: PEM CA certificates. Set, the connection uses TLS with
+    /// these roots whatever `MONGO_PARAMETERS` says, as lib-commons sets a TLS config.
+    pub tls_ca_pem: Option<Vec<u8>>,
+    /// Whether the connection is encrypted: `tls=true` (or `ssl=true`) in `MONGO_PARAMETERS`,
+    /// or a `MONGO_TLS_CA_CERT`. Without it the start is refused unless
+    /// `ALLOW_INSECURE_TLS` is true.
+    pub tls: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -230,6 +296,14 @@ pub fn env_vars() -> impl Iterator<Item = (String, String)> {
 }
 
 impl Settings {
+    /// The PostgreSQL state database, when it is the state backend.
+    pub fn database(&self) -> Option<&DatabaseSettings> {
+        match &self.state {
+            StateSettings::Postgres(database) => Some(database),
+            StateSettings::MongoDb(_) => None,
+        }
+    }
+
     /// Reads the process environment.
     pub fn from_env() -> Result<Settings, ConfigError> {
         Settings::from_vars(env_vars())

@@ -187,6 +187,16 @@ pub(super) const RABBITMQ_SIGNATURE_MAX_AGE_SEC: Number =
 /// `DATABASE_MAX_CONNECTIONS`.
 pub(super) const DATABASE_MAX_CONNECTIONS: Number =
     Number::new("DATABASE_MAX_CONNECTIONS", Unit::Count, 10, 1000);
+/// `MONGO_PORT`: the Manager's MongoDB port (upstream has no default and builds `host:`
+/// without one); a port no default can stand in for is refused.
+pub(super) const MONGO_PORT: Number = Number {
+    not_positive: Outside::Refuse,
+    ..Number::new("MONGO_PORT", Unit::Port, 27017, 65535)
+};
+/// `MONGO_MAX_POOL_SIZE` (upstream: ≤0 → 100); lib-commons lowers more than 1000 to 1000
+/// silently, this Worker refuses it.
+pub(super) const MONGO_MAX_POOL_SIZE: Number =
+    Number::new("MONGO_MAX_POOL_SIZE", Unit::Count, 100, 1000);
 /// `ENGINE_MAX_RESULT_BYTES` (upstream: ≤0 → 256 MiB); at most 1 TiB.
 pub(super) const ENGINE_MAX_RESULT_BYTES: Number = Number::new(
     "ENGINE_MAX_RESULT_BYTES",

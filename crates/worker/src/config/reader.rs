@@ -7,6 +7,8 @@ use std::time::Duration;
 use engine::EngineConfig;
 use secrecy::SecretString;
 
+mod state;
+
 use super::number::{self, Number, Reading};
 use super::*;
 use storage::{StaticCredentials, StorageConfig};
@@ -160,7 +162,7 @@ pub(super) fn read(r: &mut Reader<'_>, vars: &BTreeMap<String, String>) -> Optio
         r.problem("STREAMING_ENABLED must be true: the Worker publishes job events".into());
     }
     let amqp = amqp(r);
-    let database = database(r);
+    let state = state::read(r);
     let storage = storage(r);
     let engine = engine(r);
     let datasources = datasources(r, vars);
@@ -213,11 +215,13 @@ pub(super) fn read(r: &mut Reader<'_>, vars: &BTreeMap<String, String>) -> Optio
         level: r.text("LOG_LEVEL", "info"),
         json: r.text("LOG_FORMAT", "text").eq_ignore_ascii_case("json"),
     };
+    let state = state?;
     let settings = Settings {
         keys: keys?,
         key_version,
         amqp: amqp?,
-        database: database?,
+        state: state.0,
+        state_chosen_by: state.1,
         storage: storage?,
         engine,
         http,
@@ -373,16 +377,6 @@ fn amqp(r: &mut Reader<'_>) -> Option<AmqpSettings> {
         max_metadata_bytes,
         cloudevents_source: source?,
         signature_max_age_secs,
-    })
-}
-
-fn database(r: &mut Reader<'_>) -> Option<DatabaseSettings> {
-    let url = r.required("DATABASE_URL", "the Worker's PostgreSQL state database");
-    let max_connections = r.number(&number::DATABASE_MAX_CONNECTIONS);
-    Some(DatabaseSettings {
-        url: SecretString::from(url?),
-        max_connections: u32::try_from(max_connections).unwrap_or(u32::MAX),
-        run_migrations: r.flag("DATABASE_RUN_MIGRATIONS", true),
     })
 }
 

@@ -71,6 +71,9 @@ fn everything() -> Vec<(String, String)> {
         ("OBJECT_STORAGE_ACCESS_KEY_ID", "id"),
         ("OBJECT_STORAGE_SECRET_KEY", "secret"),
         ("WORKER_ID", "reference"),
+        // The Manager mode's variables are read (and checked) whatever the backend; set to
+        // their defaults with DATABASE_URL, they would make the backend ambiguous.
+        ("STATE_BACKEND", "postgres"),
     ])
 }
 
@@ -92,7 +95,10 @@ fn decided(settings: &Settings) -> String {
     format!(
         "{settings:?} {} {}",
         settings.amqp.uri.expose_secret(),
-        settings.database.url.expose_secret()
+        settings
+            .database()
+            .map(|d| d.url.expose_secret())
+            .unwrap_or_default()
     )
 }
 

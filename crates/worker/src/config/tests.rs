@@ -46,7 +46,7 @@ fn defaults_follow_the_contract() {
     assert_eq!(s.outbox.repair_interval, Duration::from_secs(30));
     assert_eq!(s.storage.region, "us-east-1");
     assert_eq!(s.key_version, "1");
-    assert!(s.database.run_migrations);
+    assert!(s.database().expect("postgres").run_migrations);
     assert!(!s.amqp.allow_legacy_body_signature);
     use secrecy::ExposeSecret;
     assert_eq!(

@@ -22,14 +22,6 @@ pub(super) const UPSTREAM_ONLY: &[(&str, &str)] = &[
         "OpenTelemetry export; this Worker serves Prometheus metrics",
     ),
     (
-        "MONGO_*",
-        "the MongoDB state store; this Worker's state is in DATABASE_URL",
-    ),
-    (
-        "ALLOW_INSECURE_TLS",
-        "lib-commons' plaintext MongoDB and RabbitMQ",
-    ),
-    (
         "MULTI_TENANT_*",
         "the Tenant Manager mode (a vhost and a database per tenant)",
     ),

@@ -104,11 +104,55 @@ pub(super) const VARIABLES: &[Variable] = &[
     num(&number::RABBITMQ_MAX_MESSAGE_BYTES, "a larger job message is dead-lettered (reason `message_too_large`) without being parsed; its job fails only when its signature holds"),
     num(&number::EVENT_MAX_METADATA_BYTES, "a job whose `metadata` is larger as compact JSON fails as invalid (its event carries only the error)"),
     example(
-        secret("DATABASE_URL", Required, "the Worker's PostgreSQL state database (jobs, outbox, connections)"),
+        var("STATE_BACKEND", Unset("by the environment"), "where jobs and the outbox live: `postgres` (the Worker's database, `DATABASE_URL`) or `mongodb` (the Manager's, `MONGO_*`: the Manager mode); unset, the one configured (PostgreSQL when neither is), and a start with both configured is refused"),
+        Example::Off("postgres"),
+    ),
+    example(
+        secret("DATABASE_URL", Required, "the Worker's PostgreSQL state database (jobs, outbox, connections); required unless the state backend is `mongodb`"),
         Example::Value("postgres://fetcher@postgres:5432/fetcher"),
     ),
     num(&number::DATABASE_MAX_CONNECTIONS, "state database pool size"),
     var("DATABASE_RUN_MIGRATIONS", Value("true"), "apply `migrations/` at start"),
+    example(
+        var("MONGO_URI", Value("mongodb"), "the Manager mode (below): the scheme of the Manager's MongoDB, as upstream (`mongodb+srv` is refused: this build makes no DNS SRV lookups)"),
+        Example::Off("mongodb"),
+    ),
+    example(
+        var("MONGO_HOST", Unset("required for `mongodb`"), "the Manager's MongoDB host, or hosts separated by commas"),
+        Example::Off("fetcher-mongodb"),
+    ),
+    example(
+        num(&number::MONGO_PORT, "its port (upstream has no default)"),
+        Example::Off("27017"),
+    ),
+    example(
+        var("MONGO_NAME", Unset("required for `mongodb`"), "the Manager's database: `job` and `connection` in its lower-case form, the outbox as given, as upstream"),
+        Example::Off("fetcher-db"),
+    ),
+    example(
+        var("MONGO_USER", Unset("none"), "its user; unset, the connection string has no credentials"),
+        Example::Off(""),
+    ),
+    example(
+        secret("MONGO_PASSWORD", Unset("none"), "the user's password (percent-encoded into the connection string)"),
+        Example::Off(""),
+    ),
+    example(
+        var("MONGO_PARAMETERS", Unset("none"), "connection string options, `key=value&...`, appended as `/?...` (`authSource=admin&tls=true`)"),
+        Example::Off(""),
+    ),
+    example(
+        var("MONGO_TLS_CA_CERT", Unset("system roots"), "standard base64 of PEM CA certificates; set, the connection uses TLS with them"),
+        Example::Off(""),
+    ),
+    example(
+        num(&number::MONGO_MAX_POOL_SIZE, "the MongoDB client's pool (lib-commons lowers more than 1000 to 1000, this Worker refuses it)"),
+        Example::Off("100"),
+    ),
+    example(
+        var("ALLOW_INSECURE_TLS", Value("false"), "`true` accepts a MongoDB connection without TLS (no `tls=true`, no `MONGO_TLS_CA_CERT`), which is otherwise refused, as lib-commons refuses it; lib-commons' spellings (`1`, `yes`, `on`, ...)"),
+        Example::Off("false"),
+    ),
     example(
         var("OBJECT_STORAGE_BUCKET", Required, "where results are stored"),
         Example::Value("fetcher-results"),

@@ -8,13 +8,15 @@ use super::*;
 /// (`docs/configuration.md`) rather than taken from the reader, so a new one the walk does not
 /// know fails
 /// [`the_walk_knows_every_numeric_variable`].
-const NUMERIC: [&str; 22] = [
+const NUMERIC: [&str; 24] = [
     "RABBITMQ_PORT_AMQP",
     "RABBITMQ_NUMBERS_OF_WORKERS",
     "RABBITMQ_MAX_MESSAGE_BYTES",
     "RABBITMQ_SIGNATURE_MAX_AGE_SEC",
     "EVENT_MAX_METADATA_BYTES",
     "DATABASE_MAX_CONNECTIONS",
+    "MONGO_PORT",
+    "MONGO_MAX_POOL_SIZE",
     "ENGINE_MAX_RESULT_BYTES",
     "ENGINE_EXTRACTION_TIMEOUT_SEC",
     "JOB_LEASE_SEC",
@@ -35,9 +37,10 @@ const NUMERIC: [&str; 22] = [
 
 const VALUES: [&str; 4] = ["0", "-1", "99999999999999999999", "ten"];
 
-/// The minimal environment with a fixed `WORKER_ID`, so two readings compare equal.
+/// The minimal environment with a fixed `WORKER_ID`, so two readings compare equal, and the
+/// backend named, so a `MONGO_*` variable walked does not make it ambiguous.
 fn base(extra: &[(&str, &str)]) -> Vec<(String, String)> {
-    let mut vars = with(&[("WORKER_ID", "walk")]);
+    let mut vars = with(&[("WORKER_ID", "walk"), ("STATE_BACKEND", "postgres")]);
     for (k, v) in extra {
         vars.retain(|(name, _)| name != k);
         vars.push((k.to_string(), v.to_string()));

@@ -1,0 +1,3 @@
+//! The crate against the MongoDB test server (secantusdb), a private database per test.
+
+mod connections;
