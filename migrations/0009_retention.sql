@@ -1,6 +1,6 @@
 -- Retention (issue 37): completed jobs found by their end, ended jobs by their last change, each
 -- by an index of its own so a pass reads only what is due; and the leases of the passes one
--- replica at a time runs.
+-- replica at a time runs. Then the objects left by jobs that did not keep them (issue 34).
 CREATE INDEX jobs_completed_at ON jobs (finished_at) WHERE status = 'completed';
 CREATE INDEX jobs_ended_at ON jobs (updated_at) WHERE status IN ('failed', 'canceled', 'deleted');
 
@@ -11,3 +11,9 @@ CREATE TABLE pass_leases (
     owner       text        NOT NULL CHECK (owner <> ''),
     expires_at  timestamptz NOT NULL
 );
+
+-- An object may be stored under the key of a job that ended without keeping one (failed, or
+-- canceled, after a run had stored it): the Worker deletes it right after the commit, and, if
+-- that delete failed or the Worker died first, its sweeper does, until it is gone.
+ALTER TABLE jobs ADD COLUMN object_left boolean NOT NULL DEFAULT false;
+CREATE INDEX jobs_object_left ON jobs (updated_at) WHERE object_left;

@@ -478,6 +478,9 @@ async fn write(
                  WHEN $3 OR $2 IN ('cancellation_in_progress', 'canceled')
                  THEN COALESCE(cancel_requested_at, now()) ELSE cancel_requested_at END,
              lease_expires_at = CASE WHEN $9 THEN NULL ELSE lease_expires_at END,
+             -- A discarded object is left until deleted; a deleted job's is gone.
+             object_left = CASE WHEN $10 THEN true WHEN $2 = 'deleted' THEN false
+                                ELSE object_left END,
              updated_at = now()
          WHERE job_id = $1",
     )
@@ -490,6 +493,7 @@ async fn write(
     .bind(reason_code)
     .bind(before_deletion)
     .bind(ended)
+    .bind(transition.then == Then::DiscardObject)
     .execute(&mut **tx)
     .await
     .map_err(|e| OutboxError::sqlx(STEP, e))?;

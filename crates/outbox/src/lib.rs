@@ -49,6 +49,7 @@ mod jobs;
 mod listing;
 mod mirror;
 mod mirror_batch;
+mod objects_left;
 mod outbox;
 mod read_model;
 mod retention;

@@ -61,6 +61,10 @@ pub struct TerminalRecord<'a> {
     /// `lease`, so the repairer does not publish it at the same time.
     pub publisher: &'a str,
     pub lease: Duration,
+    /// An object may be stored under the job's key that this end does not keep (a failed job
+    /// after a run stored it): marked left with the end, for the sweeper to delete should the
+    /// caller's delete not happen ([`Store::objects_left`]).
+    pub leaves_object: bool,
     /// The job message's metadata, for the events of a cancel that wins (when the job's row
     /// has none yet).
     pub metadata: &'a Map<String, Value>,
@@ -367,7 +371,7 @@ async fn write_state(
     sqlx::query(
         "UPDATE jobs SET status = $2, result_path = $3, result_hmac = $4, result_size_bytes = $5,
                          result_row_count = $6, error_message = $7, lease_expires_at = NULL,
-                         finished_at = now(), updated_at = now()
+                         object_left = $8, finished_at = now(), updated_at = now()
          WHERE job_id = $1",
     )
     .bind(record.job_id)
@@ -377,6 +381,7 @@ async fn write_state(
     .bind(size)
     .bind(rows)
     .bind(error)
+    .bind(record.leaves_object && matches!(record.outcome, TerminalOutcome::Failed { .. }))
     .execute(&mut **tx)
     .await
     .map_err(|e| OutboxError::sqlx(STEP, e))?;

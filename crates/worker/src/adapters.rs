@@ -121,6 +121,22 @@ impl JobStore for outbox::Store {
     ) -> Result<Vec<ExpiredJob>, OutboxError> {
         outbox::Store::expired_jobs(self, grace, limit).await
     }
+
+    async fn objects_left(
+        &self,
+        grace: Duration,
+        limit: i64,
+    ) -> Result<Vec<(Uuid, Option<String>)>, OutboxError> {
+        outbox::Store::objects_left(self, grace, limit).await
+    }
+
+    async fn mark_object_left(&self, job_id: Uuid) -> Result<(), OutboxError> {
+        outbox::Store::mark_object_left(self, job_id).await
+    }
+
+    async fn object_discarded(&self, job_id: Uuid) -> Result<(), OutboxError> {
+        outbox::Store::object_discarded(self, job_id).await
+    }
 }
 
 #[async_trait]

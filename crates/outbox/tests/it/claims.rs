@@ -482,6 +482,7 @@ async fn a_job_is_never_failed_without_a_claim_for_another_tenant() {
             outcome,
             event: &event,
             metadata: &Default::default(),
+            leaves_object: false,
             publisher: "worker-b",
             lease: LONG,
             executions: &[],

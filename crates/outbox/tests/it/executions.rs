@@ -192,6 +192,7 @@ async fn a_failed_end_closes_what_is_open_before_the_job_event_in_one_transactio
             outcome,
             event: &event,
             metadata: &Default::default(),
+            leaves_object: false,
             publisher: "worker-a",
             lease: LONG,
             executions: &reports,

@@ -6,6 +6,7 @@ mod job_retention;
 mod listing;
 mod machine;
 mod mirror_batch;
+mod objects_left;
 mod relay;
 mod retention;
 mod support;

@@ -153,6 +153,7 @@ pub async fn record(
             outcome,
             event: &event,
             metadata: &Default::default(),
+            leaves_object: false,
             publisher,
             lease,
             executions: &[],

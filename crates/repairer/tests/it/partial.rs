@@ -101,6 +101,7 @@ async fn an_event_that_cannot_be_sent_fails_alone() {
             outcome,
             event: &event,
             metadata: &Default::default(),
+            leaves_object: false,
             publisher: support::RECORDER,
             lease: Duration::ZERO,
             executions: &[],

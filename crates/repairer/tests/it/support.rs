@@ -276,6 +276,7 @@ pub async fn record(store: &Store, i: usize, spec: Spec<'_>, lease: Duration) ->
             outcome,
             event: &event,
             metadata: &Default::default(),
+            leaves_object: false,
             publisher: RECORDER,
             lease,
             executions: &[],

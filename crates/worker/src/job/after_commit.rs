@@ -56,7 +56,7 @@ pub async fn after_commit(
     }
     core.publish(publisher, &committed.events).await;
     match committed.transition.then {
-        Then::DiscardObject => delete_result_of(core, tenant, job_id).await,
+        Then::DiscardObject => discard_object(core, tenant, job_id).await,
         Then::DeleteObject => {
             // A store that cannot be reached leaves it `deletion_in_progress` for the sweeper.
             finish_deletion(core, job_id, tenant, publisher).await;
@@ -93,17 +93,29 @@ fn cancel_reason(ended: &CancelEnded) -> String {
     reason
 }
 
-/// Deletes the object an earlier run of a job that did not complete may have stored.
-pub(super) async fn delete_result_of(core: &JobCore, tenant: Option<&str>, job_id: Uuid) {
+/// Deletes the object a job that did not complete may have under its key, and says it is gone.
+/// When the store cannot be reached, the object stays marked left (with the job's end) and the
+/// sweeper deletes it later.
+pub(super) async fn discard_object(core: &JobCore, tenant: Option<&str>, job_id: Uuid) {
     // A tenant that cannot be part of a key never had an object stored.
-    if let Ok(key) = object_key(core.ports.objects.key_prefix(), tenant, job_id) {
-        delete_quietly(core, &key.full).await;
+    let Ok(key) = object_key(core.ports.objects.key_prefix(), tenant, job_id) else {
+        return;
+    };
+    if let Err(error) = core.ports.objects.delete(&key.full).await {
+        tracing::warn!(%job_id, %error, "Could not delete the object of a job that did not complete; the sweeper deletes it later.");
+        return;
+    }
+    if let Err(error) = core.ports.jobs.object_discarded(job_id).await {
+        tracing::debug!(%job_id, %error, "Could not clear the object left; the sweeper deletes it again.");
     }
 }
 
+/// Deletes the object `key` a run stored for a job that did not complete with it, once. Used
+/// where the job's state does not say the object is left (its end was not recorded, so the
+/// job is retried and its next run overwrites or discards the object).
 pub(super) async fn delete_quietly(core: &JobCore, key: &str) {
     if let Err(error) = core.ports.objects.delete(key).await {
-        tracing::error!(%error, "A result object of a job that did not complete could not be deleted.");
+        tracing::warn!(%error, "A result object of a job that did not complete could not be deleted; the job's next run replaces or discards it.");
     }
 }
 

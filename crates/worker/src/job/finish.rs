@@ -18,7 +18,7 @@ use outbox::{
 use tokio::time::Instant;
 use uuid::Uuid;
 
-use super::after_commit::{after_commit, delete_quietly, delete_result_of, Committed};
+use super::after_commit::{after_commit, delete_quietly, discard_object, Committed};
 use super::cancel::CancelEnd;
 use super::core::{JobCore, Requeue};
 use super::events::EventContext;
@@ -108,6 +108,7 @@ pub(super) async fn finish(core: &JobCore, ending: Ending<'_>) -> Finished {
         outcome,
         event: &event,
         metadata: ending.events.metadata,
+        leaves_object: ending.earlier_object || ending.stored.is_some(),
         publisher: ending.publisher,
         lease: core.settings.lease,
         executions: ending.executions,
@@ -128,18 +129,22 @@ pub(super) async fn finish(core: &JobCore, ending: Ending<'_>) -> Finished {
         }) => {
             metrics::job_finished(status.as_str(), ending.took());
             log_finished(job_id, tenant, outcome_error.as_ref(), false);
-            if status == TerminalStatus::Failed && ending.earlier_object {
-                delete_result_of(core, tenant, job_id).await;
+            // Marked left with the end: deleted now, or by the sweeper.
+            if status == TerminalStatus::Failed
+                && (ending.earlier_object || ending.stored.is_some())
+            {
+                discard_object(core, tenant, job_id).await;
             }
             publish(core, executions, outbox_id, job_id, event, ending.publisher).await;
             Finished::Recorded
         }
         Ok(Recorded::AlreadyTerminal { status }) => {
             // Another run ended the job; an object this run stored belongs to no completed job.
-            if status != JobStatus::Completed {
-                if let Some(key) = stored {
-                    delete_quietly(core, key).await;
+            if status != JobStatus::Completed && stored.is_some() {
+                if let Err(error) = core.ports.jobs.mark_object_left(job_id).await {
+                    tracing::debug!(%job_id, %error, "Could not mark the object left.");
                 }
+                discard_object(core, tenant, job_id).await;
             }
             Finished::AlreadyTerminal
         }

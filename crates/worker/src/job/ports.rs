@@ -105,6 +105,20 @@ pub trait JobStore: Send + Sync {
         grace: Duration,
         limit: i64,
     ) -> Result<Vec<ExpiredJob>, OutboxError>;
+
+    /// Jobs whose object is marked left (failed or canceled after a run stored it), their end
+    /// more than `grace` ago, at most `limit`, with their tenant.
+    async fn objects_left(
+        &self,
+        grace: Duration,
+        limit: i64,
+    ) -> Result<Vec<(Uuid, Option<String>)>, OutboxError>;
+
+    /// Marks the job's object left: a run stored it after the job ended failed or canceled.
+    async fn mark_object_left(&self, job_id: Uuid) -> Result<(), OutboxError>;
+
+    /// The job's object is gone: no longer left.
+    async fn object_discarded(&self, job_id: Uuid) -> Result<(), OutboxError>;
 }
 
 /// Where sealed results go (contract §7).

@@ -9,6 +9,7 @@ use contract::Redacted;
 use outbox::{Close, WORKER_LOST};
 use tokio_util::sync::CancellationToken;
 
+use super::after_commit::discard_object;
 use super::cancel::{end_cancel, CancelEnd, Canceled};
 use super::core::JobCore;
 use super::deletion::{finish_deletion, Deletion};
@@ -18,7 +19,7 @@ use super::finish::{finish, Ending, Finished};
 /// Every `interval`, records `failed` (with [`WORKER_LOST`]) each processing job whose lease
 /// lapsed more than `grace` ago, and publishes its event; a job whose owner died while
 /// canceling it ends `canceled` instead; a deletion left in progress (its object could not be
-/// deleted) is finished.
+/// deleted) is finished; an object left by a job that did not keep it is deleted.
 pub struct Sweeper {
     pub core: Arc<JobCore>,
     pub interval: Duration,
@@ -104,6 +105,11 @@ impl Sweeper {
             {
                 failed += 1;
             }
+        }
+        // Objects of jobs that did not keep them, whose delete after the commit did not happen.
+        let left = core.ports.jobs.objects_left(self.grace, 100).await?;
+        for (job_id, tenant) in left {
+            discard_object(core, tenant.as_deref(), job_id).await;
         }
         Ok(failed)
     }

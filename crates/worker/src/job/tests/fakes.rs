@@ -245,6 +245,22 @@ impl JobStore for Jobs {
     async fn expired_jobs(&self, _: Duration, _: i64) -> Result<Vec<ExpiredJob>, OutboxError> {
         Ok(std::mem::take(&mut self.state().expired))
     }
+
+    async fn objects_left(
+        &self,
+        _: Duration,
+        _: i64,
+    ) -> Result<Vec<(Uuid, Option<String>)>, OutboxError> {
+        Ok(Vec::new())
+    }
+
+    async fn mark_object_left(&self, _: Uuid) -> Result<(), OutboxError> {
+        Ok(())
+    }
+
+    async fn object_discarded(&self, _: Uuid) -> Result<(), OutboxError> {
+        Ok(())
+    }
 }
 
 /// The object store: an upload collects its text and, at `finish`, after its check, "puts"

@@ -369,6 +369,7 @@ async fn one_job_commits(store: &outbox::Store) {
             outcome: TerminalOutcome::Completed { result },
             event: &event,
             metadata: &metadata,
+            leaves_object: false,
             publisher: &owner,
             lease: Duration::from_secs(30),
             executions: &[ExecutionReport {

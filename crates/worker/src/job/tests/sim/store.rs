@@ -395,4 +395,43 @@ impl JobStore for SimStore {
         expired.sort_by_key(|(lease, job)| (*lease, job.job_id));
         Ok(expired.into_iter().map(|(_, job)| job).collect())
     }
+
+    async fn objects_left(
+        &self,
+        grace: Duration,
+        _: i64,
+    ) -> Result<Vec<(Uuid, Option<String>)>, OutboxError> {
+        self.enter("objects_left").await?;
+        let now = Instant::now();
+        let world = self.world();
+        let mut left: Vec<_> = world
+            .jobs
+            .iter()
+            .filter(|(_, row)| row.object_left && row.updated + grace <= now)
+            .map(|(job_id, row)| (row.updated, *job_id))
+            .collect();
+        left.sort();
+        Ok(left.into_iter().map(|(_, job_id)| (job_id, None)).collect())
+    }
+
+    async fn mark_object_left(&self, job_id: Uuid) -> Result<(), OutboxError> {
+        self.enter("mark_object_left").await?;
+        if let Some(row) = self.world().jobs.get_mut(&job_id) {
+            if matches!(
+                row.state.status,
+                JobStatus::Failed | JobStatus::Canceled | JobStatus::Deleted
+            ) {
+                row.object_left = true;
+            }
+        }
+        Ok(())
+    }
+
+    async fn object_discarded(&self, job_id: Uuid) -> Result<(), OutboxError> {
+        self.enter("object_discarded").await?;
+        if let Some(row) = self.world().jobs.get_mut(&job_id) {
+            row.object_left = false;
+        }
+        Ok(())
+    }
 }

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use chrono::Utc;
 use contract::event::{CloudEventAttributes, OutboundEvent, TerminalStatus};
-use contract::lifecycle::{self, Event, JobState, JobStatus, Refusal, Step, Transition};
+use contract::lifecycle::{self, Event, JobState, JobStatus, Refusal, Step, Then, Transition};
 use outbox::{Controlled, EndCancel, PendingEvent, Recorded, TerminalRecord};
 use tokio::time::Instant;
 use uuid::Uuid;
@@ -25,6 +25,8 @@ pub struct Row {
     pub digest: Option<[u8; 32]>,
     /// The terminal status a deletion started from (`status_before_deletion`).
     pub before_deletion: Option<JobStatus>,
+    /// `object_left`: an object may be under the key of a job that did not keep it.
+    pub object_left: bool,
 }
 
 /// An outbox row.
@@ -82,6 +84,7 @@ pub(super) fn new_row(state: JobState) -> Row {
         updated: Instant::now(),
         digest: None,
         before_deletion: None,
+        object_left: false,
     }
 }
 
@@ -116,6 +119,11 @@ impl World {
         }
         row.state = to;
         row.updated = Instant::now();
+        if transition.then == Then::DiscardObject {
+            row.object_left = true;
+        } else if to.status == JobStatus::Deleted {
+            row.object_left = false;
+        }
         if matches!(
             to.status,
             JobStatus::Canceled | JobStatus::DeletionInProgress | JobStatus::Deleted
@@ -253,6 +261,7 @@ impl World {
         let mut row = row;
         row.state = transition.to;
         row.lease = None;
+        row.object_left = record.leaves_object && status == TerminalStatus::Failed;
         row.updated = Instant::now();
         self.jobs.insert(record.job_id, row);
         self.log.push(Logged {
