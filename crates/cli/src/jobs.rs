@@ -23,6 +23,9 @@ pub struct List {
     /// Only jobs of this status (pending, processing, completed, failed, canceled, ...).
     #[arg(long)]
     status: Option<String>,
+    /// Only jobs whose message's `metadata.source` is this (the system that asked for them).
+    #[arg(long)]
+    source: Option<String>,
     /// Only jobs created after this RFC 3339 time.
     #[arg(long, value_name = "TIME")]
     created_after: Option<String>,
@@ -80,6 +83,7 @@ fn query(args: &List, cursor: Option<&str>) -> String {
     let limit = args.limit.map(|n| n.to_string());
     let pairs = [
         ("status", args.status.as_deref()),
+        ("source", args.source.as_deref()),
         ("createdAfter", args.created_after.as_deref()),
         ("createdBefore", args.created_before.as_deref()),
         ("limit", limit.as_deref()),

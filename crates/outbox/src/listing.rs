@@ -1,5 +1,5 @@
 //! Finding jobs (`GET /v1/fetcher`): one page of a tenant's jobs, newest first, by keyset over
-//! `(created_at, job_id)` on the indexes of migration 0008, never by offset.
+//! `(created_at, job_id)` on the indexes of migrations 0008 and 0009, never by offset.
 
 use std::collections::HashMap;
 
@@ -18,6 +18,8 @@ pub struct JobQuery<'a> {
     pub tenant: Option<&'a str>,
     /// Only jobs of this status (a [`contract::lifecycle::JobStatus`] wire name).
     pub status: Option<&'a str>,
+    /// Only jobs whose message's `metadata.source` is this (the system that asked for them).
+    pub source: Option<&'a str>,
     /// Only jobs created strictly after / strictly before.
     pub created_after: Option<DateTime<Utc>>,
     pub created_before: Option<DateTime<Utc>>,
@@ -88,6 +90,9 @@ fn page_sql<'q>(select: &str, query: &JobQuery<'q>) -> QueryBuilder<'q, Postgres
     if let Some(status) = query.status {
         sql.push(" AND status = ").push_bind(status);
     }
+    if let Some(source) = query.source {
+        sql.push(" AND metadata->>'source' = ").push_bind(source);
+    }
     if let Some(after) = query.created_after {
         sql.push(" AND created_at > ").push_bind(after);
     }
@@ -104,8 +109,11 @@ fn page_sql<'q>(select: &str, query: &JobQuery<'q>) -> QueryBuilder<'q, Postgres
     // The ORDER BY names the index's leading columns too: they are fixed by the WHERE, so the
     // order is the same, but PostgreSQL does not count `tenant_id IS NULL` as fixing the column
     // and would sort the single-tenant jobs instead of reading the index in order.
+    // With a source, its index (migration 0009) serves the page, a status filtered on it.
     sql.push(" ORDER BY tenant_id, ");
-    if query.status.is_some() {
+    if query.source.is_some() {
+        sql.push("(metadata->>'source'), ");
+    } else if query.status.is_some() {
         sql.push("status, ");
     }
     sql.push("created_at DESC, job_id DESC LIMIT ")

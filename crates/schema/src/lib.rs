@@ -57,7 +57,7 @@ const EMBEDDED: &[Embedded] = &[
     embed!(6, "job lifecycle", "0006_job_lifecycle.sql"),
     embed!(7, "outbox sinks", "0007_outbox_sinks.sql"),
     embed!(8, "jobs listing", "0008_jobs_listing.sql"),
-    embed!(9, "retention", "0009_retention.sql"),
+    embed!(9, "retention and listing", "0009_retention_and_listing.sql"),
 ];
 
 /// The embedded migrations as sqlx runs them.

@@ -7,15 +7,18 @@ use uuid::Uuid;
 
 use crate::support::TestDb;
 
-/// 3,000 jobs of two tenants and single-tenant ones, a seventh of them failed, one a second.
+/// 3,000 jobs of two tenants and single-tenant ones, a seventh of them failed, of two sources,
+/// one a second.
 async fn seeded() -> TestDb {
     let db = TestDb::migrated().await;
     sqlx::query(
-        "INSERT INTO jobs (job_id, tenant_id, status, created_at, finished_at, error_message)
+        "INSERT INTO jobs (job_id, tenant_id, status, created_at, finished_at, error_message,
+                           metadata)
          SELECT gen_random_uuid(), (ARRAY['acme', 'globex', NULL])[g % 3 + 1],
                 CASE WHEN g % 7 = 0 THEN 'failed' ELSE 'pending' END,
                 timestamptz '2026-03-01' - g * interval '1 second',
-                CASE WHEN g % 7 = 0 THEN now() END, CASE WHEN g % 7 = 0 THEN 'x' END
+                CASE WHEN g % 7 = 0 THEN now() END, CASE WHEN g % 7 = 0 THEN 'x' END,
+                jsonb_build_object('source', (ARRAY['reporter', 'matcher'])[g % 2 + 1])
          FROM generate_series(1, 3000) g",
     )
     .execute(db.pool())
@@ -42,26 +45,46 @@ async fn every_page_query_reads_an_index_in_order() {
     }
     let at: DateTime<Utc> = "2026-02-28T23:00:00Z".parse().unwrap();
     for tenant in [Some("acme"), None] {
-        for status in [Some("failed"), None] {
+        for (status, source) in [
+            (Some("failed"), None),
+            (None, None),
+            (None, Some("matcher")),
+            (Some("failed"), Some("matcher")),
+        ] {
             for window in [None, Some(at)] {
                 for after in [None, Some((at, Uuid::max()))] {
                     let query = JobQuery {
                         tenant,
                         status,
+                        source,
                         created_after: window.map(|at| at - chrono::Duration::hours(1)),
                         created_before: window,
                         after,
                         limit: 51,
                     };
                     let plan = store.list_jobs_plan(&query).await.expect("plan").join("\n");
-                    let index = if status.is_some() {
-                        "Index Scan using jobs_listing_status on jobs"
-                    } else {
-                        "Index Scan using jobs_listing on jobs"
+                    // A source and a status together: either's index serves the page in order,
+                    // the other filtered on it.
+                    let indexes: &[&str] = match (status, source) {
+                        (Some(_), Some(_)) => &["jobs_listing_source ", "jobs_listing_status "],
+                        (None, Some(_)) => &["jobs_listing_source "],
+                        (Some(_), None) => &["jobs_listing_status "],
+                        (None, None) => &["jobs_listing "],
                     };
-                    assert!(plan.contains(index), "{query:?}\n{plan}");
+                    assert!(
+                        indexes
+                            .iter()
+                            .any(|index| plan.contains(&format!("Index Scan using {index}"))),
+                        "{query:?}\n{plan}"
+                    );
                     assert!(!plan.contains("Sort"), "{query:?}\n{plan}");
-                    assert!(!plan.contains("Filter"), "{query:?}\n{plan}");
+                    // Only a source and a status together filter (one of them, on the index).
+                    let filters = plan.contains("Filter");
+                    assert_eq!(
+                        filters,
+                        status.is_some() && source.is_some(),
+                        "{query:?}\n{plan}"
+                    );
                     if after.is_some() {
                         assert!(plan.contains("ROW(created_at, job_id) <"), "{plan}");
                     }
@@ -89,6 +112,7 @@ async fn pages_follow_each_other_without_gap_or_duplicate() {
         let query = JobQuery {
             tenant: None,
             status: Some("failed"),
+            source: None,
             created_after: None,
             created_before: None,
             after,
@@ -150,6 +174,7 @@ async fn bench_a_page_over_millions_of_jobs() {
     let page = |status, after| JobQuery {
         tenant: Some("t42"),
         status,
+        source: None,
         created_after: None,
         created_before: None,
         after,
@@ -176,5 +201,35 @@ async fn bench_a_page_over_millions_of_jobs() {
             plan[1].trim()
         );
     }
+    db.drop().await;
+}
+
+#[tokio::test]
+async fn a_source_finds_exactly_its_jobs_of_the_tenant() {
+    let db = seeded().await;
+    let expected: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM jobs WHERE tenant_id = 'acme' AND status = 'failed'
+           AND metadata->>'source' = 'matcher'",
+    )
+    .fetch_one(db.pool())
+    .await
+    .expect("count");
+    assert!(expected > 0);
+    let query = JobQuery {
+        tenant: Some("acme"),
+        status: Some("failed"),
+        source: Some("matcher"),
+        created_after: None,
+        created_before: None,
+        after: None,
+        limit: 1000,
+    };
+    let page = db.store.list_jobs(&query).await.expect("page");
+    assert_eq!(page.len() as i64, expected);
+    assert!(page
+        .iter()
+        .all(|job| job.tenant_id.as_deref() == Some("acme")
+            && job.status == "failed"
+            && job.metadata["source"] == "matcher"));
     db.drop().await;
 }

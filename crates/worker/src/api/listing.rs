@@ -42,6 +42,7 @@ pub(super) async fn list(
         let query = JobQuery {
             tenant: caller.tenant,
             status: page.status.map(JobStatus::as_str),
+            source: page.source.as_deref(),
             created_after: page.created_after,
             created_before: page.created_before,
             after: page.cursor,
@@ -117,13 +118,17 @@ pub(super) async fn executions(
 #[derive(Debug, Default, PartialEq)]
 struct Page {
     status: Option<JobStatus>,
+    /// The job message's `metadata.source`.
+    source: Option<String>,
     created_after: Option<DateTime<Utc>>,
     created_before: Option<DateTime<Utc>>,
     cursor: Option<(DateTime<Utc>, uuid::Uuid)>,
     limit: u32,
 }
 
-const LIST_PARAMETERS: &str = "status, createdAfter, createdBefore, limit, cursor";
+const LIST_PARAMETERS: &str = "status, source, createdAfter, createdBefore, limit, cursor";
+/// The longest `source` (a system's name; a longer one names no job's).
+const MAX_SOURCE_CHARS: usize = 256;
 
 impl Page {
     fn parse(query: &str) -> Result<Page, Refused> {
@@ -136,6 +141,7 @@ impl Page {
             }
             match name.as_str() {
                 "status" => page.status = Some(job_status(&value)?),
+                "source" => page.source = Some(source(&value)?),
                 "createdAfter" => page.created_after = Some(timestamp(&name, &value)?),
                 "createdBefore" => page.created_before = Some(timestamp(&name, &value)?),
                 "limit" => limit = Some(page_limit(&value)?),
@@ -190,6 +196,16 @@ fn percent_decoded(text: &str) -> Result<String, Refused> {
         }
     }
     String::from_utf8(out).map_err(|_| invalid("the query string is not UTF-8"))
+}
+
+/// A `source` of at most [`MAX_SOURCE_CHARS`] characters, none of them a control character.
+fn source(value: &str) -> Result<String, Refused> {
+    if value.chars().count() > MAX_SOURCE_CHARS || value.chars().any(char::is_control) {
+        return Err(invalid(format!(
+            "source must be at most {MAX_SOURCE_CHARS} characters, without control characters"
+        )));
+    }
+    Ok(value.to_owned())
 }
 
 fn job_status(value: &str) -> Result<JobStatus, Refused> {
@@ -265,10 +281,11 @@ mod tests {
         let at = DateTime::from_timestamp_micros(1_000_000).unwrap();
         let next = cursor::encode(at, id);
         let page = Page::parse(&format!(
-            "status=failed&createdAfter=2026-01-01T00:00:00%2B01:00&createdBefore=2026-02-01T00:00:00Z&limit=250&cursor={next}"
+            "status=failed&source=plugin%20crm&createdAfter=2026-01-01T00:00:00%2B01:00&createdBefore=2026-02-01T00:00:00Z&limit=250&cursor={next}"
         ))
         .unwrap();
         assert_eq!(page.status, Some(JobStatus::Failed));
+        assert_eq!(page.source.as_deref(), Some("plugin crm"));
         assert_eq!(
             page.created_after.unwrap().to_rfc3339(),
             "2025-12-31T23:00:00+00:00"
@@ -292,7 +309,9 @@ mod tests {
         assert!(refused("createdAfter=yesterday").contains("createdAfter"));
         assert!(refused("createdBefore=2026-13-01T00:00:00Z").contains("createdBefore"));
         assert!(refused("cursor=abc").contains("cursor"));
-        assert!(refused("source=ledger").contains("unknown query parameter \"source\""));
+        assert!(refused(&format!("source={}", "s".repeat(257))).contains("at most 256"));
+        assert!(refused("source=a%0Ab").contains("control characters"));
+        assert!(refused("datasource=ledger").contains("unknown query parameter \"datasource\""));
         assert!(refused("offset=10").contains("unknown query parameter"));
         assert!(refused("status=failed&status=completed").contains("more than once"));
         assert!(refused("status").contains("no value"));

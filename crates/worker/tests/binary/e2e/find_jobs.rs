@@ -20,11 +20,14 @@ async fn seed(world: &World, job: &Seeded) {
     let ended = ["failed", "completed"].contains(&job.status);
     sqlx::query(
         "INSERT INTO jobs (job_id, tenant_id, status, created_at, finished_at, error_message,
-                           result_path, result_hmac)
+                           result_path, result_hmac, metadata)
          VALUES ($1, $2, $3, $4, $5,
                  CASE WHEN $3 = 'failed' THEN 'source unreachable' END,
                  CASE WHEN $3 = 'completed' THEN 'r/' || $1::text END,
-                 CASE WHEN $3 = 'completed' THEN repeat('0', 64) END)",
+                 CASE WHEN $3 = 'completed' THEN repeat('0', 64) END,
+                 -- The failed jobs asked by one system, the others by another.
+                 jsonb_build_object('source',
+                     CASE WHEN $3 = 'failed' THEN 'matcher' ELSE 'reporter' END))",
     )
     .bind(job.id)
     .bind(job.tenant)
@@ -168,6 +171,21 @@ async fn a_tenant_pages_through_exactly_its_failed_jobs_newest_first() {
     assert_eq!(statuses, ["failed", "failed", "pending", "failed"]);
     assert!(page["nextCursor"].is_null());
 
+    // By source: the failed ones came from the matcher (the seed's rule).
+    let (status, matcher) = api.list(
+        "?source=matcher&limit=250",
+        "?source=matcher&limit=250",
+        Some("acme"),
+    );
+    assert_eq!(status, 200, "{matcher}");
+    let ids: Vec<String> = matcher["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["id"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(ids, expected, "{matcher}");
+
     // Another tenant, and the single-tenant caller, see only theirs.
     let (_, globex) = api.list("?status=failed", "?status=failed", Some("globex"));
     assert_eq!(globex["items"].as_array().unwrap().len(), 3, "{globex}");
@@ -227,7 +245,8 @@ async fn a_tenant_pages_through_exactly_its_failed_jobs_newest_first() {
         ("?cursor=bm90LWEtY3Vyc29y", "cursor"),
         ("?createdAfter=yesterday", "createdAfter"),
         ("?createdBefore=2026-02-30T00:00:00Z", "createdBefore"),
-        ("?source=ledger", "source"),
+        ("?datasource=ledger", "datasource"),
+        ("?source=a%0Ab", "source"),
         ("?status=failed&status=completed", "more than once"),
     ] {
         let (status, answer) = api.list(query, query, Some("acme"));

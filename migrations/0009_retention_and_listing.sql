@@ -17,3 +17,9 @@ CREATE TABLE pass_leases (
 -- that delete failed or the Worker died first, its sweeper does, until it is gone.
 ALTER TABLE jobs ADD COLUMN object_left boolean NOT NULL DEFAULT false;
 CREATE INDEX jobs_object_left ON jobs (updated_at) WHERE object_left;
+
+-- Finding jobs by their source (`GET /v1/fetcher?source=…`: the job message's
+-- `metadata.source`, the system that asked for it), newest first, as migration 0008's indexes do
+-- for status; a page of one source and one status reads this index and skips other statuses.
+CREATE INDEX jobs_listing_source
+    ON jobs (tenant_id, (metadata->>'source'), created_at DESC, job_id DESC);
