@@ -134,8 +134,13 @@ fn register_at_zero() {
         SPILL_FAILURES,
         TIMEOUTS,
         REDELIVERED,
+        RETENTION_RESULTS,
+        RETENTION_JOBS,
     ] {
         metrics::counter!(counter).absolute(0);
+    }
+    for outcome in ["done", "skipped", "failed"] {
+        metrics::counter!(RETENTION_PASSES, "outcome" => outcome).absolute(0);
     }
     for reason in crate::job::Requeue::ALL {
         metrics::counter!(REQUEUED, "reason" => reason.as_str()).absolute(0);
