@@ -167,8 +167,8 @@ pub async fn read(store: &Store, id: Uuid) -> Result<JobDocument> {
 /// One repairer pass's jobs: terminal, marked, oldest completion first, at most `limit`
 /// (`Find({status: {$in: [completed, failed]}, "metadata.terminalEventPending": true})` sorted
 /// `{completed_at: 1, created_at: 1}`, which `idx_job_terminal_event_repair` serves, §5). A
-/// document Go could not decode is returned as its error, so one bad job does not hide the
-/// others; check each with [`JobDocument::event_to_repair`] before re-emitting.
+/// document Go could not decode is returned as its error (naming the nil id when `_id` itself is
+/// unreadable), so one bad job does not hide the others; check each with [`JobDocument::event_to_repair`] before re-emitting.
 pub async fn marked_terminal(store: &Store, limit: i64) -> Result<Vec<Result<JobDocument>>> {
     let mut cursor = store
         .jobs()

@@ -35,13 +35,14 @@ pub use store::{binary_id, Store, CONNECTION_COLLECTION, JOB_COLLECTION, OUTBOX_
 //   sub-document) and the repairer's scan of marked terminal jobs.
 // - `job_writes`: the move to processing (a CAS on `pending`), the one terminal `UpdateOne` with
 //   its markers, and the marker's clearing.
-// - `outbox`: a row and its version-1 envelope, written as lib-streaming writes them, and read
-//   back as its reader reads them.
+// - `outbox`: a row written as lib-streaming writes it and read back as its reader reads it;
+//   `outbox_envelope`: the version-1 envelope in its `payload`.
 // - `outbox_claim`: the relay's conditional claims (§4.6) and state updates (§4.5).
 mod error;
 pub mod job_writes;
 pub mod jobs;
 pub mod outbox;
 pub mod outbox_claim;
+mod outbox_envelope;
 
 pub use error::{Error, Result};

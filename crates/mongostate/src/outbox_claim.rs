@@ -225,7 +225,11 @@ pub async fn mark_failed(
     };
     let seen = current
         .get_i32("attempts")
-        .or_else(|_| current.get_i64("attempts").map(|n| n as i32))
+        .ok()
+        .or_else(|| {
+            let wide = current.get_i64("attempts").ok()?;
+            i32::try_from(wide).ok()
+        })
         .unwrap_or(0);
     let attempts = seen.saturating_add(1);
     let status = if attempts >= MAX_DISPATCH_ATTEMPTS {
