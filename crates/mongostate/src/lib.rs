@@ -29,3 +29,20 @@ pub mod connections;
 mod store;
 
 pub use store::{binary_id, Store, CONNECTION_COLLECTION, JOB_COLLECTION, OUTBOX_COLLECTION};
+
+// The job document and lib-streaming's outbox rows, as the Go Worker writes them (§1.4, §4, §9):
+// - `jobs`: a job read into [`jobs::JobDocument`] (with this Worker's `fetcher_worker`
+//   sub-document) and the repairer's scan of marked terminal jobs.
+// - `job_writes`: the move to processing (a CAS on `pending`), the one terminal `UpdateOne` with
+//   its markers, and the marker's clearing.
+// - `outbox`: a row written as lib-streaming writes it and read back as its reader reads it;
+//   `outbox_envelope`: the version-1 envelope in its `payload`.
+// - `outbox_claim`: the relay's conditional claims (§4.6) and state updates (§4.5).
+mod error;
+pub mod job_writes;
+pub mod jobs;
+pub mod outbox;
+pub mod outbox_claim;
+mod outbox_envelope;
+
+pub use error::{Error, Result};

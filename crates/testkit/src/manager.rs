@@ -376,3 +376,34 @@ impl Manager {
         done.modified_count == 1
     }
 }
+
+impl Manager {
+    /// A Go Worker that made its terminal write (UPSTREAM-MANAGER §1.4 step 5: `status`,
+    /// `dedup_active` false, `completed_at` and the three markers, all dotted `$set`s) and died
+    /// before its outbox row was written: the marker stays for a repairer. `marker_status` may
+    /// differ from `status` to leave a marker Go's repairer refuses.
+    pub async fn crashed_go_worker(
+        &self,
+        id: Uuid,
+        status: &str,
+        marker_status: &str,
+        payload: &str,
+    ) {
+        let done = self
+            .jobs()
+            .update_one(
+                doc! {"_id": id_bson(id)},
+                doc! {"$set": {
+                    "status": status,
+                    "dedup_active": false,
+                    "completed_at": DateTime::now(),
+                    "metadata.terminalEventPending": true,
+                    "metadata.terminalEventStatus": marker_status,
+                    "metadata.terminalEventPayload": payload,
+                }},
+            )
+            .await
+            .expect("the Go Worker's terminal write");
+        assert_eq!(done.matched_count, 1, "no job {id} to end");
+    }
+}

@@ -1,3 +1,5 @@
 //! The crate against the MongoDB test server (secantusdb), a private database per test.
 
 mod connections;
+mod jobs;
+mod outbox;
