@@ -140,7 +140,7 @@ pub async fn resolve(
     let mut stored = BTreeMap::new();
     for connection in find(store, credentials, &external).await? {
         let config = connection.to_config()?;
-        remember_names(&config);
+        engine::connection::remember_names(&config);
         stored.insert(config.name.clone(), config);
     }
     let mut resolved = Vec::with_capacity(names.len());
@@ -353,19 +353,6 @@ fn ssl_mode(kind: DatasourceKind, mode: Option<&str>) -> Option<SslMode> {
         "true" | "strict" => Some(SslMode::VerifyFull),
         "skip-verify" | "insecure" => Some(SslMode::Require),
         _ => lower.parse().ok(),
-    }
-}
-
-/// Gives a stored connection's host and user to redaction, as the engine's resolver does for
-/// its own: drivers' errors may print them bare. A name equal to the connection's own name
-/// stays visible, since messages name the connection.
-fn remember_names(config: &ConnectionConfig) {
-    let own_name = |name: &str| name.eq_ignore_ascii_case(&config.name);
-    if !own_name(&config.host) {
-        contract::redaction::remember_host(&config.host);
-    }
-    if !own_name(&config.user) {
-        contract::redaction::remember_user(&config.user);
     }
 }
 

@@ -11,7 +11,7 @@ use uuid::Uuid;
 
 use crate::error::{OutboxError, Result};
 use crate::sink::Sink;
-use crate::store::{interval, Store};
+use crate::store::{in_batches, interval, Store};
 
 /// An unpublished event, leased to the caller until its lease ends.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -199,15 +199,8 @@ impl Store {
     /// backlog. Unpublished rows are never deleted. Returns how many rows were deleted.
     pub async fn purge_published(&self, older_than: Duration, batch: i64) -> Result<u64> {
         const STEP: &str = "purging published events";
-        if batch < 1 {
-            return Err(OutboxError::invalid(
-                STEP,
-                format!("batch size {batch} is under 1"),
-            ));
-        }
-        let mut total = 0;
-        loop {
-            let deleted = sqlx::query(
+        in_batches(STEP, batch, || async {
+            Ok(sqlx::query(
                 "DELETE FROM outbox WHERE id IN (
                      SELECT id FROM outbox
                      WHERE published_at IS NOT NULL AND published_at < now() - $1
@@ -219,13 +212,9 @@ impl Store {
             .execute(self.pool())
             .await
             .map_err(|e| OutboxError::sqlx(STEP, e))?
-            .rows_affected();
-            total += deleted;
-            // `batch` is at least 1, so the cast is lossless.
-            if deleted < batch.unsigned_abs() {
-                return Ok(total);
-            }
-        }
+            .rows_affected())
+        })
+        .await
     }
 }
 

@@ -7,7 +7,7 @@ use std::time::Duration;
 use uuid::Uuid;
 
 use crate::error::{OutboxError, Result};
-use crate::store::{interval, Store};
+use crate::store::{in_batches, interval, Store};
 
 impl Store {
     /// Completed jobs that ended more than `age` ago, oldest first, at most `limit`, with their
@@ -36,16 +36,9 @@ impl Store {
     /// Returns how many jobs were deleted.
     pub async fn prune_ended_jobs(&self, age: Duration, batch: i64) -> Result<u64> {
         const STEP: &str = "pruning ended jobs";
-        if batch < 1 {
-            return Err(OutboxError::invalid(
-                STEP,
-                format!("batch size {batch} is under 1"),
-            ));
-        }
-        let mut total = 0;
-        loop {
+        in_batches(STEP, batch, || async {
             // The outbox rows go in the same statement: their foreign key is checked at its end.
-            let deleted = sqlx::query(
+            Ok(sqlx::query(
                 "WITH due AS (
                      SELECT job_id FROM jobs j
                      WHERE status IN ('failed', 'canceled', 'deleted')
@@ -62,13 +55,9 @@ impl Store {
             .execute(self.pool())
             .await
             .map_err(|e| OutboxError::sqlx(STEP, e))?
-            .rows_affected();
-            total += deleted;
-            // `batch` is at least 1, so the cast is lossless.
-            if deleted < batch.unsigned_abs() {
-                return Ok(total);
-            }
-        }
+            .rows_affected())
+        })
+        .await
     }
 
     /// Takes the lease of the pass `name` for `owner` until `lease` from now, or renews it;

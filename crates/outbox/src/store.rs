@@ -54,6 +54,34 @@ pub(crate) fn interval(duration: Duration) -> PgInterval {
     }
 }
 
+/// Runs `statement`, which deletes at most `batch` rows, until one deletes fewer: short
+/// statements and locks, however large the backlog. Returns how many rows were deleted.
+pub(crate) async fn in_batches<F, Fut>(
+    step: &'static str,
+    batch: i64,
+    mut statement: F,
+) -> crate::error::Result<u64>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = crate::error::Result<u64>>,
+{
+    if batch < 1 {
+        return Err(crate::error::OutboxError::invalid(
+            step,
+            format!("batch size {batch} is under 1"),
+        ));
+    }
+    let mut total = 0;
+    loop {
+        let deleted = statement().await?;
+        total += deleted;
+        // `batch` is at least 1, so the cast is lossless.
+        if deleted < batch.unsigned_abs() {
+            return Ok(total);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -55,7 +55,7 @@ impl Resolver {
 /// Gives `config`'s host and user to redaction. A name equal to the connection's own name is
 /// left out: messages name the connection (that is how an operator finds it), so such a name
 /// is out already, and redacting it would only hide which connection failed.
-fn remember_names(config: &ConnectionConfig) {
+pub fn remember_names(config: &ConnectionConfig) {
     let own_name = |name: &str| name.eq_ignore_ascii_case(&config.name);
     if !own_name(&config.host) {
         contract::redaction::remember_host(&config.host);
