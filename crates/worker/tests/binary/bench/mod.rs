@@ -14,6 +14,7 @@
 
 mod big_results;
 mod cancel_latency;
+mod instructions;
 mod knobs;
 mod plot;
 mod procfs;
