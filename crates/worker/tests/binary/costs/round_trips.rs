@@ -31,9 +31,9 @@ use crate::harness::{free_port, Headers, Protocol, StatementCounter, Tally, Worl
 /// Most statements a warm job may make on the state database. Each is a round trip of its own
 /// (sqlx sends no two in one); the pools' pings are on top (reported, not bounded: they follow
 /// which connection each step gets).
-const STATE_STATEMENTS: usize = 12;
+const STATE_STATEMENTS: usize = 10;
 /// Most statements a warm job may make on a one-table source.
-const SOURCE_STATEMENTS: usize = 5;
+const SOURCE_STATEMENTS: usize = 2;
 
 #[tokio::test]
 async fn a_small_job_on_postgresql_makes_few_statements() {
