@@ -81,7 +81,7 @@ pub(crate) async fn load_catalog(
     for row in &rows {
         if facts.backend.is_none() {
             facts = SessionFacts {
-                backend: text(row, 6).parse().ok(),
+                backend: connection_id(row),
                 lone_read: lone_read(&text(row, 5)),
             };
         }
@@ -146,6 +146,20 @@ pub(crate) async fn load_catalog(
         });
     }
     Ok((catalog, facts))
+}
+
+/// `CONNECTION_ID()` of a [`COLUMNS`] row: a binary integer over the binary protocol, whose
+/// width and sign vary by server and version.
+fn connection_id(row: &MySqlRow) -> Option<u64> {
+    const AT: usize = 6;
+    row.try_get::<u64, _>(AT)
+        .ok()
+        .or_else(|| {
+            row.try_get::<i64, _>(AT)
+                .ok()
+                .and_then(|id| u64::try_from(id).ok())
+        })
+        .or_else(|| text(row, AT).parse().ok())
 }
 
 /// How a lone table is read read-only on the server of `version` (`VERSION()`): MariaDB 10.1.2
