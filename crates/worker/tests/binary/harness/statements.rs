@@ -216,10 +216,13 @@ impl ClientReader {
         let p = &self.pending;
         if self.startup {
             let len = u32::from_be_bytes(p.get(..4)?.try_into().ok()?) as usize;
+            if p.len() < len.max(8) {
+                return None;
+            }
             let code = u32::from_be_bytes(p.get(4..8)?.try_into().ok()?);
             // SSLRequest and GSSENCRequest are followed by another untyped message.
             self.startup = matches!(code, 80_877_103 | 80_877_104);
-            return (p.len() >= len).then_some(len);
+            return Some(len);
         }
         let kind = *p.first()?;
         let len = u32::from_be_bytes(p.get(1..5)?.try_into().ok()?) as usize + 1;
@@ -342,5 +345,71 @@ impl ServerReader {
         }) {
             self.pending.drain(..n);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pg(kind: u8, body: &[u8]) -> Vec<u8> {
+        let mut message = vec![kind];
+        message.extend_from_slice(&(body.len() as u32 + 4).to_be_bytes());
+        message.extend_from_slice(body);
+        message
+    }
+
+    fn mysql(seq: u8, payload: &[u8]) -> Vec<u8> {
+        let len = (payload.len() as u32).to_le_bytes();
+        let mut packet = vec![len[0], len[1], len[2], seq];
+        packet.extend_from_slice(payload);
+        packet
+    }
+
+    /// Feeds `bytes` one at a time: a message split anywhere is still read whole.
+    fn read(protocol: Protocol, bytes: &[u8]) -> Tally {
+        let (session, tally) = (Mutex::new(Session::default()), Mutex::new(Tally::default()));
+        let mut reader = ClientReader::new(protocol);
+        for byte in bytes {
+            reader.feed(std::slice::from_ref(byte), &session, &tally);
+        }
+        tally.into_inner().unwrap()
+    }
+
+    #[test]
+    fn postgres_statements_prepares_and_pings_are_told_apart() {
+        let mut wire = Vec::new();
+        // SSLRequest, then the startup message: both untyped.
+        wire.extend_from_slice(&8u32.to_be_bytes());
+        wire.extend_from_slice(&80_877_103u32.to_be_bytes());
+        wire.extend_from_slice(&9u32.to_be_bytes());
+        wire.extend_from_slice(&196_608u32.to_be_bytes());
+        wire.push(0);
+        // A first use: Parse + Describe + Sync, then Bind + Execute + Sync.
+        wire.extend(pg(b'P', b"s1\0SELECT 1\0\0\0"));
+        wire.extend(pg(b'D', b"Ss1\0"));
+        wire.extend(pg(b'S', b""));
+        wire.extend(pg(b'B', b"\0s1\0\0\0\0\0\0\0"));
+        wire.extend(pg(b'E', b"\0\0\0\0\0"));
+        wire.extend(pg(b'S', b""));
+        // A ping, then a simple query.
+        wire.extend(pg(b'S', b""));
+        wire.extend(pg(b'Q', b"COMMIT\0"));
+        let tally = read(Protocol::Postgres, &wire);
+        assert_eq!(tally.statements, ["SELECT 1", "COMMIT"]);
+        assert_eq!((tally.prepares, tally.pings), (1, 1));
+    }
+
+    #[test]
+    fn mysql_commands_are_read_after_the_handshake() {
+        let mut wire = mysql(1, b"handshake response, not a command");
+        wire.extend(mysql(0, b"\x03SELECT 1"));
+        wire.extend(mysql(0, b"\x16SELECT ?"));
+        wire.extend(mysql(0, b"\x0e"));
+        wire.extend(mysql(0, b"\x17\x07\x00\x00\x00\x00\x01\x00\x00\x00"));
+        let tally = read(Protocol::MySql, &wire);
+        // The execute's text comes from the server's answer to the prepare, not seen here.
+        assert_eq!(tally.statements, ["SELECT 1", ""]);
+        assert_eq!((tally.prepares, tally.pings), (1, 1));
     }
 }
