@@ -11,54 +11,60 @@ use sqlx::pool::PoolConnection;
 use sqlx::postgres::{PgPool, Postgres};
 use sqlx::Database;
 
+use crate::datasource::SessionFacts;
+
 /// One pooled connection running a job's statements.
 pub(crate) struct Session<DB: Database> {
     /// `Some` until the session ends.
     conn: Option<PoolConnection<DB>>,
+    /// Where a cancel is asked; `None` once the session ended.
     cancel: Option<Cancel>,
+    /// Learnt from the catalog statement ([`Session::learn`]): no statement of its own asks
+    /// the server's id of the session. Until then an abandoned session is closed without a
+    /// cancel: only the engine's own catalog query can be running.
+    facts: SessionFacts,
 }
 
 enum Cancel {
-    Postgres { pool: PgPool, pid: i32 },
-    MySql { pool: MySqlPool, id: u64 },
+    Postgres(PgPool),
+    MySql(MySqlPool),
 }
 
 impl Session<Postgres> {
-    pub(crate) async fn postgres(
-        mut conn: PoolConnection<Postgres>,
-        pool: PgPool,
-    ) -> Result<Self, sqlx::Error> {
-        let pid: i32 = sqlx::query_scalar("SELECT pg_backend_pid()")
-            .fetch_one(&mut *conn)
-            .await?;
-        Ok(Session {
-            conn: Some(conn),
-            cancel: Some(Cancel::Postgres { pool, pid }),
-        })
+    pub(crate) fn postgres(conn: PoolConnection<Postgres>, pool: PgPool) -> Self {
+        Session::new(conn, Cancel::Postgres(pool))
     }
 }
 
 impl Session<MySql> {
-    pub(crate) async fn mysql(
-        mut conn: PoolConnection<MySql>,
-        pool: MySqlPool,
-    ) -> Result<Self, sqlx::Error> {
-        let id: u64 = sqlx::query_scalar("SELECT CONNECTION_ID()")
-            .fetch_one(&mut *conn)
-            .await?;
-        Ok(Session {
-            conn: Some(conn),
-            cancel: Some(Cancel::MySql { pool, id }),
-        })
+    pub(crate) fn mysql(conn: PoolConnection<MySql>, pool: MySqlPool) -> Self {
+        Session::new(conn, Cancel::MySql(pool))
     }
 }
 
 impl<DB: Database> Session<DB> {
+    fn new(conn: PoolConnection<DB>, cancel: Cancel) -> Self {
+        Session {
+            conn: Some(conn),
+            cancel: Some(cancel),
+            facts: SessionFacts::default(),
+        }
+    }
+
     pub(crate) fn conn(&mut self) -> &mut DB::Connection {
         // `conn` is only taken by `finish` (which consumes the session) and by `drop`.
         self.conn
             .as_deref_mut()
             .expect("a live session has its connection")
+    }
+
+    /// What the catalog statement told of this session.
+    pub(crate) fn learn(&mut self, facts: SessionFacts) {
+        self.facts = facts;
+    }
+
+    pub(crate) fn facts(&self) -> SessionFacts {
+        self.facts
     }
 
     /// The session's statements ended (well or not): the connection goes back to the pool.
@@ -72,22 +78,27 @@ impl<DB: Database> Drop for Session<DB> {
         let Some(cancel) = self.cancel.take() else {
             return;
         };
+        let backend = self.facts.backend;
         // Never return a connection that may be mid-statement to the pool: detach and close it.
         if let Some(conn) = self.conn.take() {
             drop(conn.detach());
         }
         // Aborts happen on the runtime; outside one there is nothing to run the cancel on.
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        let (Ok(runtime), Some(backend)) = (tokio::runtime::Handle::try_current(), backend) else {
             return;
         };
         runtime.spawn(async move {
             let outcome = match cancel {
-                Cancel::Postgres { pool, pid } => sqlx::query("SELECT pg_cancel_backend($1)")
-                    .bind(pid)
-                    .execute(&pool)
-                    .await
-                    .map(drop),
-                Cancel::MySql { pool, id } => sqlx::query(&format!("KILL QUERY {id}"))
+                // A PID is an `int4`; one that is not came from no server.
+                Cancel::Postgres(pool) => match i32::try_from(backend) {
+                    Ok(pid) => sqlx::query("SELECT pg_cancel_backend($1)")
+                        .bind(pid)
+                        .execute(&pool)
+                        .await
+                        .map(drop),
+                    Err(_) => Ok(()),
+                },
+                Cancel::MySql(pool) => sqlx::query(&format!("KILL QUERY {backend}"))
                     .execute(&pool)
                     .await
                     .map(drop),

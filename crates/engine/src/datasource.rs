@@ -3,7 +3,14 @@
 //! [`Datasource`] is the engine's one view of a kind. The SQL kinds share most of it: they
 //! implement [`SqlDatasource`] (a catalog and one table's rows on a connection of their sqlx
 //! database), and get their [`Datasource`] from it: a cancel-on-drop session
-//! ([`crate::cancel::Session`]) and every table read in one read-only transaction.
+//! ([`crate::cancel::Session`]) and the tables read read-only.
+//!
+//! A job costs its source two statements, the catalog and the rows: what the session must know
+//! of itself (the server's id of it, for a cancel; whether a statement alone runs read-only)
+//! rides along in the catalog statement ([`SessionFacts`]) instead of a statement of its own,
+//! and a lone table is read by a statement that is read-only by itself ([`LoneRead`]). Several
+//! tables are read in one `START TRANSACTION READ ONLY`, so each stays read-only whatever a
+//! view read before it did to the session (and, on MySQL and MariaDB, all from one snapshot).
 
 use std::future::Future;
 
@@ -46,6 +53,29 @@ pub(crate) trait Datasource {
     fn finish(session: Self::Session);
 }
 
+/// What the catalog statement also told of the session it ran on.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct SessionFacts {
+    /// The server's id of the session (PostgreSQL's backend PID, MySQL's connection id): what
+    /// a cancel names. `None` when the catalog came back empty (then nothing is read).
+    pub(crate) backend: Option<u64>,
+    pub(crate) lone_read: LoneRead,
+}
+
+/// How a datasource's only table is read read-only without a transaction of its own.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum LoneRead {
+    /// It cannot be: the read runs in `START TRANSACTION READ ONLY` as several tables do.
+    #[default]
+    InTransaction,
+    /// The session's default makes every transaction read-only (PostgreSQL's
+    /// `default_transaction_read_only`, which the catalog statement saw `on` just before on the
+    /// same connection; a view's function may turn it off, never for the statement it runs in).
+    SessionDefault,
+    /// The statement says so itself with this prefix (MariaDB's `SET STATEMENT ... FOR`).
+    Prefixed(&'static str),
+}
+
 /// A SQL kind of datasource on sqlx (PostgreSQL, MySQL).
 pub(crate) trait SqlDatasource {
     type Db: Database;
@@ -53,19 +83,22 @@ pub(crate) trait SqlDatasource {
     /// How the datasource names tables, for a connection to `database`.
     fn naming(database: &str) -> Naming;
 
-    /// The columns of the requested tables that exist.
+    /// The columns of the requested tables that exist, and what the statement that read them
+    /// told of the session.
     fn load_catalog<'c>(
         conn: &'c mut <Self::Db as Database>::Connection,
         connection: &'c str,
         database: &'c str,
         tables: &'c [TableName],
-    ) -> impl Future<Output = Result<Catalog>> + Send + 'c;
+    ) -> impl Future<Output = Result<(Catalog, SessionFacts)>> + Send + 'c;
 
-    /// Streams one planned table's rows into `out`.
+    /// Streams one planned table's rows into `out`; `prefix` goes before its statement
+    /// ([`LoneRead::Prefixed`], else empty).
     fn stream_table<'c>(
         conn: &'c mut <Self::Db as Database>::Connection,
         connection: &'c str,
         plan: &'c TablePlan,
+        prefix: &'c str,
         out: &'c mut ConnectionResult,
     ) -> impl Future<Output = Result<()>> + Send + 'c;
 }
@@ -83,31 +116,46 @@ where
         <S as SqlDatasource>::naming(database)
     }
 
-    fn load_catalog<'c>(
-        session: &'c mut Self::Session,
-        connection: &'c str,
-        database: &'c str,
-        tables: &'c [TableName],
-    ) -> impl Future<Output = Result<Catalog>> + Send + 'c {
-        <S as SqlDatasource>::load_catalog(session.conn(), connection, database, tables)
+    async fn load_catalog(
+        session: &mut Self::Session,
+        connection: &str,
+        database: &str,
+        tables: &[TableName],
+    ) -> Result<Catalog> {
+        let (catalog, facts) =
+            <S as SqlDatasource>::load_catalog(session.conn(), connection, database, tables)
+                .await?;
+        session.learn(facts);
+        Ok(catalog)
     }
 
-    /// The rows in one read-only transaction: a view whose function writes fails the job
-    /// instead of writing. An error rolls the transaction back before the connection is pooled
-    /// again.
+    /// The rows read-only: a view whose function writes fails the job instead of writing. A
+    /// lone table in one statement read-only by itself, when the session allows
+    /// ([`LoneRead`]); otherwise every table in one read-only transaction, which an error rolls
+    /// back before the connection is pooled again.
     async fn stream(
         session: &mut Self::Session,
         connection: &str,
         plans: &[TablePlan],
         out: &mut ConnectionResult,
     ) -> Result<()> {
+        if let [plan] = plans {
+            let prefix = match session.facts().lone_read {
+                LoneRead::InTransaction => None,
+                LoneRead::SessionDefault => Some(""),
+                LoneRead::Prefixed(prefix) => Some(prefix),
+            };
+            if let Some(prefix) = prefix {
+                return S::stream_table(session.conn(), connection, plan, prefix, out).await;
+            }
+        }
         let mut tx = session
             .conn()
             .begin_with(READ_ONLY)
             .await
             .map_err(|e| EngineError::query(connection, &e))?;
         for plan in plans {
-            S::stream_table(&mut tx, connection, plan, out).await?;
+            S::stream_table(&mut tx, connection, plan, "", out).await?;
         }
         tx.commit()
             .await

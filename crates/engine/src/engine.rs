@@ -282,9 +282,7 @@ impl Inner {
                     .acquire()
                     .await
                     .map_err(|e| EngineError::connect(name, &e))?;
-                let session = Session::postgres(conn, pool)
-                    .await
-                    .map_err(|e| EngineError::connect(name, &e))?;
+                let session = Session::postgres(conn, pool);
                 self.extract_from::<postgres::Source>(session, job, &config)
                     .await
             }
@@ -312,9 +310,7 @@ impl Inner {
                     .acquire()
                     .await
                     .map_err(|e| EngineError::connect(name, &e))?;
-                let session = Session::mysql(conn, pool)
-                    .await
-                    .map_err(|e| EngineError::connect(name, &e))?;
+                let session = Session::mysql(conn, pool);
                 self.extract_from::<mysql::Source>(session, job, &config)
                     .await
             }

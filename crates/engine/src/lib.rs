@@ -18,7 +18,8 @@
 //!
 //! Every query names its table with the schema the catalog found it in; PostgreSQL sessions
 //! run with `search_path = pg_catalog, pg_temp` and read-only transactions, and each
-//! datasource's rows are read in `START TRANSACTION READ ONLY`. A `prefer` connection with a
+//! datasource's rows are read read-only: a lone table by one statement read-only by itself, several
+//! in `START TRANSACTION READ ONLY` (the private `datasource` module). A `prefer` connection with a
 //! password is probed first and refused if its server would take the password in the clear
 //! (the private `cleartext` module).
 //!

@@ -119,6 +119,50 @@ async fn postgres_a_view_whose_function_writes_fails_and_writes_nothing() {
     db.drop().await;
 }
 
+/// A lone table is read without a transaction of its own, read-only by the session's default; a
+/// view that turns that default off (it may, for later transactions) must not make the next
+/// read on the same connection writable.
+#[tokio::test]
+async fn postgres_a_view_that_turns_read_only_off_leaves_the_next_read_read_only() {
+    let db = TestDb::create().await;
+    pg_exec(
+        &db,
+        "CREATE TABLE public.audit (n int);
+         CREATE FUNCTION public.unguard() RETURNS int LANGUAGE plpgsql VOLATILE AS
+           $$ BEGIN PERFORM set_config('default_transaction_read_only', 'off', false); RETURN 1; END $$;
+         CREATE VIEW public.unguard AS SELECT public.unguard() AS n;
+         CREATE FUNCTION public.bump() RETURNS int LANGUAGE plpgsql VOLATILE AS
+           $$ BEGIN INSERT INTO public.audit VALUES (1); RETURN 1; END $$;
+         CREATE VIEW public.v AS SELECT public.bump() AS n;",
+    )
+    .await;
+    // One connection: the second read runs on the session the first one changed.
+    let config = EngineConfig {
+        pool_max_connections: 1,
+        ..EngineConfig::default()
+    };
+    let engine = engine_for(&[("pg", &db)], config);
+    extract(&engine, "pg", "unguard", &["n"])
+        .await
+        .expect("the view that turns the default off extracts");
+    let result = extract(&engine, "pg", "v", &["n"]).await;
+    match result {
+        Err(error @ EngineError::Query { .. }) => {
+            assert!(
+                error.to_string().contains("read-only transaction"),
+                "{error}"
+            )
+        }
+        other => panic!("expected a read-only query error, got {other:?}"),
+    }
+    let written: i64 = sqlx::query_scalar("SELECT count(*) FROM public.audit")
+        .fetch_one(&db.pool)
+        .await
+        .expect("count");
+    assert_eq!(written, 0, "the extraction wrote a row");
+    db.drop().await;
+}
+
 #[tokio::test]
 async fn mysql_a_view_whose_function_writes_fails_and_writes_nothing() {
     let db = MariaDb::create().await;

@@ -143,20 +143,6 @@ pub(crate) async fn queue(
     Ok(())
 }
 
-/// Puts every execution back to `QUEUED`: the run starts again (a takeover, a retry).
-pub(crate) async fn restart(tx: &mut Transaction<'static, Postgres>, job_id: Uuid) -> Result<()> {
-    sqlx::query(
-        "UPDATE job_executions SET status = 'QUEUED', row_count = 0, started_at = NULL,
-                ended_at = NULL, error = NULL, updated_at = now()
-         WHERE job_id = $1",
-    )
-    .bind(job_id)
-    .execute(&mut **tx)
-    .await
-    .map_err(|e| OutboxError::sqlx(STEP, e))?;
-    Ok(())
-}
-
 /// Writes the reports of executions still open (an unknown datasource gets its row), in one
 /// statement, and records the event of each that ended.
 pub(crate) async fn apply(

@@ -116,81 +116,29 @@ impl Store {
     /// under an expired lease; when it did not, the conflicting row stays locked by the upsert,
     /// so reading it next reports a state no one can change under us.
     pub async fn claim(&self, request: &ClaimRequest<'_>) -> Result<Claim> {
-        const STEP: &str = "claiming a job";
-        let db = |e| OutboxError::sqlx(STEP, e);
-        let mut tx = self.pool().begin().await.map_err(db)?;
+        let db = |e| OutboxError::sqlx(CLAIM_STEP, e);
         // The executions are queued by the same statement, when it takes the job.
         let (names, tables) = match &request.spec {
             Some(spec) => executions::datasources(spec.mapped_fields),
             None => (Vec::new(), Vec::new()),
         };
-        let acquired = sqlx::query(
-            "WITH claimed AS (
-             INSERT INTO jobs AS j (job_id, tenant_id, status, request_id, metadata, spec, \
-                                    attempts, owner, lease_expires_at, started_at, message_sha256, \
-                                    first_started_at, timeout_seconds)
-             VALUES ($1, $2, 'processing', $3, $4, $5, 1, $6, now() + $7, now(), $8, now(), $9)
-             ON CONFLICT (job_id) DO UPDATE SET
-                 status = 'processing',
-                 -- The stored message wins; a gap is filled from this delivery.
-                 request_id = COALESCE(j.request_id, EXCLUDED.request_id),
-                 metadata = CASE WHEN j.metadata = '{}'::jsonb THEN EXCLUDED.metadata
-                                 ELSE j.metadata END,
-                 spec = COALESCE(j.spec, EXCLUDED.spec),
-                 message_sha256 = COALESCE(j.message_sha256, EXCLUDED.message_sha256),
-                 attempts = j.attempts + 1,
-                 owner = EXCLUDED.owner,
-                 lease_expires_at = EXCLUDED.lease_expires_at,
-                 started_at = now(),
-                 first_started_at = COALESCE(j.first_started_at, now()),
-                 timeout_seconds = COALESCE(j.timeout_seconds, EXCLUDED.timeout_seconds),
-                 updated_at = now()
-             WHERE ((j.status = 'pending' AND NOT j.cancel_requested)
-                    OR (j.status = 'processing' AND j.lease_expires_at <= now()))
-               -- One tenant per job: a delivery of another tenant never takes it.
-               AND j.tenant_id IS NOT DISTINCT FROM EXCLUDED.tenant_id
-             RETURNING attempts,
-                       EXTRACT(EPOCH FROM now() - first_started_at)::float8 AS running_for),
-             queued AS (
-                 INSERT INTO job_executions (job_id, datasource, tables)
-                 SELECT $1, t.name, t.tables
-                 FROM claimed, unnest($10::text[], $11::int4[]) AS t(name, tables)
-                 ON CONFLICT (job_id, datasource) DO NOTHING)
-             SELECT attempts, running_for FROM claimed",
-        )
-        .bind(request.job_id)
-        .bind(request.tenant)
-        .bind(request.request_id)
-        .bind(Json(request.metadata))
-        .bind(request.spec.map(Json))
-        .bind(request.owner)
-        .bind(interval(request.lease))
-        .bind(request.message_sha256.map(|digest| digest.as_slice()))
-        .bind(
-            request
-                .timeout_seconds
-                .map(|s| i32::try_from(s).unwrap_or(i32::MAX)),
-        )
-        .bind(&names)
-        .bind(&tables)
-        .fetch_optional(&mut *tx)
-        .await
-        .map_err(db)?;
-
-        let claim = match acquired {
-            Some(row) => {
-                let attempts: i32 = row.try_get("attempts").map_err(db)?;
-                if attempts > 1 {
-                    executions::restart(&mut tx, request.job_id).await?;
-                }
-                let running_for: f64 = row.try_get("running_for").map_err(db)?;
-                // Never negative: the schema checks `attempts >= 0`; a clock that went back
-                // counts as no time.
-                Claim::Acquired {
-                    attempt: attempts.unsigned_abs(),
-                    running_for: Duration::try_from_secs_f64(running_for).unwrap_or_default(),
-                }
-            }
+        // The normal path, the job taken, is that one statement in a transaction of its own.
+        if let Some(row) = claim_statement(request, &names, &tables)
+            .fetch_optional(self.pool())
+            .await
+            .map_err(db)?
+        {
+            return acquired(&row);
+        }
+        // Not taken: why is read in one transaction with the statement tried again, so the row
+        // it locks stays as read (another owner may have let it go meanwhile: then it is taken).
+        let mut tx = self.pool().begin().await.map_err(db)?;
+        let taken = claim_statement(request, &names, &tables)
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(db)?;
+        let claim = match taken {
+            Some(row) => acquired(&row)?,
             None => {
                 let row = sqlx::query(
                     "SELECT status, lease_expires_at, cancel_requested,
@@ -212,7 +160,7 @@ impl Store {
                 let status = status
                     .parse::<JobStatus>()
                     .map_err(|e| OutboxError::Corrupt {
-                        step: STEP,
+                        step: CLAIM_STEP,
                         detail: e.to_string(),
                     })?;
                 let cancel_requested: bool = row.try_get("cancel_requested").map_err(db)?;
@@ -246,7 +194,7 @@ impl Store {
                             // processing ones: nothing else is left.
                             None => {
                                 return Err(OutboxError::Corrupt {
-                                    step: STEP,
+                                    step: CLAIM_STEP,
                                     detail: format!("job in state {status} without a lease"),
                                 })
                             }
@@ -360,4 +308,86 @@ impl Store {
             .collect::<Result<_, sqlx::Error>>()
             .map_err(db)
     }
+}
+
+const CLAIM_STEP: &str = "claiming a job";
+
+/// The claim: creates the job's row or takes it when it is free (pending and not canceled, or
+/// processing under a lapsed lease) and of the same tenant, queues its executions (a first run)
+/// or restarts them (a later one), all in one statement. A row when it took the job.
+fn claim_statement<'q>(
+    request: &'q ClaimRequest<'q>,
+    names: &'q [&'q str],
+    tables: &'q [i32],
+) -> sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments> {
+    sqlx::query(
+        "WITH claimed AS (
+         INSERT INTO jobs AS j (job_id, tenant_id, status, request_id, metadata, spec, \
+                                attempts, owner, lease_expires_at, started_at, message_sha256, \
+                                first_started_at, timeout_seconds)
+         VALUES ($1, $2, 'processing', $3, $4, $5, 1, $6, now() + $7, now(), $8, now(), $9)
+         ON CONFLICT (job_id) DO UPDATE SET
+             status = 'processing',
+             -- The stored message wins; a gap is filled from this delivery.
+             request_id = COALESCE(j.request_id, EXCLUDED.request_id),
+             metadata = CASE WHEN j.metadata = '{}'::jsonb THEN EXCLUDED.metadata
+                             ELSE j.metadata END,
+             spec = COALESCE(j.spec, EXCLUDED.spec),
+             message_sha256 = COALESCE(j.message_sha256, EXCLUDED.message_sha256),
+             attempts = j.attempts + 1,
+             owner = EXCLUDED.owner,
+             lease_expires_at = EXCLUDED.lease_expires_at,
+             started_at = now(),
+             first_started_at = COALESCE(j.first_started_at, now()),
+             timeout_seconds = COALESCE(j.timeout_seconds, EXCLUDED.timeout_seconds),
+             updated_at = now()
+         WHERE ((j.status = 'pending' AND NOT j.cancel_requested)
+                OR (j.status = 'processing' AND j.lease_expires_at <= now()))
+           -- One tenant per job: a delivery of another tenant never takes it.
+           AND j.tenant_id IS NOT DISTINCT FROM EXCLUDED.tenant_id
+         RETURNING attempts,
+                   EXTRACT(EPOCH FROM now() - first_started_at)::float8 AS running_for),
+         queued AS (
+             INSERT INTO job_executions (job_id, datasource, tables)
+             SELECT $1, t.name, t.tables
+             FROM claimed, unnest($10::text[], $11::int4[]) AS t(name, tables)
+             ON CONFLICT (job_id, datasource) DO NOTHING),
+         -- A later run starts its executions afresh (the rows queued above are not seen here:
+         -- one snapshot for the whole statement).
+         restarted AS (
+             UPDATE job_executions e
+             SET status = 'QUEUED', row_count = 0, started_at = NULL, ended_at = NULL,
+                 error = NULL, updated_at = now()
+             FROM claimed
+             WHERE e.job_id = $1 AND claimed.attempts > 1)
+         SELECT attempts, running_for FROM claimed",
+    )
+    .bind(request.job_id)
+    .bind(request.tenant)
+    .bind(request.request_id)
+    .bind(Json(request.metadata))
+    .bind(request.spec.map(Json))
+    .bind(request.owner)
+    .bind(interval(request.lease))
+    .bind(request.message_sha256.map(|digest| digest.as_slice()))
+    .bind(
+        request
+            .timeout_seconds
+            .map(|s| i32::try_from(s).unwrap_or(i32::MAX)),
+    )
+    .bind(names)
+    .bind(tables)
+}
+
+/// The claim a taken job's row answers.
+fn acquired(row: &sqlx::postgres::PgRow) -> Result<Claim> {
+    let db = |e| OutboxError::sqlx(CLAIM_STEP, e);
+    let attempts: i32 = row.try_get("attempts").map_err(db)?;
+    let running_for: f64 = row.try_get("running_for").map_err(db)?;
+    // Never negative: the schema checks `attempts >= 0`; a clock that went back counts as no
+    // time.
+    Ok(Claim::Acquired {
+        attempt: attempts.unsigned_abs(),
+        running_for: Duration::try_from_secs_f64(running_for).unwrap_or_default(),
+    })
 }

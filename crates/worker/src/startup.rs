@@ -56,54 +56,17 @@ impl Application {
     /// Sets everything up without asking any dependency (they may not answer yet) and binds the
     /// health server; [`run_until_stopped`](Self::run_until_stopped) waits for them.
     pub async fn build(settings: Settings) -> anyhow::Result<Application> {
-        let database = postgres_state(&settings)?;
+        // The Manager mode stops here, before anything is set up.
+        postgres_state(&settings)?;
         let prometheus = metrics::install().context("Failed to install the metrics recorder")?;
 
-        let options = PgConnectOptions::from_str(database.url.expose_secret())
-            .map_err(|_| anyhow::anyhow!("DATABASE_URL is not a valid PostgreSQL URL"))?
-            .disable_statement_logging();
-        // Driver errors may name the state database's and the broker's hosts and users bare:
-        // redaction learns them, as the engine's resolver does for datasources.
-        contract::redaction::remember_host(options.get_host());
-        contract::redaction::remember_user(options.get_username());
-        if let Ok(uri) = settings
-            .amqp
-            .uri
-            .expose_secret()
-            .parse::<lapin::uri::AMQPUri>()
-        {
-            contract::redaction::remember_host(&uri.authority.host);
-            contract::redaction::remember_user(&uri.authority.userinfo.username);
-        }
-        let pool = PgPoolOptions::new()
-            .max_connections(database.max_connections)
-            .acquire_timeout(Duration::from_secs(10))
-            .connect_lazy_with(options);
-        let mut store = outbox::Store::new(pool.clone());
-        if let Some(mqtt) = &settings.mqtt {
-            store = store.mirrored(&mqtt.topic_prefix);
-        }
-
-        let connections = ConnectionStore::new(
-            pool.clone(),
-            settings.keys.credentials().clone(),
-            settings.key_version.clone(),
-        );
-        let resolver = Resolver::new(settings.datasources.clone(), Some(connections));
-        let engine = engine::Engine::new(settings.engine.clone(), resolver);
-
-        let objects = ObjectStore::new(settings.storage.clone())
-            .await
-            .context("Failed to set up object storage")?;
-
-        let publisher_config = publisher::PublisherConfig::new(
-            publisher::AmqpUri::new(settings.amqp.uri.expose_secret()),
-            settings.amqp.events_exchange.clone(),
-        );
-        let publisher = Arc::new(
-            publisher::Publisher::new(publisher_config, settings.keys.external_hmac().clone())
-                .context("Failed to set up the event publisher")?,
-        );
+        let Wired {
+            pool,
+            store,
+            objects,
+            publisher,
+            core,
+        } = wire(&settings).await?;
         let mirror = match &settings.mqtt {
             None => None,
             Some(mqtt) => {
@@ -131,26 +94,9 @@ impl Application {
             prefetch: settings.amqp.consumers,
             worker_id: settings.jobs.worker_id.clone(),
         };
-        let settings_of_jobs = JobSettings {
-            keys: settings.keys.clone(),
-            source: settings.amqp.cloudevents_source.clone(),
-            worker_id: settings.jobs.worker_id.clone(),
-            lease: settings.jobs.lease,
-            verify: VerifyPolicy {
-                max_age_secs: settings.amqp.signature_max_age_secs,
-                allow_legacy_body_signature: settings.amqp.allow_legacy_body_signature,
-                ..VerifyPolicy::default()
-            },
-            storage_retry: settings.jobs.storage_retry,
-            limits: MessageLimits {
-                max_message_bytes: settings.amqp.max_message_bytes,
-                max_metadata_bytes: settings.amqp.max_metadata_bytes,
-            },
-        };
-        let ports = adapters::ports(store.clone(), objects.clone(), publisher.clone(), engine);
         let control = api::ControlApi {
             store: store.clone(),
-            core: Arc::new(JobCore::new(ports, settings_of_jobs)),
+            core,
         };
         let jobs = Jobs {
             core: control.core.clone(),
@@ -277,6 +223,93 @@ impl Application {
         }
         outcome
     }
+}
+
+/// The job core on the real services, and the services the run uses beside it. Nothing is
+/// asked of them yet (the pool is lazy): [`Application::build`] wires the Worker with it, and a
+/// test can run the core exactly as the Worker does.
+pub struct Wired {
+    /// The state database's pool.
+    pub pool: sqlx::PgPool,
+    pub store: outbox::Store,
+    pub objects: ObjectStore,
+    pub publisher: Arc<publisher::Publisher>,
+    pub core: Arc<JobCore>,
+}
+
+/// Wires the job core from `settings`: the state database's pool and store (mirrored when the
+/// MQTT mirror is on), the connection store, the engine, the bucket and the event publisher.
+pub async fn wire(settings: &Settings) -> anyhow::Result<Wired> {
+    let database = postgres_state(settings)?;
+    let options = PgConnectOptions::from_str(database.url.expose_secret())
+        .map_err(|_| anyhow::anyhow!("DATABASE_URL is not a valid PostgreSQL URL"))?
+        .disable_statement_logging();
+    // Driver errors may name the state database's and the broker's hosts and users bare:
+    // redaction learns them, as the engine's resolver does for datasources.
+    contract::redaction::remember_host(options.get_host());
+    contract::redaction::remember_user(options.get_username());
+    if let Ok(uri) = settings
+        .amqp
+        .uri
+        .expose_secret()
+        .parse::<lapin::uri::AMQPUri>()
+    {
+        contract::redaction::remember_host(&uri.authority.host);
+        contract::redaction::remember_user(&uri.authority.userinfo.username);
+    }
+    let pool = PgPoolOptions::new()
+        .max_connections(database.max_connections)
+        .acquire_timeout(Duration::from_secs(10))
+        .connect_lazy_with(options);
+    let mut store = outbox::Store::new(pool.clone());
+    if let Some(mqtt) = &settings.mqtt {
+        store = store.mirrored(&mqtt.topic_prefix);
+    }
+
+    let connections = ConnectionStore::new(
+        pool.clone(),
+        settings.keys.credentials().clone(),
+        settings.key_version.clone(),
+    );
+    let resolver = Resolver::new(settings.datasources.clone(), Some(connections));
+    let engine = engine::Engine::new(settings.engine.clone(), resolver);
+
+    let objects = ObjectStore::new(settings.storage.clone())
+        .await
+        .context("Failed to set up object storage")?;
+
+    let publisher_config = publisher::PublisherConfig::new(
+        publisher::AmqpUri::new(settings.amqp.uri.expose_secret()),
+        settings.amqp.events_exchange.clone(),
+    );
+    let publisher = Arc::new(
+        publisher::Publisher::new(publisher_config, settings.keys.external_hmac().clone())
+            .context("Failed to set up the event publisher")?,
+    );
+    let settings_of_jobs = JobSettings {
+        keys: settings.keys.clone(),
+        source: settings.amqp.cloudevents_source.clone(),
+        worker_id: settings.jobs.worker_id.clone(),
+        lease: settings.jobs.lease,
+        verify: VerifyPolicy {
+            max_age_secs: settings.amqp.signature_max_age_secs,
+            allow_legacy_body_signature: settings.amqp.allow_legacy_body_signature,
+            ..VerifyPolicy::default()
+        },
+        storage_retry: settings.jobs.storage_retry,
+        limits: MessageLimits {
+            max_message_bytes: settings.amqp.max_message_bytes,
+            max_metadata_bytes: settings.amqp.max_metadata_bytes,
+        },
+    };
+    let ports = adapters::ports(store.clone(), objects.clone(), publisher.clone(), engine);
+    Ok(Wired {
+        pool,
+        store,
+        objects,
+        publisher,
+        core: Arc::new(JobCore::new(ports, settings_of_jobs)),
+    })
 }
 
 /// Consumes until `shutdown` is cancelled, then drains: `/readyz` says 503 at once, consuming

@@ -132,7 +132,10 @@ impl crate::datasource::SqlDatasource for Source {
         connection: &'c str,
         database: &'c str,
         tables: &'c [crate::catalog::TableName],
-    ) -> impl std::future::Future<Output = crate::Result<crate::catalog::Catalog>> + Send + 'c {
+    ) -> impl std::future::Future<
+        Output = crate::Result<(crate::catalog::Catalog, crate::datasource::SessionFacts)>,
+    > + Send
+           + 'c {
         load_catalog(conn, connection, database, tables)
     }
 
@@ -140,9 +143,10 @@ impl crate::datasource::SqlDatasource for Source {
         conn: &'c mut sqlx::MySqlConnection,
         connection: &'c str,
         plan: &'c crate::plan::TablePlan,
+        prefix: &'c str,
         out: &'c mut crate::result::ConnectionResult,
     ) -> impl std::future::Future<Output = crate::Result<()>> + Send + 'c {
-        stream_table(conn, connection, plan, out)
+        stream_table(conn, connection, plan, prefix, out)
     }
 }
 

@@ -6,15 +6,17 @@ use sqlx::mysql::{MySqlArguments, MySqlRow};
 use sqlx::{Arguments, Decode, MySql, MySqlConnection, Row};
 
 use crate::catalog::{Catalog, Column, Table, TableName, ValueKind};
+use crate::datasource::{LoneRead, SessionFacts};
 use crate::error::{EngineError, Result};
 use crate::sql::Dialect;
 
 /// Columns of the requested schemas and table names (base tables and views), in declaration
-/// order. `VERSION()` rides along so MariaDB is recognised without another round trip.
+/// order. `VERSION()` and `CONNECTION_ID()` ride along so MariaDB is recognised and the session
+/// known for a cancel without another round trip (`SessionFacts`).
 /// Equality lists keep `information_schema`'s lookup optimisation; exact (case-sensitive)
 /// pairs are matched afterwards. System schemas are never seen (see [`NOT_SYSTEM`]).
 const COLUMNS: &str = "SELECT TABLE_SCHEMA, TABLE_NAME, COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, \
-     VERSION() FROM information_schema.COLUMNS";
+     VERSION(), CONNECTION_ID() FROM information_schema.COLUMNS";
 
 /// Hides the server's own schemas, whatever their spelling: with a privileged datasource user
 /// `mysql.user` would hand out password hashes, so a job naming one fails like a missing table.
@@ -44,7 +46,7 @@ pub(crate) async fn load_catalog(
     connection: &str,
     database: &str,
     tables: &[TableName],
-) -> Result<Catalog> {
+) -> Result<(Catalog, SessionFacts)> {
     // Exact (schema, table) pairs asked for, each with the name the plan looks it up by.
     let wanted: BTreeMap<(&str, &str), &TableName> = tables
         .iter()
@@ -56,7 +58,7 @@ pub(crate) async fn load_catalog(
         })
         .collect();
     if wanted.is_empty() {
-        return Ok(Catalog::default());
+        return Ok((Catalog::default(), SessionFacts::default()));
     }
     let schemas: BTreeSet<&str> = wanted.keys().map(|(s, _)| *s).collect();
     let names: BTreeSet<&str> = wanted.keys().map(|(_, t)| *t).collect();
@@ -74,8 +76,15 @@ pub(crate) async fn load_catalog(
         .await
         .map_err(|e| EngineError::query(connection, &e))?;
 
+    let mut facts = SessionFacts::default();
     let mut found = Vec::with_capacity(rows.len());
     for row in &rows {
+        if facts.backend.is_none() {
+            facts = SessionFacts {
+                backend: connection_id(row),
+                lone_read: lone_read(&text(row, 5)),
+            };
+        }
         let found_row = Found {
             schema: text(row, 0),
             table: text(row, 1),
@@ -136,7 +145,47 @@ pub(crate) async fn load_catalog(
             kind,
         });
     }
-    Ok(catalog)
+    Ok((catalog, facts))
+}
+
+/// `CONNECTION_ID()` of a [`COLUMNS`] row: a binary integer over the binary protocol, whose
+/// width and sign vary by server and version.
+fn connection_id(row: &MySqlRow) -> Option<u64> {
+    const AT: usize = 6;
+    row.try_get::<u64, _>(AT)
+        .ok()
+        .or_else(|| {
+            row.try_get::<i64, _>(AT)
+                .ok()
+                .and_then(|id| u64::try_from(id).ok())
+        })
+        .or_else(|| text(row, AT).parse().ok())
+}
+
+/// How a lone table is read read-only on the server of `version` (`VERSION()`): MariaDB 10.1.2
+/// and later take `SET STATEMENT ... FOR` (its variable renamed `transaction_read_only` in
+/// 11.1, the old name kept as an alias for a while); MySQL has no per-statement form of it.
+fn lone_read(version: &str) -> LoneRead {
+    if !version.to_ascii_lowercase().contains("mariadb") {
+        return LoneRead::InTransaction;
+    }
+    let mut numbers = version
+        .split(|c: char| !c.is_ascii_digit())
+        .map(|part| part.parse::<u32>().ok());
+    let release = (
+        numbers.next().flatten(),
+        numbers.next().flatten(),
+        numbers.next().flatten(),
+    );
+    match release {
+        (Some(major), Some(minor), _) if (major, minor) >= (11, 1) => {
+            LoneRead::Prefixed("SET STATEMENT transaction_read_only=1 FOR ")
+        }
+        (Some(major), Some(minor), Some(patch)) if (major, minor, patch) >= (10, 1, 2) => {
+            LoneRead::Prefixed("SET STATEMENT tx_read_only=1 FOR ")
+        }
+        _ => LoneRead::InTransaction,
+    }
 }
 
 /// Whether a check clause validates `column` as JSON: `json_valid(`col`)`, as MariaDB writes
@@ -183,6 +232,21 @@ mod tests {
         assert!(checks_json("json_valid(`a``b`)", "a`b"));
         assert!(!checks_json("json_valid(`doc2`)", "doc"));
         assert!(!checks_json("`doc` > 0", "doc"));
+    }
+
+    #[test]
+    fn only_mariadb_reads_a_lone_table_read_only_by_itself() {
+        assert_eq!(
+            lone_read("10.11.19-MariaDB-0+deb12u1"),
+            LoneRead::Prefixed("SET STATEMENT tx_read_only=1 FOR ")
+        );
+        assert_eq!(
+            lone_read("11.4.2-MariaDB"),
+            LoneRead::Prefixed("SET STATEMENT transaction_read_only=1 FOR ")
+        );
+        assert_eq!(lone_read("10.1.1-MariaDB"), LoneRead::InTransaction);
+        assert_eq!(lone_read("8.0.36"), LoneRead::InTransaction);
+        assert_eq!(lone_read("MariaDB"), LoneRead::InTransaction);
     }
 
     #[test]

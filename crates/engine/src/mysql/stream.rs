@@ -22,9 +22,15 @@ pub(crate) async fn stream_table(
     conn: &mut MySqlConnection,
     connection: &str,
     plan: &TablePlan,
+    prefix: &str,
     out: &mut ConnectionResult,
 ) -> Result<()> {
     let query = Dialect::MySql.select(plan, super::select_expr);
+    let sql = if prefix.is_empty() {
+        std::borrow::Cow::Borrowed(query.sql.as_str())
+    } else {
+        std::borrow::Cow::Owned(format!("{prefix}{}", query.sql))
+    };
     let mut args = MySqlArguments::default();
     for param in &query.params {
         let bound = match param {
@@ -37,7 +43,7 @@ pub(crate) async fn stream_table(
         bound.map_err(|e| EngineError::Result(e.to_string()))?;
     }
     out.start_table(&plan.key)?;
-    let mut rows = sqlx::query_with(&query.sql, args).fetch(conn);
+    let mut rows = sqlx::query_with(&sql, args).fetch(conn);
     while let Some(row) = rows
         .try_next()
         .await

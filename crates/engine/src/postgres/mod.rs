@@ -17,7 +17,9 @@ use crate::plan::{Keys, Naming};
 /// - `search_path` holds only `pg_catalog` and the session's own `pg_temp`, so nothing the
 ///   engine or a function in a view refers to without a schema resolves to a user's schema
 ///   (queries name every table with the schema it was validated in);
-/// - every transaction is read-only (extraction also runs inside `START TRANSACTION READ ONLY`).
+/// - every transaction is read-only (several tables are also read inside `START TRANSACTION
+///   READ ONLY`; a lone table's statement relies on this default, which the catalog statement
+///   checks just before).
 pub(crate) const SESSION_SETTINGS: [(&str, &str); 6] = [
     ("DateStyle", "ISO"),
     ("IntervalStyle", "iso_8601"),
@@ -98,7 +100,10 @@ impl crate::datasource::SqlDatasource for Source {
         connection: &'c str,
         _database: &'c str,
         tables: &'c [crate::catalog::TableName],
-    ) -> impl std::future::Future<Output = crate::Result<crate::catalog::Catalog>> + Send + 'c {
+    ) -> impl std::future::Future<
+        Output = crate::Result<(crate::catalog::Catalog, crate::datasource::SessionFacts)>,
+    > + Send
+           + 'c {
         load_catalog(conn, connection, tables)
     }
 
@@ -106,8 +111,9 @@ impl crate::datasource::SqlDatasource for Source {
         conn: &'c mut sqlx::PgConnection,
         connection: &'c str,
         plan: &'c crate::plan::TablePlan,
+        prefix: &'c str,
         out: &'c mut crate::result::ConnectionResult,
     ) -> impl std::future::Future<Output = crate::Result<()>> + Send + 'c {
-        stream_table(conn, connection, plan, out)
+        stream_table(conn, connection, plan, prefix, out)
     }
 }

@@ -5,10 +5,12 @@ use std::collections::BTreeMap;
 use sqlx::{PgConnection, Row};
 
 use crate::catalog::{Catalog, Column, Table, TableName};
+use crate::datasource::{LoneRead, SessionFacts};
 use crate::error::{EngineError, Result};
 
 /// Columns of every requested table that exists (tables, views, materialized views, partitioned
-/// and foreign tables). Absent tables are simply not in the catalog. Domains map as their base
+/// and foreign tables). Absent tables are simply not in the catalog. The session's backend PID
+/// and read-only default ride along (`SessionFacts`), so no statement of their own asks. Domains map as their base
 /// type; the declared type name is kept for casts. System schemas (`pg_catalog`,
 /// `information_schema`, `pg_toast*`, `pg_temp*`) are never seen: with a privileged datasource
 /// user they would hand out `pg_authid`'s password hashes, so a job naming one fails like a
@@ -17,7 +19,9 @@ const COLUMNS: &str = r#"
 SELECT n.nspname AS schema_name, c.relname AS table_name, a.attname AS column_name,
        format_type(a.atttypid, NULL) AS db_type,
        bt.typname::text AS type_name, bt.typcategory::text AS category,
-       et.typname::text AS element_name, et.typcategory::text AS element_category
+       et.typname::text AS element_name, et.typcategory::text AS element_category,
+       pg_backend_pid() AS backend_pid,
+       current_setting('default_transaction_read_only') AS read_only_default
 FROM pg_catalog.pg_attribute a
 JOIN pg_catalog.pg_class c ON c.oid = a.attrelid
 JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
@@ -35,7 +39,7 @@ pub(crate) async fn load_catalog(
     conn: &mut PgConnection,
     connection: &str,
     tables: &[TableName],
-) -> Result<Catalog> {
+) -> Result<(Catalog, SessionFacts)> {
     let schemas: Vec<&str> = tables
         .iter()
         .map(|t| t.schema.as_deref().unwrap_or("public"))
@@ -49,11 +53,24 @@ pub(crate) async fn load_catalog(
         .map_err(|e| EngineError::query(connection, &e))?;
 
     let mut found: BTreeMap<TableName, Table> = BTreeMap::new();
+    let mut facts = SessionFacts::default();
     for row in rows {
         let get = |name: &str| -> Result<Option<String>> {
             row.try_get::<Option<String>, _>(name)
                 .map_err(|e| EngineError::query(connection, &e))
         };
+        if facts.backend.is_none() {
+            let pid: i32 = row
+                .try_get("backend_pid")
+                .map_err(|e| EngineError::query(connection, &e))?;
+            facts = SessionFacts {
+                backend: u64::try_from(pid).ok(),
+                lone_read: match get("read_only_default")?.as_deref() {
+                    Some("on") => LoneRead::SessionDefault,
+                    _ => LoneRead::InTransaction,
+                },
+            };
+        }
         let schema = get("schema_name")?.unwrap_or_default();
         let type_name = get("type_name")?.unwrap_or_default();
         let category = get("category")?.unwrap_or_default();
@@ -77,5 +94,5 @@ pub(crate) async fn load_catalog(
             kind: super::kind_of(&type_name, &category, element),
         });
     }
-    Ok(Catalog { tables: found })
+    Ok((Catalog { tables: found }, facts))
 }

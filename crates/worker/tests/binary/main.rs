@@ -8,15 +8,17 @@
 //! - [`chaos`]: cuts at chosen points through fault proxies, and the `#[ignore]`d soak;
 //! - [`deploy`]: the deploy kit's dashboard and alert rules against Prometheus scraping the
 //!   Worker, and docs/metrics.md's metrics on `/metrics`;
+//! - [`costs`]: what one job costs the servers, counted (statements and round trips);
 //! - [`bench`]: `#[ignore]`d benchmarks of the binary (`make bench`).
 //!
 //! [`harness`] is what they run on, built on `testkit`. A suite alone:
-//! `cargo test -p worker --test binary -- e2e::` (or `hostile::`, `security::`, `chaos::`, `deploy::`).
+//! `cargo test -p worker --test binary -- e2e::` (or `hostile::`, `security::`, `chaos::`, `deploy::`, `costs::`).
 
 mod harness;
 
 mod bench;
 mod chaos;
+mod costs;
 mod deploy;
 mod e2e;
 mod hostile;

@@ -21,6 +21,8 @@
 //!   as the Worker's datasources.
 //! - [`results`]: a job's outcome as a consumer checks it (result opened, or failure message).
 //! - [`golden`]: a result's bytes checked against a golden file under `e2e/fixtures/`.
+//! - [`statements`]: [`StatementCounter`], a proxy that counts the statements and round trips
+//!   a job makes on PostgreSQL or MariaDB.
 
 mod control;
 mod dead_letters;
@@ -33,6 +35,7 @@ mod publish;
 mod results;
 mod s3;
 pub mod sources;
+mod statements;
 mod world;
 
 pub use control::{ControlClient, Signing};
@@ -44,4 +47,5 @@ pub use process::{free_port, WorkerProcess};
 pub use proxy::{FaultProxy, Trap};
 pub use publish::{publish, signed, work_route, Headers, RUN_HEADER};
 pub use s3::s3_client;
+pub use statements::{Protocol, StatementCounter, Tally};
 pub use world::{World, SOURCE};

@@ -1,0 +1,7 @@
+//! What a job costs the servers it talks to, counted rather than timed, so a change that makes
+//! a job dearer fails a test instead of a benchmark no one reran.
+//!
+//! - [`round_trips`]: the statements and round trips one small job makes on the state database
+//!   and on its source (PostgreSQL, MariaDB).
+
+mod round_trips;
