@@ -31,6 +31,7 @@ bench:
 	$(CARGO) bench -p engine --bench extract_mongodb
 	bash scripts/services.sh postgres rabbitmq s3
 	$(CARGO) test --release -p cli --test fetch -- --ignored --nocapture bench_
+	bash scripts/tools.sh valgrind
 	BENCH_BEFORE_BIN=$$(bash scripts/bench-before.sh) \
 	  $(CARGO) test --release -p worker --test binary -- --ignored --nocapture --test-threads=1 bench::
 

@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # Makes sure the tools the deploy kit's checks run are installed; idempotent.
-# Usage: scripts/tools.sh [prometheus] [jsonschema] [kubernetes]   (no argument: all of them)
+# Usage: scripts/tools.sh [prometheus] [jsonschema] [kubernetes] [valgrind]
+#        (no argument: the first three, which the tests need)
 #
 # prometheus: Debian's `prometheus` package (promtool and the server the dashboard test starts;
 #             its service is never started here).
 # jsonschema: `check-jsonschema` (vendors the compose specification's schema) and
 # kubernetes: `kubernetes-validate` (the core objects' schemas), both from PyPI into the test
 #             virtual environment (docs/TEST-SERVERS.md).
+# valgrind:   Debian's `valgrind` (callgrind and callgrind_control), for `make bench`'s
+#             instruction counts only.
 # A tool that cannot be installed fails the script loudly: the checks never pass without it.
 set -euo pipefail
 
@@ -50,6 +53,11 @@ ensure_jsonschema() {
   pip_install 'check-jsonschema==0.39.0'
 }
 
+ensure_valgrind() {
+  command -v valgrind >/dev/null && command -v callgrind_control >/dev/null && return 0
+  apt_install valgrind
+}
+
 ensure_kubernetes() {
   [ -x "$VENV/bin/kubernetes-validate" ] && return 0
   pip_install 'kubernetes-validate==1.37.0'
@@ -63,6 +71,7 @@ main() {
       prometheus) ensure_prometheus ;;
       jsonschema) ensure_jsonschema ;;
       kubernetes) ensure_kubernetes ;;
+      valgrind) ensure_valgrind ;;
       *) log "unknown tool: $tool"; exit 2 ;;
     esac
   done
