@@ -290,16 +290,23 @@ pub(crate) async fn insert_leased(
     .fetch_optional(&mut **tx)
     .await?;
     inserted
-        .map(|row| {
-            Ok(PendingEvent {
-                id: row.try_get("id")?,
-                job_id,
-                sink: Sink::Amqp,
-                topic: None,
-                event,
-                attempts: 1,
-                created_at: row.try_get("created_at")?,
-            })
-        })
+        .map(|row| leased_event(&row, job_id, event))
         .transpose()
+}
+
+/// The AMQP row just inserted and leased (`RETURNING id, created_at`) as its publisher sends it.
+pub(crate) fn leased_event(
+    row: &PgRow,
+    job_id: Uuid,
+    event: OutboundEvent,
+) -> Result<PendingEvent, sqlx::Error> {
+    Ok(PendingEvent {
+        id: row.try_get("id")?,
+        job_id,
+        sink: Sink::Amqp,
+        topic: None,
+        event,
+        attempts: 1,
+        created_at: row.try_get("created_at")?,
+    })
 }

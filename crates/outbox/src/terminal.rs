@@ -8,6 +8,7 @@ use contract::lifecycle::{
 };
 use contract::Redacted;
 use serde_json::{Map, Value};
+use sqlx::types::Json;
 use sqlx::{Postgres, Row, Transaction};
 use uuid::Uuid;
 
@@ -15,8 +16,8 @@ use crate::control::{end_cancel_in, CancelEnded, Controlled, EndCancel};
 use crate::error::{OutboxError, Result};
 use crate::executions::{self, Close, ExecutionEvents, ExecutionReport};
 use crate::mirror;
-use crate::outbox::{insert_leased, PendingEvent};
-use crate::store::Store;
+use crate::outbox::{leased_event, PendingEvent};
+use crate::store::{interval, Store};
 
 const STEP: &str = "recording a terminal state";
 
@@ -161,18 +162,7 @@ impl Store {
         {
             executions.extend(executions::close(&mut tx, record.job_id, close, &events).await?);
         }
-        write_state(&mut tx, record).await?;
-
-        let inserted = insert_leased(
-            &mut tx,
-            record.job_id,
-            record.event.clone(),
-            record.publisher,
-            record.lease,
-        )
-        .await
-        .map_err(db)?;
-        let Some(event) = inserted else {
+        let Some(event) = end_with_event(&mut tx, record).await? else {
             tx.rollback().await.map_err(db)?;
             return Ok(Recorded::DuplicateEvent {
                 ce_id: record.event.ce_id().to_owned(),
@@ -353,11 +343,13 @@ fn ongoing(status: JobStatus) -> bool {
     )
 }
 
-/// Sets the job's terminal status with its result or error.
-async fn write_state(
+/// Sets the job's terminal status with its result or error and inserts its event's outbox row
+/// (leased to the publisher), in one statement. `None`: a row with the event's ce-id exists;
+/// the job's row was updated all the same, so the caller rolls the transaction back.
+async fn end_with_event(
     tx: &mut Transaction<'static, Postgres>,
     record: &TerminalRecord<'_>,
-) -> Result<()> {
+) -> Result<Option<PendingEvent>> {
     let (path, hmac, size, rows, error) = match &record.outcome {
         TerminalOutcome::Completed { result } => (
             Some(result.path.as_str()),
@@ -368,11 +360,20 @@ async fn write_state(
         ),
         TerminalOutcome::Failed { error } => (None, None, None, None, Some(error.as_str())),
     };
-    sqlx::query(
-        "UPDATE jobs SET status = $2, result_path = $3, result_hmac = $4, result_size_bytes = $5,
-                         result_row_count = $6, error_message = $7, lease_expires_at = NULL,
-                         object_left = $8, finished_at = now(), updated_at = now()
-         WHERE job_id = $1",
+    let event = record.event;
+    let row = sqlx::query(
+        "WITH ended AS (
+             UPDATE jobs SET status = $2, result_path = $3, result_hmac = $4,
+                             result_size_bytes = $5, result_row_count = $6, error_message = $7,
+                             lease_expires_at = NULL, object_left = $8, finished_at = now(),
+                             updated_at = now()
+             WHERE job_id = $1
+             RETURNING job_id)
+         INSERT INTO outbox (ce_id, job_id, body, attributes, request_id, attempts,
+                             leased_by, lease_until)
+         SELECT $9, job_id, $10, $11, $12, 1, $13, now() + $14 FROM ended
+         ON CONFLICT (ce_id, sink) DO NOTHING
+         RETURNING id, created_at",
     )
     .bind(record.job_id)
     .bind(record.outcome.status().as_str())
@@ -382,10 +383,18 @@ async fn write_state(
     .bind(rows)
     .bind(error)
     .bind(record.leaves_object && matches!(record.outcome, TerminalOutcome::Failed { .. }))
-    .execute(&mut **tx)
+    .bind(event.ce_id())
+    .bind(event.body.as_slice())
+    .bind(Json(&event.attributes))
+    .bind(event.request_id.as_deref())
+    .bind(record.publisher)
+    .bind(interval(record.lease))
+    .fetch_optional(&mut **tx)
     .await
     .map_err(|e| OutboxError::sqlx(STEP, e))?;
-    Ok(())
+    row.map(|row| leased_event(&row, record.job_id, event.clone()))
+        .transpose()
+        .map_err(|e| OutboxError::sqlx(STEP, e))
 }
 
 fn to_i64(what: &str, value: u64) -> Result<i64> {
