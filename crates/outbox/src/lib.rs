@@ -67,7 +67,7 @@ pub use executions::{Close, ExecutionEvents, ExecutionReport};
 pub use jobs::{Claim, ClaimRequest, ExpiredJob, JobSpec, Lease, WORKER_LOST};
 pub use listing::JobQuery;
 pub use mirror_batch::{MirrorBatch, MirrorCursor, Unpublished};
-pub use outbox::{PendingEvent, RecordedEvent};
+pub use outbox::{PendingEvent, RecordedEvent, RowId};
 pub use read_model::{ExecutionRow, JobRow};
 pub use sink::Sink;
 pub use stats::{OutboxStats, FAILING_EVENTS, OLDEST_UNPUBLISHED_AGE_SECONDS, PENDING_EVENTS};

@@ -19,7 +19,7 @@ use chrono::{DateTime, Utc};
 use sqlx::{Postgres, Row, Transaction};
 
 use crate::error::{OutboxError, Result};
-use crate::outbox::{decode_all, PendingEvent};
+use crate::outbox::{decode_all, PendingEvent, RowId};
 use crate::store::{interval, Store};
 
 /// A batch of unpublished MQTT rows, locked by its open transaction until [`MirrorBatch::finish`]
@@ -35,7 +35,7 @@ pub struct MirrorBatch {
 /// A row of the batch that was not published, to be retried after `retry_after`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Unpublished {
-    pub id: i64,
+    pub id: RowId,
     /// Why (redacted before it is stored as the row's `last_error`).
     pub error: String,
     pub retry_after: Duration,
@@ -131,16 +131,16 @@ impl MirrorBatch {
     /// Ends the batch: deletes the `published` rows (the broker has them), backs off the
     /// `unpublished` ones (their attempt counted, `last_error` kept), and commits. Ids that are
     /// not the batch's are ignored. Returns how many rows were deleted.
-    pub async fn finish(mut self, published: &[i64], unpublished: &[Unpublished]) -> Result<u64> {
+    pub async fn finish(mut self, published: &[RowId], unpublished: &[Unpublished]) -> Result<u64> {
         const STEP: &str = "ending a batch of the mirror's events";
         let db = |e| OutboxError::sqlx(STEP, e);
         // Only the batch's own rows, filtered here: two `= ANY` on one column would have the index
         // scan probe every pair of their elements (PostgreSQL before 17).
-        let taken: HashSet<i64> = self.events.iter().map(|e| e.id).collect();
+        let taken: HashSet<RowId> = self.events.iter().map(|e| e.id).collect();
         let published: Vec<i64> = published
             .iter()
-            .copied()
             .filter(|id| taken.contains(id))
+            .filter_map(|id| id.serial())
             .collect();
         let unpublished: Vec<&Unpublished> = unpublished
             .iter()
@@ -157,7 +157,7 @@ impl MirrorBatch {
                 .rows_affected()
         };
         if !unpublished.is_empty() {
-            let ids: Vec<i64> = unpublished.iter().map(|u| u.id).collect();
+            let ids: Vec<i64> = unpublished.iter().filter_map(|u| u.id.serial()).collect();
             let errors: Vec<String> = unpublished
                 .iter()
                 .map(|u| contract::redact(&u.error))

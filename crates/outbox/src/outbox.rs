@@ -13,11 +13,39 @@ use crate::error::{OutboxError, Result};
 use crate::sink::Sink;
 use crate::store::{in_batches, interval, Store};
 
+/// An outbox row's identity in the state backend that wrote it: the PostgreSQL outbox's
+/// serial, or the UUIDv7 `id` of a row in the Manager's `streaming_outbox_events` (the MongoDB
+/// backend, issue 35). A row is only ever marked by the backend that leased it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum RowId {
+    Serial(i64),
+    Uuid(Uuid),
+}
+
+impl RowId {
+    /// The PostgreSQL outbox's id; `None` for another backend's row.
+    pub fn serial(self) -> Option<i64> {
+        match self {
+            RowId::Serial(id) => Some(id),
+            RowId::Uuid(_) => None,
+        }
+    }
+}
+
+impl std::fmt::Display for RowId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RowId::Serial(id) => write!(f, "{id}"),
+            RowId::Uuid(id) => write!(f, "{id}"),
+        }
+    }
+}
+
 /// An unpublished event, leased to the caller until its lease ends.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PendingEvent {
     /// The outbox row, for [`Store::mark_published`] and [`Store::mark_failed`].
-    pub id: i64,
+    pub id: RowId,
     pub job_id: Uuid,
     /// Where the row goes.
     pub sink: Sink,
@@ -35,7 +63,7 @@ pub struct PendingEvent {
 /// An event's outbox row, as [`Store::recorded_event`] finds it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RecordedEvent {
-    pub outbox_id: i64,
+    pub outbox_id: RowId,
     /// Who holds the row's lease, if anyone (the publisher named in its record, until it ends).
     pub leased_by: Option<String>,
 }
@@ -134,7 +162,7 @@ impl Store {
                 .await
                 .map_err(|e| OutboxError::sqlx("looking up a recorded event", e))?;
         Ok(row.map(|(outbox_id, leased_by)| RecordedEvent {
-            outbox_id,
+            outbox_id: RowId::Serial(outbox_id),
             leased_by,
         }))
     }
@@ -248,7 +276,7 @@ fn pending_event(row: &PgRow) -> Result<PendingEvent, sqlx::Error> {
     let sink =
         Sink::parse(&sink).ok_or_else(|| sqlx::Error::Decode(format!("sink `{sink}`").into()))?;
     Ok(PendingEvent {
-        id: row.try_get("id")?,
+        id: RowId::Serial(row.try_get("id")?),
         job_id: row.try_get("job_id")?,
         sink,
         topic: row.try_get("topic")?,
@@ -301,7 +329,7 @@ pub(crate) fn leased_event(
     event: OutboundEvent,
 ) -> Result<PendingEvent, sqlx::Error> {
     Ok(PendingEvent {
-        id: row.try_get("id")?,
+        id: RowId::Serial(row.try_get("id")?),
         job_id,
         sink: Sink::Amqp,
         topic: None,

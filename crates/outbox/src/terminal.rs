@@ -16,7 +16,7 @@ use crate::control::{end_cancel_in, CancelEnded, Controlled, EndCancel};
 use crate::error::{OutboxError, Result};
 use crate::executions::{self, Close, ExecutionEvents, ExecutionReport};
 use crate::mirror;
-use crate::outbox::{leased_event, PendingEvent};
+use crate::outbox::{leased_event, PendingEvent, RowId};
 use crate::store::{interval, Store};
 
 const STEP: &str = "recording a terminal state";
@@ -83,7 +83,7 @@ pub enum Recorded {
     /// as are `executions`, the events of the executions this record ended (recorded before
     /// the job's).
     Inserted {
-        outbox_id: i64,
+        outbox_id: RowId,
         executions: Vec<PendingEvent>,
     },
     /// Nothing written: the job had already ended (or is deleting, or deleted).

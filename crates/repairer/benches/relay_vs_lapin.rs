@@ -386,7 +386,7 @@ async fn breakdown(
         let results = publisher.publish_batch(&events).await;
         publish += t.elapsed();
         assert!(results.iter().all(Result::is_ok));
-        let ids: Vec<i64> = leased.iter().map(|p| p.id).collect();
+        let ids: Vec<i64> = leased.iter().filter_map(|p| p.id.serial()).collect();
         let t = Instant::now();
         db.store.mark_published(&ids, owner).await.expect("mark");
         mark += t.elapsed();

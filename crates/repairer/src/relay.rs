@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use outbox::{backoff, MirrorBatch, OutboxError, PendingEvent, Store, Unpublished};
+use outbox::{backoff, MirrorBatch, OutboxError, PendingEvent, RowId, Store, Unpublished};
 
 use crate::sink::{Outcomes, SinkPublisher};
 
@@ -65,12 +65,19 @@ pub(crate) async fn record(
     let mut report = sorted.report;
     // The confirmed rows first: they are on the broker, and a database error while backing off
     // the failed ones must not leave them leased, to be published a second time.
-    if !sorted.confirmed.is_empty() {
-        report.published = store.mark_published(&sorted.confirmed, owner).await?;
+    // Only this store's rows: a row another backend leased is marked by that backend.
+    let confirmed: Vec<i64> = sorted
+        .confirmed
+        .iter()
+        .filter_map(|id| id.serial())
+        .collect();
+    if !confirmed.is_empty() {
+        report.published = store.mark_published(&confirmed, owner).await?;
     }
     for row in sorted.unpublished {
+        let Some(id) = row.id.serial() else { continue };
         store
-            .mark_failed(row.id, owner, &row.error, row.retry_after)
+            .mark_failed(id, owner, &row.error, row.retry_after)
             .await?;
     }
     Ok(report)
@@ -91,7 +98,7 @@ pub(crate) async fn finish(
 /// A batch's outcomes sorted into the rows to mark published and those to back off (each
 /// failure logged, with the backoff its attempts earn).
 struct Sorted {
-    confirmed: Vec<i64>,
+    confirmed: Vec<RowId>,
     unpublished: Vec<Unpublished>,
     /// `failed` and `rejected` counted; `published` is what the store then marks.
     report: RelayReport,

@@ -338,7 +338,7 @@ async fn a_terminal_job_reports_whether_its_event_was_published() {
     );
     assert_eq!(
         db.store
-            .mark_published(&[outbox_id], "worker-a")
+            .mark_published(&[outbox_id.serial().unwrap()], "worker-a")
             .await
             .expect("mark"),
         1

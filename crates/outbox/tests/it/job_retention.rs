@@ -32,7 +32,7 @@ async fn ended(db: &TestDb, completed_job: bool, publish: bool) -> Uuid {
     };
     if publish {
         db.store
-            .mark_published(&[outbox_id], "worker-a")
+            .mark_published(&[outbox_id.serial().unwrap()], "worker-a")
             .await
             .expect("mark");
     }

@@ -32,7 +32,11 @@ async fn mqtt_rows(db: &TestDb) -> Vec<(i64, i32, Option<String>, bool)> {
 }
 
 fn ids(store_batch: &outbox::MirrorBatch) -> Vec<i64> {
-    store_batch.events().iter().map(|e| e.id).collect()
+    store_batch
+        .events()
+        .iter()
+        .map(|e| e.id.serial().unwrap())
+        .collect()
 }
 
 #[tokio::test]
@@ -60,13 +64,16 @@ async fn a_batch_holds_its_rows_until_it_ends_deleting_the_delivered_and_backing
     rest.release().await.expect("release");
 
     let failure = Unpublished {
-        id: rows[2],
+        id: outbox::RowId::Serial(rows[2]),
         error: "broker said no to amqp://user:secret@broker".into(),
         retry_after: Duration::from_secs(60),
     };
     // An id that is not the batch's is ignored, delivered or not.
     let deleted = batch
-        .finish(&[rows[0], rows[1], rows[4]], &[failure])
+        .finish(
+            &[rows[0], rows[1], rows[4]].map(outbox::RowId::Serial),
+            &[failure],
+        )
         .await
         .expect("finish");
     assert_eq!(deleted, 2);
@@ -143,7 +150,7 @@ async fn a_pass_takes_its_batches_one_after_another_and_a_grace_keeps_young_rows
     assert_eq!(seen, rows, "every row once, in order");
     let mut deleted = 0;
     for batch in held {
-        let delivered = ids(&batch);
+        let delivered: Vec<_> = ids(&batch).into_iter().map(outbox::RowId::Serial).collect();
         deleted += batch.finish(&delivered, &[]).await.expect("finish");
     }
     assert_eq!(deleted, 7);

@@ -37,7 +37,7 @@ async fn two_concurrent_claimers_never_get_the_same_row() {
                     return got;
                 }
                 assert!(batch.iter().all(|e| e.attempts == 2), "{batch:?}");
-                got.extend(batch.into_iter().map(|e| e.id));
+                got.extend(batch.into_iter().map(|e| e.id.serial().unwrap()));
             }
         })
     };
@@ -86,7 +86,12 @@ async fn young_rows_and_live_leases_are_left_alone_until_they_end() {
     age_outbox(db.pool(), Duration::from_secs(60)).await;
     assert!(claim().await.expect("claim").is_empty(), "lease still live");
     expire_outbox_leases(db.pool()).await;
-    let got: Vec<i64> = claim().await.expect("claim").iter().map(|e| e.id).collect();
+    let got: Vec<i64> = claim()
+        .await
+        .expect("claim")
+        .iter()
+        .map(|e| e.id.serial().unwrap())
+        .collect();
     assert_eq!(got, ids);
     assert!(
         claim().await.expect("claim").is_empty(),
@@ -150,7 +155,7 @@ async fn a_failed_publish_backs_off() {
         .await
         .expect("claim")
         .iter()
-        .map(|e| e.id)
+        .map(|e| e.id.serial().unwrap())
         .collect();
     assert_eq!(due, vec![ids[1]], "the backed-off row is not due");
     assert!(
@@ -242,7 +247,7 @@ async fn a_redelivered_terminal_job_leases_its_unpublished_event_now() {
     assert_eq!(pending[0].attempts, 2);
     assert_eq!(
         db.store
-            .mark_published(&[pending[0].id], "worker-b")
+            .mark_published(&[pending[0].id.serial().unwrap()], "worker-b")
             .await
             .expect("mark"),
         1

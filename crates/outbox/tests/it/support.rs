@@ -179,7 +179,7 @@ pub async fn unpublished(store: &Store, n: usize, publisher: &str, lease: Durati
         )
         .await;
         match recorded {
-            Recorded::Inserted { outbox_id, .. } => ids.push(outbox_id),
+            Recorded::Inserted { outbox_id, .. } => ids.push(outbox_id.serial().unwrap()),
             other => panic!("not recorded: {other:?}"),
         }
     }

@@ -45,7 +45,7 @@ async fn completing_a_job_writes_its_state_and_a_leased_outbox_row() {
                 published_at IS NULL AS unpublished
          FROM outbox WHERE id = $1",
     )
-    .bind(outbox_id)
+    .bind(outbox_id.serial().unwrap())
     .fetch_one(db.pool())
     .await
     .expect("outbox row");

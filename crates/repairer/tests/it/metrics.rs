@@ -43,7 +43,7 @@ fn published_failed_returned_republished_and_the_outbox_gauges() {
             first.push(PendingEvent {
                 sink: outbox::Sink::Amqp,
                 topic: None,
-                id: recorded.outbox_id,
+                id: outbox::RowId::Serial(recorded.outbox_id),
                 job_id: recorded.job_id,
                 event: recorded.event,
                 attempts: 1,

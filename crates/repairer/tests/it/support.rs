@@ -286,7 +286,7 @@ pub async fn record(store: &Store, i: usize, spec: Spec<'_>, lease: Duration) ->
         .expect("record terminal");
     match recorded {
         Recorded::Inserted { outbox_id, .. } => RecordedEvent {
-            outbox_id,
+            outbox_id: outbox_id.serial().expect("a PostgreSQL row"),
             job_id,
             event,
         },

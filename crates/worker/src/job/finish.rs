@@ -13,7 +13,8 @@ use contract::event::{OutboundEvent, TerminalStatus};
 use contract::lifecycle::JobStatus;
 use contract::Redacted;
 use outbox::{
-    Close, ExecutionReport, PendingEvent, Recorded, RecordedEvent, TerminalOutcome, TerminalRecord,
+    Close, ExecutionReport, PendingEvent, Recorded, RecordedEvent, RowId, TerminalOutcome,
+    TerminalRecord,
 };
 use tokio::time::Instant;
 use uuid::Uuid;
@@ -288,7 +289,7 @@ async fn commit_check(core: &JobCore, ce_id: &str) -> CommitCheck {
 async fn publish(
     core: &JobCore,
     executions: Vec<PendingEvent>,
-    outbox_id: i64,
+    outbox_id: RowId,
     job_id: Uuid,
     event: OutboundEvent,
     publisher: &str,

@@ -12,7 +12,7 @@ fn pending_event(job_id: uuid::Uuid, event: Event, id: i64) -> PendingEvent {
     PendingEvent {
         sink: outbox::Sink::Amqp,
         topic: None,
-        id,
+        id: outbox::RowId::Serial(id),
         job_id,
         event: OutboundEvent {
             attributes: CloudEventAttributes::new(event, job_id, "//test", None, Utc::now()),

@@ -111,7 +111,7 @@ async fn a_finished_job_whose_event_is_unpublished_is_republished_not_rerun() {
         state.unpublished.push(PendingEvent {
             sink: outbox::Sink::Amqp,
             topic: None,
-            id: 9,
+            id: outbox::RowId::Serial(9),
             job_id: message.job_id,
             event,
             attempts: 2,

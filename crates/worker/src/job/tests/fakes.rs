@@ -148,7 +148,7 @@ impl JobStore for Jobs {
     async fn record_terminal(&self, record: &TerminalRecord<'_>) -> Result<Recorded, OutboxError> {
         let mut state = self.state();
         let answer = state.records.pop_front().unwrap_or(Ok(Recorded::Inserted {
-            outbox_id: state.written.len() as i64 + 1,
+            outbox_id: outbox::RowId::Serial(state.written.len() as i64 + 1),
             executions: Vec::new(),
         }));
         if let Ok(Recorded::Inserted { .. }) = answer {
@@ -173,7 +173,7 @@ impl JobStore for Jobs {
     async fn recorded_event(&self, _: &str) -> Result<Option<RecordedEvent>, OutboxError> {
         let mut state = self.state();
         let committed = state.committed_for_claimer.then(|| RecordedEvent {
-            outbox_id: 7,
+            outbox_id: outbox::RowId::Serial(7),
             leased_by: state.claimed.first().cloned(),
         });
         state.lookups.pop_front().unwrap_or(Ok(committed))

@@ -247,7 +247,7 @@ async fn a_lost_commit_found_committed_under_another_lease_is_left_to_the_repair
         let mut state = bench.jobs.state();
         state.records.push_back(Err(db_down()));
         state.lookups.push_back(Ok(Some(RecordedEvent {
-            outbox_id: 7,
+            outbox_id: outbox::RowId::Serial(7),
             leased_by: Some("someone-else".into()),
         })));
     }

@@ -388,7 +388,7 @@ async fn one_job_commits(store: &outbox::Store) {
         panic!("not recorded: {recorded:?}");
     };
     store
-        .mark_published(&[outbox_id], &owner)
+        .mark_published(&[outbox_id.serial().expect("a PostgreSQL row")], &owner)
         .await
         .expect("published");
 }

@@ -149,7 +149,11 @@ impl EventSink for SimEvents {
                 continue; // The broker did not confirm: the repairer's.
             }
             let mut world = self.store.world();
-            if let Some(row) = world.outbox.iter_mut().find(|row| row.id == pending.id) {
+            if let Some(row) = world
+                .outbox
+                .iter_mut()
+                .find(|row| outbox::RowId::Serial(row.id) == pending.id)
+            {
                 if row.leased_by.as_deref() == Some(owner) {
                     row.published = true;
                 }

@@ -269,7 +269,7 @@ impl JobStore for SimStore {
             .iter()
             .find(|row| row.event.ce_id() == ce_id)
             .map(|row| RecordedEvent {
-                outbox_id: row.id,
+                outbox_id: outbox::RowId::Serial(row.id),
                 leased_by: row.leased_by.clone(),
             });
         Ok(answer)

@@ -187,7 +187,7 @@ impl World {
 
 pub fn pending(id: i64, job_id: Uuid, event: OutboundEvent, attempts: u32) -> PendingEvent {
     PendingEvent {
-        id,
+        id: outbox::RowId::Serial(id),
         job_id,
         sink: outbox::Sink::Amqp,
         topic: None,
