@@ -2,4 +2,5 @@
 
 mod connections;
 mod jobs;
+mod manager_store;
 mod outbox;

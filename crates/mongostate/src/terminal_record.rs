@@ -1,0 +1,450 @@
+//! A job's end on the Manager's document with its event's outbox row, in one transaction; how
+//! a caller whose commit went unanswered learns it happened; and a redelivery's republish.
+//!
+//! Upstream's gaps and what is chosen here:
+//! - Go writes the terminal status with the three `metadata.terminalEvent*` markers, then the
+//!   outbox row, then clears the markers: three writes, bridged by the repairer (§1.4, §5). Here
+//!   the same three writes are one transaction, so once it commits the markers are gone and the
+//!   row is there; a Go repairer never sees a marker of this Worker's (it would only re-emit a
+//!   duplicate, which consumers drop by `ce-id`).
+//! - Go's terminal write has no status in its filter; here it is conditioned on the document as
+//!   read (`status` and `fetcher_worker.version`), after the lifecycle machine judged it.
+//! - The event's `ce-id` and row are kept under `fetcher_worker.terminal_event`, since a row's
+//!   `payload` is a string no filter can look into.
+
+use chrono::Utc;
+use contract::event::TerminalStatus;
+use contract::lifecycle::{self, Event, JobStatus, Refusal, Step};
+use mongodb::bson::{doc, Bson, Document};
+use mongodb::ClientSession;
+use outbox::{
+    OutboxError, PendingEvent, Recorded, RecordedEvent, RowId, TerminalOutcome, TerminalRecord,
+};
+use uuid::Uuid;
+
+use crate::binary_id;
+use crate::jobs::{bson_time, ManagerStatus, MARKER_PAYLOAD, MARKER_PENDING, MARKER_STATUS};
+use crate::manager_store::{
+    field, to_outbox, unavailable, worker_key, Fail, ManagerStore, Seen, Txn, VERSION,
+};
+use crate::outbox::{Emit, OutboxRow, RowStatus};
+use crate::outbox_claim::PROCESSING_TIMEOUT;
+use crate::outbox_event::{event_time, leased_row, pending_event};
+
+const STEP: &str = "recording a terminal state";
+
+impl ManagerStore {
+    /// Records the job's end and its event's row (leased to `record.publisher`) in one
+    /// transaction, or nothing; see `outbox::Recorded` for when nothing is written. A job with
+    /// no document is [`Recorded::LostClaim`]: nothing is written (the Manager creates jobs),
+    /// and no event is queued, as Go's failed write of a missing job queues none.
+    ///
+    /// The run's execution reports (`record.executions`) are not recorded here: the Manager
+    /// mode keeps no executions with a job's end (see `ManagerStore::record_executions`).
+    pub async fn record_terminal(
+        &self,
+        record: &TerminalRecord<'_>,
+    ) -> Result<Recorded, OutboxError> {
+        let status = record.outcome.status();
+        check_event(record, status)?;
+        let body =
+            std::str::from_utf8(&record.event.body).map_err(|_| OutboxError::InvalidArgument {
+                step: STEP,
+                detail: "the event body is not UTF-8".to_owned(),
+            })?;
+        let at = event_time(record.event).map_err(|e| to_outbox(STEP, e))?;
+        self.transaction(STEP, async |session| {
+            let now = Utc::now();
+            let Some(job) = self.read_job(session, record.job_id).await? else {
+                return Ok(Txn::Abort(Recorded::LostClaim));
+            };
+            let seen = Seen::of(job)?;
+            if record.owner.is_none()
+                && seen.version.is_some()
+                && seen.tenant.as_deref() != record.tenant
+            {
+                return Ok(Txn::Abort(Recorded::OtherTenant));
+            }
+            let state = seen.state;
+            let entitled = match record.owner {
+                Some(owner) => {
+                    seen.owner.as_deref() == Some(owner)
+                        && matches!(
+                            state.status,
+                            JobStatus::Processing | JobStatus::CancellationInProgress
+                        )
+                }
+                // A Go Worker's `processing` has no lease: it is never this caller's to end.
+                None => {
+                    state.status == JobStatus::Pending
+                        || seen.lease_expires_at.is_some_and(|until| until <= now)
+                }
+            };
+            let step = match status {
+                TerminalStatus::Completed => Step::Completed,
+                TerminalStatus::Failed => Step::Failed,
+            };
+            match lifecycle::step(Some(state), step) {
+                Err(Refusal::InvalidTransition { from }) if !ongoing(from) => {
+                    return Ok(Txn::Abort(Recorded::AlreadyTerminal { status: from }))
+                }
+                Err(_) => return Ok(Txn::Abort(Recorded::LostClaim)),
+                Ok(_) if !entitled => return Ok(Txn::Abort(Recorded::LostClaim)),
+                // This Worker writes no cancel in the Manager's documents, so no cancel can win.
+                Ok(transition) if transition.events.contains(&Event::Canceled) => {
+                    return Err(Fail::Outbox(OutboxError::Corrupt {
+                        step: STEP,
+                        detail: "the job carries a cancel, which the Manager mode never writes"
+                            .to_owned(),
+                    }))
+                }
+                Ok(transition) if transition.to.status.as_str() == status.as_str() => {}
+                Ok(transition) => {
+                    return Err(Fail::Outbox(OutboxError::InvalidArgument {
+                        step: STEP,
+                        detail: format!(
+                            "the lifecycle ends a {status} outcome of a {} job {}",
+                            state.status, transition.to.status
+                        ),
+                    }))
+                }
+            }
+            let tenant = contract::event::event_tenant(seen.tenant.as_deref().or(record.tenant));
+            let emit = Emit {
+                tenant,
+                job_id: record.job_id,
+                status,
+                body,
+                exchange: &self.config().exchange,
+                source: &record.event.attributes.source,
+                at,
+            };
+            let (row_id, row) = leased_row(&emit, record.publisher)?;
+            let ended = terminal_update(record, status, body, now, row_id, tenant);
+            let done = self
+                .store()
+                .jobs()
+                .update_one(seen.unchanged(), ended)
+                .session(&mut *session)
+                .await?;
+            if done.matched_count != 1 {
+                return Err(Fail::Conflict);
+            }
+            self.store()
+                .outbox_rows()
+                .insert_one(row)
+                .session(&mut *session)
+                .await?;
+            clear_marker(self, session, record.job_id).await?;
+            Ok(Txn::Commit(Recorded::Inserted {
+                outbox_id: RowId::Uuid(row_id),
+                executions: Vec::new(),
+            }))
+        })
+        .await
+    }
+
+    /// The outbox row of the event `ce_id` (a job's terminal event) and who holds it, when its
+    /// record committed: the job's `fetcher_worker.terminal_event` names it exactly then.
+    pub async fn recorded_event(&self, ce_id: &str) -> Result<Option<RecordedEvent>, OutboxError> {
+        const STEP: &str = "looking up a recorded event";
+        let Some(job_id) = job_of(ce_id) else {
+            return Ok(None);
+        };
+        let found = self
+            .store()
+            .jobs()
+            .find_one(doc! {
+                "_id": binary_id(job_id),
+                worker_key(&format!("{}.ce_id", field::TERMINAL_EVENT)): ce_id,
+            })
+            .projection(doc! {crate::jobs::WORKER_FIELD: 1})
+            .await
+            .map_err(|e| unavailable(STEP, &e))?;
+        let Some(event) = found.as_ref().and_then(terminal_event) else {
+            return Ok(None);
+        };
+        let (Ok(id), Ok(tenant)) = (event.get_str("outbox_id"), event.get_str("tenant_id")) else {
+            return Ok(None);
+        };
+        let outbox_id = Uuid::parse_str(id).map_err(|_| OutboxError::Corrupt {
+            step: STEP,
+            detail: "fetcher_worker.terminal_event.outbox_id is not a UUID".to_owned(),
+        })?;
+        let row = self
+            .store()
+            .outbox_rows()
+            .find_one(doc! {"id": id, "tenant_id": tenant})
+            .projection(doc! {"status": 1, "claim_token": 1})
+            .await
+            .map_err(|e| unavailable(STEP, &e))?;
+        let leased_by = row
+            .filter(|row| row.get_str("status").ok() == Some(RowStatus::Processing.as_str()))
+            .and_then(|row| row.get_str("claim_token").ok().map(str::to_owned));
+        Ok(Some(RecordedEvent {
+            outbox_id: RowId::Uuid(outbox_id),
+            leased_by,
+        }))
+    }
+
+    /// Leases the terminal job's unpublished event to `owner`: the event a marker holds (Go's or
+    /// a crashed write's), written as a new row leased to `owner` with the marker cleared, in one
+    /// transaction; else this Worker's row of it when it is pending, failed, or stuck under a
+    /// claim for 10 minutes (lib-commons' takeover; `lease` cannot shorten what Go relays
+    /// wait). A row a relay holds is left to it.
+    pub async fn lease_unpublished(
+        &self,
+        job_id: Uuid,
+        owner: &str,
+        _lease: std::time::Duration,
+    ) -> Result<Vec<PendingEvent>, OutboxError> {
+        const STEP: &str = "leasing a job's unpublished events";
+        self.transaction(STEP, async |session| {
+            let Some(job) = self.read_job(session, job_id).await? else {
+                return Ok(Txn::Abort(Vec::new()));
+            };
+            let seen = Seen::of(job)?;
+            let worker = seen.worker();
+            let request_id = worker.get_str(field::REQUEST_ID).ok().map(str::to_owned);
+            if let Ok(marked) = seen.job.event_to_repair() {
+                let at = Utc::now();
+                let tenant = contract::event::event_tenant(seen.tenant.as_deref());
+                let emit = Emit {
+                    tenant,
+                    job_id,
+                    status: marked.status,
+                    body: &marked.payload,
+                    exchange: &self.config().exchange,
+                    source: &self.config().source,
+                    at,
+                };
+                let (row_id, row) = leased_row(&emit, owner)?;
+                self.store()
+                    .outbox_rows()
+                    .insert_one(row.clone())
+                    .session(&mut *session)
+                    .await?;
+                let ce_id = contract::event::ce_id(marked.status, job_id);
+                self.store()
+                    .jobs()
+                    .update_one(
+                        doc! {"_id": binary_id(job_id)},
+                        doc! {
+                            "$unset": marker_keys(),
+                            "$set": {worker_key(field::TERMINAL_EVENT): {
+                                "ce_id": ce_id,
+                                "outbox_id": row_id.hyphenated().to_string(),
+                                "tenant_id": tenant,
+                            }},
+                            "$inc": {VERSION: 1_i64},
+                        },
+                    )
+                    .session(&mut *session)
+                    .await?;
+                let row = OutboxRow::from_document(&row)?;
+                let mut event = pending_event(&row, request_id)?;
+                event.attempts = 1;
+                return Ok(Txn::Commit(vec![event]));
+            }
+            let Ok(event) = worker.get_document(field::TERMINAL_EVENT) else {
+                return Ok(Txn::Abort(Vec::new()));
+            };
+            let (Ok(id), Ok(tenant)) = (event.get_str("outbox_id"), event.get_str("tenant_id"))
+            else {
+                return Ok(Txn::Abort(Vec::new()));
+            };
+            let found = self
+                .store()
+                .outbox_rows()
+                .find_one(doc! {"id": id, "tenant_id": tenant})
+                .session(&mut *session)
+                .await?;
+            let Some(found) = found else {
+                return Ok(Txn::Abort(Vec::new()));
+            };
+            let row = OutboxRow::from_document(&found)?;
+            let now = Utc::now();
+            let takeable = match row.status {
+                RowStatus::Pending | RowStatus::Failed => true,
+                RowStatus::Processing => row.updated_at <= now - PROCESSING_TIMEOUT,
+                RowStatus::Published | RowStatus::Invalid => false,
+            };
+            if !takeable {
+                return Ok(Txn::Abort(Vec::new()));
+            }
+            let done = self
+                .store()
+                .outbox_rows()
+                .update_one(
+                    doc! {
+                        "id": &row.id,
+                        "tenant_id": &row.tenant_id,
+                        "status": row.status.as_str(),
+                        "attempts": row.attempts,
+                        "updated_at": bson_time(row.updated_at),
+                    },
+                    doc! {"$set": {
+                        "status": RowStatus::Processing.as_str(),
+                        "updated_at": bson_time(now),
+                        "claim_token": owner,
+                    }},
+                )
+                .session(&mut *session)
+                .await?;
+            if done.modified_count != 1 {
+                return Ok(Txn::Abort(Vec::new()));
+            }
+            Ok(Txn::Commit(vec![pending_event(&row, request_id)?]))
+        })
+        .await
+    }
+}
+
+/// The terminal `UpdateOne` (§9 item 5) with this Worker's fields: dotted `$set`s of `status`,
+/// `dedup_active: false`, `completed_at`, the result fields or `metadata.error`, the three
+/// markers, and `fetcher_worker`'s end, lease cleared and version bumped.
+fn terminal_update(
+    record: &TerminalRecord<'_>,
+    status: TerminalStatus,
+    body: &str,
+    now: chrono::DateTime<Utc>,
+    row_id: Uuid,
+    tenant: &str,
+) -> Document {
+    let mut set = doc! {
+        "status": ManagerStatus::from(status).as_str(),
+        "dedup_active": false,
+        "completed_at": bson_time(now),
+    };
+    match &record.outcome {
+        TerminalOutcome::Completed { result } => {
+            if !result.path.is_empty() {
+                set.insert("result_path", &result.path);
+            }
+            if !result.hmac.is_empty() {
+                set.insert("result_hmac", &result.hmac);
+            }
+            set.insert(
+                worker_key(field::RESULT_SIZE_BYTES),
+                i64::try_from(result.size_bytes).unwrap_or(i64::MAX),
+            );
+            set.insert(
+                worker_key(field::RESULT_ROW_COUNT),
+                i64::try_from(result.row_count).unwrap_or(i64::MAX),
+            );
+        }
+        TerminalOutcome::Failed { error } => {
+            set.insert("metadata.error", error.as_str());
+        }
+    }
+    set.insert(format!("metadata.{MARKER_PENDING}"), true);
+    set.insert(format!("metadata.{MARKER_STATUS}"), status.as_str());
+    set.insert(format!("metadata.{MARKER_PAYLOAD}"), body);
+    set.insert(worker_key(field::STATE), status.as_str());
+    set.insert(worker_key(field::LEASE_EXPIRES_AT), Bson::Null);
+    set.insert(worker_key(field::FINISHED_AT), bson_time(now));
+    set.insert(
+        worker_key(field::OBJECT_LEFT),
+        record.leaves_object && status == TerminalStatus::Failed,
+    );
+    set.insert(
+        worker_key(field::TERMINAL_EVENT),
+        doc! {
+            "ce_id": record.event.ce_id(),
+            "outbox_id": row_id.hyphenated().to_string(),
+            "tenant_id": tenant,
+        },
+    );
+    if let Some(tenant) = record.tenant {
+        set.insert(worker_key(field::TENANT), tenant);
+    }
+    doc! {"$set": set, "$inc": {VERSION: 1_i64}}
+}
+
+/// `$unset` of exactly the three marker keys (§9 item 6); `metadata.error` stays.
+fn marker_keys() -> Document {
+    doc! {
+        format!("metadata.{MARKER_PENDING}"): "",
+        format!("metadata.{MARKER_STATUS}"): "",
+        format!("metadata.{MARKER_PAYLOAD}"): "",
+    }
+}
+
+/// Clears the markers in the transaction that wrote the event's row.
+async fn clear_marker(
+    store: &ManagerStore,
+    session: &mut ClientSession,
+    job_id: Uuid,
+) -> Result<(), Fail> {
+    store
+        .store()
+        .jobs()
+        .update_one(
+            doc! {"_id": binary_id(job_id)},
+            doc! {"$unset": marker_keys()},
+        )
+        .session(session)
+        .await?;
+    Ok(())
+}
+
+/// `fetcher_worker.terminal_event` of a job document (or of its projection).
+fn terminal_event(document: &Document) -> Option<&Document> {
+    document
+        .get_document(crate::jobs::WORKER_FIELD)
+        .ok()?
+        .get_document(field::TERMINAL_EVENT)
+        .ok()
+}
+
+/// The job of a job event's ce-id, `fetcher.job.<operation>.<jobId>`.
+fn job_of(ce_id: &str) -> Option<Uuid> {
+    let rest = ce_id.strip_prefix("fetcher.job.")?;
+    let (_, id) = rest.rsplit_once('.')?;
+    Uuid::parse_str(id).ok()
+}
+
+/// The event must be this job's event of this outcome, as the PostgreSQL store checks.
+fn check_event(record: &TerminalRecord<'_>, status: TerminalStatus) -> Result<(), OutboxError> {
+    let attributes = &record.event.attributes;
+    if attributes.status != status.into() || attributes.is_execution() {
+        return Err(OutboxError::InvalidArgument {
+            step: STEP,
+            detail: format!("a {status} outcome with a {} event", attributes.status),
+        });
+    }
+    if attributes.subject != record.job_id.as_hyphenated().to_string() {
+        return Err(OutboxError::InvalidArgument {
+            step: STEP,
+            detail: format!(
+                "the event of job {} for job {}",
+                attributes.subject, record.job_id
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// A job not ended yet: a terminal outcome it refuses means the caller lost its claim.
+fn ongoing(status: JobStatus) -> bool {
+    matches!(
+        status,
+        JobStatus::Pending | JobStatus::Processing | JobStatus::CancellationInProgress
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_job_events_ce_id_names_its_job() {
+        let id = Uuid::now_v7();
+        assert_eq!(
+            job_of(&contract::event::ce_id(TerminalStatus::Failed, id)),
+            Some(id)
+        );
+        assert_eq!(job_of("fetcher.job.execution.completed.x.ds"), None);
+        assert_eq!(job_of("other"), None);
+    }
+}
