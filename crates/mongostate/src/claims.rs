@@ -52,7 +52,7 @@ impl ManagerStore {
             };
             let seen = Seen::of(job)?;
             // A job has one tenant, fixed by the claim that first wrote this Worker's fields.
-            if seen.version.is_some() && seen.tenant.as_deref() != request.tenant {
+            if seen.owner.is_some() && seen.tenant.as_deref() != request.tenant {
                 return Ok(Txn::Abort(Claim::OtherTenant));
             }
             let status = seen.state.status;

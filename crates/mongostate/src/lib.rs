@@ -23,7 +23,8 @@
 //!   transition read, judged by `contract::lifecycle` and written with its outbox row in one
 //!   transaction. Its methods are spread by what they hold: `claims.rs` (claim, lease,
 //!   release, expired jobs), `terminal_record.rs` (a job's end, `recorded_event`, a
-//!   redelivery's republish), `sweeps.rs` (objects left, deletions, executions' state).
+//!   redelivery's republish), `sweeps.rs` (objects left, deletions, executions' state),
+//!   `marker_repair.rs` (the terminal-event repairer's markers, §5).
 //! - [`outbox_event`]: a `streaming_outbox_events` row as the `outbox::PendingEvent` the
 //!   publisher sends, and a new row leased to its publisher.
 //!
@@ -51,6 +52,7 @@ mod error;
 pub mod job_writes;
 pub mod jobs;
 mod manager_store;
+mod marker_repair;
 pub mod outbox;
 pub mod outbox_claim;
 mod outbox_envelope;
@@ -60,3 +62,4 @@ mod terminal_record;
 
 pub use error::{Error, Result};
 pub use manager_store::{to_outbox, ManagerConfig, ManagerStore};
+pub use marker_repair::MarkerRepair;

@@ -16,18 +16,19 @@ use std::str::FromStr;
 
 use chrono::{DateTime, Utc};
 use contract::event::{CloudEventAttributes, Operation, OutboundEvent, TerminalStatus};
-use mongodb::bson::Document;
+use mongodb::bson::{doc, Document};
 use outbox::{PendingEvent, RowId, Sink};
 use uuid::Uuid;
 
+use crate::jobs::bson_time;
 use crate::outbox::{new_row, Emit, OutboxRow, RowStatus};
-use crate::{Error, Result};
+use crate::{Error, Result, Store};
 
 /// A new row of `emit`, claimed by `publisher` (see the module's docs), and its `id`.
 pub fn leased_row(emit: &Emit<'_>, publisher: &str) -> Result<(Uuid, Document)> {
     let (id, mut row) = new_row(emit)?;
     row.insert("status", RowStatus::Processing.as_str());
-    row.insert("updated_at", crate::jobs::bson_time(Utc::now()));
+    row.insert("updated_at", bson_time(Utc::now()));
     row.insert("claim_token", publisher);
     Ok((id, row))
 }
@@ -85,4 +86,63 @@ pub(crate) fn event_time(event: &OutboundEvent) -> Result<DateTime<Utc>> {
             what: "the event",
             reason: "its time is not RFC 3339".to_owned(),
         })
+}
+
+/// Marks `id` (of `tenant`) published after the broker confirmed it, while `owner` still holds
+/// it (`PROCESSING` under its `claim_token`): lib-commons' `MarkPublished` with the claim's
+/// token in the filter, so a row a relay took over is not marked by its earlier holder.
+/// `false` when `owner` no longer held it.
+pub async fn mark_published_by(
+    store: &Store,
+    id: Uuid,
+    tenant: &str,
+    owner: &str,
+    now: DateTime<Utc>,
+) -> Result<bool> {
+    let at = bson_time(now);
+    let done = store
+        .outbox_rows()
+        .update_one(
+            held(id, tenant, owner),
+            doc! {
+                "$set": {"status": RowStatus::Published.as_str(), "published_at": at, "updated_at": at},
+                "$unset": {"claim_token": ""},
+            },
+        )
+        .await
+        .map_err(|e| Error::unavailable(&e))?;
+    Ok(done.modified_count == 1)
+}
+
+/// Gives `id` back after a failed publish while `owner` holds it: lib-commons' `MarkFailed`
+/// (`FAILED`, retried by any relay after its 5-minute window, or `INVALID` at its tenth
+/// attempt), with the claim's token in the filter. The status written, or `None` when `owner`
+/// no longer held it.
+pub async fn mark_failed_by(
+    store: &Store,
+    id: Uuid,
+    tenant: &str,
+    owner: &str,
+    error: &str,
+    now: DateTime<Utc>,
+) -> Result<Option<RowStatus>> {
+    let found = store
+        .outbox_rows()
+        .find_one(held(id, tenant, owner))
+        .await
+        .map_err(|e| Error::unavailable(&e))?;
+    let Some(found) = found else {
+        return Ok(None);
+    };
+    let row = OutboxRow::from_document(&found)?;
+    crate::outbox_claim::mark_failed(store, &row, error, now).await
+}
+
+fn held(id: Uuid, tenant: &str, owner: &str) -> Document {
+    doc! {
+        "id": id.hyphenated().to_string(),
+        "tenant_id": tenant,
+        "status": RowStatus::Processing.as_str(),
+        "claim_token": owner,
+    }
 }

@@ -27,6 +27,7 @@ use crate::jobs::{bson_time, ManagerStatus, MARKER_PAYLOAD, MARKER_PENDING, MARK
 use crate::manager_store::{
     field, to_outbox, unavailable, worker_key, Fail, ManagerStore, Seen, Txn, VERSION,
 };
+use crate::marker_repair::marker_keys;
 use crate::outbox::{Emit, OutboxRow, RowStatus};
 use crate::outbox_claim::PROCESSING_TIMEOUT;
 use crate::outbox_event::{event_time, leased_row, pending_event};
@@ -60,7 +61,7 @@ impl ManagerStore {
             };
             let seen = Seen::of(job)?;
             if record.owner.is_none()
-                && seen.version.is_some()
+                && seen.owner.is_some()
                 && seen.tenant.as_deref() != record.tenant
             {
                 return Ok(Txn::Abort(Recorded::OtherTenant));
@@ -206,42 +207,8 @@ impl ManagerStore {
             let seen = Seen::of(job)?;
             let worker = seen.worker();
             let request_id = worker.get_str(field::REQUEST_ID).ok().map(str::to_owned);
-            if let Ok(marked) = seen.job.event_to_repair() {
-                let at = Utc::now();
-                let tenant = contract::event::event_tenant(seen.tenant.as_deref());
-                let emit = Emit {
-                    tenant,
-                    job_id,
-                    status: marked.status,
-                    body: &marked.payload,
-                    exchange: &self.config().exchange,
-                    source: &self.config().source,
-                    at,
-                };
-                let (row_id, row) = leased_row(&emit, owner)?;
-                self.store()
-                    .outbox_rows()
-                    .insert_one(row.clone())
-                    .session(&mut *session)
-                    .await?;
-                let ce_id = contract::event::ce_id(marked.status, job_id);
-                self.store()
-                    .jobs()
-                    .update_one(
-                        doc! {"_id": binary_id(job_id)},
-                        doc! {
-                            "$unset": marker_keys(),
-                            "$set": {worker_key(field::TERMINAL_EVENT): {
-                                "ce_id": ce_id,
-                                "outbox_id": row_id.hyphenated().to_string(),
-                                "tenant_id": tenant,
-                            }},
-                            "$inc": {VERSION: 1_i64},
-                        },
-                    )
-                    .session(&mut *session)
-                    .await?;
-                let row = OutboxRow::from_document(&row)?;
+            if seen.job.event_to_repair().is_ok() {
+                let row = self.re_emit(session, &seen, Some(owner)).await?;
                 let mut event = pending_event(&row, request_id)?;
                 event.attempts = 1;
                 return Ok(Txn::Commit(vec![event]));
@@ -359,15 +326,6 @@ fn terminal_update(
         set.insert(worker_key(field::TENANT), tenant);
     }
     doc! {"$set": set, "$inc": {VERSION: 1_i64}}
-}
-
-/// `$unset` of exactly the three marker keys (§9 item 6); `metadata.error` stays.
-fn marker_keys() -> Document {
-    doc! {
-        format!("metadata.{MARKER_PENDING}"): "",
-        format!("metadata.{MARKER_STATUS}"): "",
-        format!("metadata.{MARKER_PAYLOAD}"): "",
-    }
 }
 
 /// Clears the markers in the transaction that wrote the event's row.
