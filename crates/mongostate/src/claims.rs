@@ -26,7 +26,7 @@ use uuid::Uuid;
 use crate::binary_id;
 use crate::jobs::{bson_time, decode, ManagerStatus, MARKER_PENDING};
 use crate::manager_store::{
-    field, unavailable, worker_key, Fail, ManagerStore, Seen, Txn, VERSION,
+    field, transaction, unavailable, worker_key, Fail, ManagerStore, Seen, Txn, VERSION,
 };
 use crate::outbox::RowStatus;
 
@@ -38,7 +38,7 @@ impl ManagerStore {
     /// `dedup_active: true` and `completed_at` unset (§9 item 4), its lease and attempt under
     /// `fetcher_worker`, in one transaction conditioned on the document as read.
     pub async fn claim(&self, request: &ClaimRequest<'_>) -> Result<Claim, OutboxError> {
-        self.transaction(CLAIM_STEP, async |session| {
+        transaction!(self, CLAIM_STEP, |session| {
             let now = Utc::now();
             let Some(job) = self.read_job(session, request.job_id).await? else {
                 return Err(Fail::Outbox(OutboxError::Database {

@@ -27,6 +27,23 @@ use uuid::Uuid;
 use crate::jobs::{self, JobDocument, ManagerStatus, WORKER_FIELD};
 use crate::{binary_id, Error, Store};
 
+/// `$store.transaction($step, ...)` around `$body`, a block that sees the transaction's session
+/// as `$session: &mut ClientSession` and answers `Result<Txn<T>, Fail>` (`return` and `?` leave
+/// the block, not the caller).
+macro_rules! transaction {
+    ($store:expr, $step:expr, |$session:ident| $body:block) => {
+        $store.transaction($step, |mut owned| async move {
+            let answer: Result<_, $crate::manager_store::Fail> = async {
+                let $session = &mut owned;
+                $body
+            }
+            .await;
+            (owned, answer)
+        })
+    };
+}
+pub(crate) use transaction;
+
 /// What this Worker keeps under [`WORKER_FIELD`], key by key (Go ignores the sub-document).
 pub(crate) mod field {
     /// Bumped by every write of this Worker: the compare-and-set of a transition.
@@ -94,11 +111,19 @@ impl ManagerStore {
     /// Runs `body` in a transaction and commits it; a write conflict or a commit whose result
     /// is unknown runs it again from its read (at most [`TRANSACTION_TRIES`] times). `body`'s
     /// answer [`Txn::Abort`] aborts instead of committing.
-    pub(crate) async fn transaction<T>(
+    ///
+    /// `body` owns the session while it runs and hands it back with its answer (a closure
+    /// borrowing it would make its future's `Send` unprovable); [`transaction!`] writes that
+    /// shape around a block.
+    pub(crate) async fn transaction<T, F, Fut>(
         &self,
         step: &'static str,
-        mut body: impl AsyncFnMut(&mut ClientSession) -> Result<Txn<T>, Fail>,
-    ) -> Result<T, OutboxError> {
+        mut body: F,
+    ) -> Result<T, OutboxError>
+    where
+        F: FnMut(ClientSession) -> Fut,
+        Fut: std::future::Future<Output = (ClientSession, Result<Txn<T>, Fail>)>,
+    {
         let mut last = None;
         for _ in 0..TRANSACTION_TRIES {
             let mut session = self
@@ -111,7 +136,8 @@ impl ManagerStore {
                 .start_transaction()
                 .await
                 .map_err(|e| unavailable(step, &e))?;
-            let answer = match body(&mut session).await {
+            let (mut session, answer) = body(session).await;
+            let answer = match answer {
                 Ok(Txn::Commit(answer)) => answer,
                 Ok(Txn::Abort(answer)) => {
                     // Nothing was written that must stay; an abort that fails ends with the

@@ -18,7 +18,9 @@ use outbox::OutboxError;
 
 use crate::binary_id;
 use crate::jobs::{self, MARKER_PAYLOAD, MARKER_PENDING, MARKER_STATUS, REPAIR_BATCH};
-use crate::manager_store::{field, to_outbox, worker_key, Fail, ManagerStore, Seen, Txn, VERSION};
+use crate::manager_store::{
+    field, to_outbox, transaction, worker_key, Fail, ManagerStore, Seen, Txn, VERSION,
+};
 use crate::outbox::{new_row, Emit, OutboxRow};
 use crate::outbox_event::leased_row;
 
@@ -57,20 +59,19 @@ impl ManagerStore {
                 continue;
             }
             let id = job.id;
-            let written = self
-                .transaction(STEP, async |session| {
-                    let Some(job) = self.read_job(session, id).await? else {
-                        return Ok(Txn::Abort(None));
-                    };
-                    let seen = Seen::of(job)?;
-                    let Ok(event) = seen.job.event_to_repair() else {
-                        return Ok(Txn::Abort(None));
-                    };
-                    let ce_id = contract::event::ce_id(event.status, id);
-                    self.re_emit(session, &seen, None).await?;
-                    Ok(Txn::Commit(Some(ce_id)))
-                })
-                .await?;
+            let written = transaction!(self, STEP, |session| {
+                let Some(job) = self.read_job(session, id).await? else {
+                    return Ok(Txn::Abort(None));
+                };
+                let seen = Seen::of(job)?;
+                let Ok(event) = seen.job.event_to_repair() else {
+                    return Ok(Txn::Abort(None));
+                };
+                let ce_id = contract::event::ce_id(event.status, id);
+                self.re_emit(session, &seen, None).await?;
+                Ok(Txn::Commit(Some(ce_id)))
+            })
+            .await?;
             match written {
                 Some(ce_id) => {
                     tracing::info!(job_id = %id, ce_id = %ce_id, "Terminal event re-emitted from its marker.");

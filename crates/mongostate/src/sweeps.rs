@@ -20,7 +20,7 @@ use crate::binary_id;
 use crate::claims::chrono_duration;
 use crate::jobs::{bson_time, WORKER_FIELD};
 use crate::manager_store::{
-    field, unavailable, worker_key, Fail, ManagerStore, Seen, Txn, VERSION,
+    field, transaction, unavailable, worker_key, Fail, ManagerStore, Seen, Txn, VERSION,
 };
 
 /// When a deletion started, under `fetcher_worker` (written by a delete, which the Manager mode
@@ -141,7 +141,7 @@ impl ManagerStore {
         _events: &ExecutionEvents<'_>,
     ) -> Result<Vec<PendingEvent>, OutboxError> {
         const STEP: &str = "recording a job's executions";
-        self.transaction(STEP, async |session| {
+        transaction!(self, STEP, |session| {
             let Some(job) = self.read_job(session, job_id).await? else {
                 return Ok(Txn::Abort(Vec::new()));
             };

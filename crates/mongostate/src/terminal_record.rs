@@ -25,7 +25,7 @@ use uuid::Uuid;
 use crate::binary_id;
 use crate::jobs::{bson_time, ManagerStatus, MARKER_PAYLOAD, MARKER_PENDING, MARKER_STATUS};
 use crate::manager_store::{
-    field, to_outbox, unavailable, worker_key, Fail, ManagerStore, Seen, Txn, VERSION,
+    field, to_outbox, transaction, unavailable, worker_key, Fail, ManagerStore, Seen, Txn, VERSION,
 };
 use crate::marker_repair::marker_keys;
 use crate::outbox::{Emit, OutboxRow, RowStatus};
@@ -54,7 +54,7 @@ impl ManagerStore {
                 detail: "the event body is not UTF-8".to_owned(),
             })?;
         let at = event_time(record.event).map_err(|e| to_outbox(STEP, e))?;
-        self.transaction(STEP, async |session| {
+        transaction!(self, STEP, |session| {
             let now = Utc::now();
             let Some(job) = self.read_job(session, record.job_id).await? else {
                 return Ok(Txn::Abort(Recorded::LostClaim));
@@ -200,7 +200,7 @@ impl ManagerStore {
         _lease: std::time::Duration,
     ) -> Result<Vec<PendingEvent>, OutboxError> {
         const STEP: &str = "leasing a job's unpublished events";
-        self.transaction(STEP, async |session| {
+        transaction!(self, STEP, |session| {
             let Some(job) = self.read_job(session, job_id).await? else {
                 return Ok(Txn::Abort(Vec::new()));
             };
