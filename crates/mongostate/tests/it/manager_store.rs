@@ -564,3 +564,124 @@ async fn the_server_honours_multi_document_transactions() {
     );
     world.db.drop().await;
 }
+
+#[tokio::test]
+async fn an_event_never_recorded_is_not_found() {
+    let world = World::new().await;
+    let id = world.job().await;
+    world.claim(id, "owner-a", LEASE).await;
+
+    let ce_id = contract::event::ce_id(contract::event::TerminalStatus::Completed, id);
+    assert_eq!(world.store.recorded_event(&ce_id).await.unwrap(), None);
+    assert_eq!(
+        world.store.recorded_event("not a ce-id").await.unwrap(),
+        None
+    );
+    world.db.drop().await;
+}
+
+#[tokio::test]
+async fn an_object_left_is_listed_until_it_is_discarded() {
+    let world = World::new().await;
+    let id = world.job().await;
+    world.claim(id, "owner-a", LEASE).await;
+    world.record(id, Some("owner-a"), failed("boom")).await;
+
+    world.store.mark_object_left(id).await.unwrap();
+    let left = world.store.objects_left(Duration::ZERO, 10).await.unwrap();
+    assert_eq!(left, vec![(id, None)]);
+
+    world.store.object_discarded(id).await.unwrap();
+    assert!(world
+        .store
+        .objects_left(Duration::ZERO, 10)
+        .await
+        .unwrap()
+        .is_empty());
+    assert!(world
+        .store
+        .deletions_in_progress(Duration::ZERO, 10)
+        .await
+        .unwrap()
+        .is_empty());
+    world.db.drop().await;
+}
+
+#[tokio::test]
+async fn executions_are_kept_on_the_job_only_while_its_owner_holds_it() {
+    use contract::lifecycle::ExecutionStatus;
+    use outbox::{ExecutionEvents, ExecutionReport};
+
+    let world = World::new().await;
+    let id = world.job().await;
+    world.claim(id, "owner-a", LEASE).await;
+    let events = ExecutionEvents {
+        tenant: None,
+        request_id: None,
+        source: SOURCE,
+        publisher: "owner-a",
+        lease: LEASE,
+    };
+    let report = |status, ended| ExecutionReport {
+        datasource: "orders".to_owned(),
+        status,
+        row_count: 3,
+        started_at: Some(Utc::now()),
+        ended_at: ended,
+        error: None,
+    };
+
+    let written = world
+        .store
+        .record_executions(
+            id,
+            "owner-a",
+            &[report(ExecutionStatus::InProgress, None)],
+            &events,
+        )
+        .await
+        .unwrap();
+    assert!(
+        written.is_empty(),
+        "no execution events in the Manager mode"
+    );
+    world
+        .store
+        .record_executions(
+            id,
+            "owner-a",
+            &[report(ExecutionStatus::Succeeded, Some(Utc::now()))],
+            &events,
+        )
+        .await
+        .unwrap();
+    world
+        .store
+        .record_executions(
+            id,
+            "owner-b",
+            &[report(ExecutionStatus::Failed, Some(Utc::now()))],
+            &events,
+        )
+        .await
+        .unwrap();
+
+    let stored = world.manager.stored(id).await.unwrap();
+    let executions = stored
+        .get_document("fetcher_worker")
+        .unwrap()
+        .get_array("executions")
+        .unwrap();
+    assert_eq!(executions.len(), 1);
+    let orders = executions[0].as_document().unwrap();
+    assert_eq!(
+        orders.get_str("status"),
+        Ok(ExecutionStatus::Succeeded.as_str())
+    );
+    world
+        .manager
+        .get_job(id)
+        .await
+        .expect("the Manager still reads it");
+    world.db.drop().await;
+}
