@@ -110,7 +110,9 @@ impl ManagerStore {
                     }))
                 }
             }
-            let tenant = contract::event::event_tenant(seen.tenant.as_deref().or(record.tenant));
+            // The row's tenant is the event's, so the event a relay rebuilds from the row's
+            // envelope is the one recorded.
+            let tenant = record.event.tenant();
             let emit = Emit {
                 tenant,
                 job_id: record.job_id,

@@ -323,3 +323,31 @@ async fn a_recorded_end_is_published_by_its_publisher_as_the_postgresql_mode_pub
     assert_eq!(found.leased_by, None);
     world.finish().await;
 }
+
+#[tokio::test]
+async fn a_running_repairer_re_emits_a_marker_at_its_first_pass_and_stops_when_told() {
+    let world = World::new().await;
+    let id = world.manager.create_job(&job()).await.unwrap();
+    let payload = format!(r#"{{"jobId":"{id}","status":"failed"}}"#);
+    world
+        .manager
+        .crashed_go_worker(id, "failed", "failed", &payload)
+        .await;
+    let repairer = world.repairer();
+    let stop = CancellationToken::new();
+
+    let running = tokio::spawn({
+        let stop = stop.clone();
+        async move { repairer.run(stop).await }
+    });
+    let deliveries = world.broker.receive(&world.queue, 1, WITHIN).await;
+    stop.cancel();
+    running.await.expect("the repairer stops");
+
+    assert_eq!(
+        support::ce_id(&deliveries[0]),
+        format!("fetcher.job.failed.{id}")
+    );
+    assert_eq!(deliveries[0].data, payload.as_bytes());
+    world.finish().await;
+}
