@@ -24,7 +24,9 @@
 //!   transaction. Its methods are spread by what they hold: `claims.rs` (claim, lease,
 //!   release, expired jobs), `terminal_record.rs` (a job's end, `recorded_event`, a
 //!   redelivery's republish), `sweeps.rs` (objects left, deletions, executions' state),
-//!   `marker_repair.rs` (the terminal-event repairer's markers, §5).
+//!   `marker_repair.rs` (the terminal-event repairer's markers, §5), `indexes.rs` (the
+//!   outbox's indexes as lib-commons creates them, this Worker's own on `job`, the
+//!   transactions check).
 //! - [`outbox_event`]: a `streaming_outbox_events` row as the `outbox::PendingEvent` the
 //!   publisher sends, and a new row leased to its publisher.
 //!
@@ -49,6 +51,7 @@ pub use store::{binary_id, Store, CONNECTION_COLLECTION, JOB_COLLECTION, OUTBOX_
 // - `outbox_claim`: the relay's conditional claims (§4.6) and state updates (§4.5).
 mod claims;
 mod error;
+mod indexes;
 pub mod job_writes;
 pub mod jobs;
 mod manager_store;

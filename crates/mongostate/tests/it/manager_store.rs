@@ -685,3 +685,93 @@ async fn executions_are_kept_on_the_job_only_while_its_owner_holds_it() {
         .expect("the Manager still reads it");
     world.db.drop().await;
 }
+
+#[tokio::test]
+async fn the_indexes_are_upstreams_and_creating_them_twice_changes_nothing() {
+    let world = World::new().await;
+
+    world
+        .store
+        .check_transactions()
+        .await
+        .expect("a replica set runs transactions");
+    world.store.ensure_indexes().await.expect("created");
+    world.store.ensure_indexes().await.expect("already there");
+
+    let mut names = world
+        .store
+        .store()
+        .outbox_rows()
+        .list_index_names()
+        .await
+        .unwrap();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "_id_",
+            "outbox_claim_token_lookup",
+            "outbox_id_scope_unique",
+            "outbox_pending_by_type_claim",
+            "outbox_pending_claim",
+            "outbox_state_updated_scan",
+            "outbox_status_tenant",
+        ]
+    );
+    let mut listed = world
+        .store
+        .store()
+        .outbox_rows()
+        .list_indexes()
+        .await
+        .unwrap();
+    while listed.advance().await.unwrap() {
+        let index = listed.deserialize_current().unwrap();
+        let options = index.options.unwrap_or_default();
+        let name = options.name.clone().unwrap_or_default();
+        assert_eq!(
+            options.unique == Some(true),
+            name == "outbox_id_scope_unique",
+            "{name}"
+        );
+        assert_eq!(
+            options.sparse == Some(true),
+            name == "outbox_claim_token_lookup",
+            "{name}"
+        );
+        if name == "outbox_pending_claim" {
+            assert_eq!(
+                index.keys,
+                doc! {"tenant_id": 1, "status": 1, "created_at": 1, "id": 1}
+            );
+        }
+    }
+    let job_indexes = world.store.store().jobs().list_index_names().await.unwrap();
+    for name in [
+        "fetcher_worker_lease",
+        "fetcher_worker_object_left",
+        "uniq_job_hash_active",
+    ] {
+        assert!(
+            job_indexes.iter().any(|n| n == name),
+            "{name} in {job_indexes:?}"
+        );
+    }
+    // A row of the same id and tenant twice is refused, as lib-commons' unique index refuses it.
+    let row = doc! {"id": "x", "tenant_id": "single-tenant"};
+    world
+        .store
+        .store()
+        .outbox_rows()
+        .insert_one(row.clone())
+        .await
+        .unwrap();
+    assert!(world
+        .store
+        .store()
+        .outbox_rows()
+        .insert_one(row)
+        .await
+        .is_err());
+    world.db.drop().await;
+}
