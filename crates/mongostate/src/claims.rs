@@ -107,6 +107,8 @@ impl ManagerStore {
                 worker_key(field::ATTEMPTS): attempts,
                 worker_key(field::STARTED_AT): bson_time(now),
                 worker_key(field::FIRST_STARTED_AT): bson_time(first_started_at),
+                // Each run starts its executions afresh, one per datasource.
+                worker_key(field::EXECUTIONS): crate::executions::queued(&seen.job.mapped_fields),
             };
             // The first acceptance wins; a gap is filled from this delivery.
             let mut keep = |key: &str, value: Option<Bson>| {

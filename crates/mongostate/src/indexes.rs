@@ -9,7 +9,8 @@
 //!   would make Go Workers fail at start, §6.2).
 //! - The `job` indexes are the Manager's, never created here (§1.3). This Worker's own queries
 //!   on `job` (lapsed leases, objects left) get indexes of its own, named `fetcher_worker_*`
-//!   and partial on its own sub-document, which no Go code reads or names.
+//!   and partial on its own sub-document, which no Go code reads or names; its own outbox
+//!   (`fetcher_worker_outbox`) gets a unique `ce_id` and the relay's indexes.
 
 use mongodb::bson::{doc, Document};
 use mongodb::options::IndexOptions;
@@ -100,6 +101,39 @@ impl ManagerStore {
         ] {
             self.store()
                 .jobs()
+                .create_index(model)
+                .await
+                .map_err(|e| unavailable(STEP, &e))?;
+        }
+        let unique_ce_id = IndexModel::builder()
+            .keys(doc! {"ce_id": 1})
+            .options(
+                IndexOptions::builder()
+                    .name("fetcher_worker_outbox_ce_id".to_owned())
+                    .unique(true)
+                    .build(),
+            )
+            .build();
+        let due = IndexModel::builder()
+            .keys(doc! {"next_attempt_at": 1, "id": 1})
+            .options(
+                IndexOptions::builder()
+                    .name("fetcher_worker_outbox_due".to_owned())
+                    .partial_filter_expression(doc! {"published_at": null})
+                    .build(),
+            )
+            .build();
+        let by_job = IndexModel::builder()
+            .keys(doc! {"job_id": 1})
+            .options(
+                IndexOptions::builder()
+                    .name("fetcher_worker_outbox_job".to_owned())
+                    .build(),
+            )
+            .build();
+        for model in [unique_ce_id, due, by_job] {
+            self.store()
+                .worker_rows()
                 .create_index(model)
                 .await
                 .map_err(|e| unavailable(STEP, &e))?;

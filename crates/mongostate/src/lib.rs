@@ -26,7 +26,9 @@
 //!   redelivery's republish), `sweeps.rs` (objects left, deletions, executions' state),
 //!   `marker_repair.rs` (the terminal-event repairer's markers, §5), `indexes.rs` (the
 //!   outbox's indexes as lib-commons creates them, this Worker's own on `job`, the
-//!   transactions check).
+//!   transactions check), `executions.rs` (a job's executions and their events).
+//! - [`worker_outbox`]: this Worker's own outbox collection, `fetcher_worker_outbox`, for the
+//!   events a Go relay would refuse (executions', and cancels' and deletions' when offered).
 //! - [`outbox_event`]: a `streaming_outbox_events` row as the `outbox::PendingEvent` the
 //!   publisher sends, and a new row leased to its publisher.
 //!
@@ -51,6 +53,7 @@ pub use store::{binary_id, Store, CONNECTION_COLLECTION, JOB_COLLECTION, OUTBOX_
 // - `outbox_claim`: the relay's conditional claims (§4.6) and state updates (§4.5).
 mod claims;
 mod error;
+mod executions;
 mod indexes;
 pub mod job_writes;
 pub mod jobs;
@@ -62,6 +65,7 @@ mod outbox_envelope;
 pub mod outbox_event;
 mod sweeps;
 mod terminal_record;
+pub mod worker_outbox;
 
 pub use error::{Error, Result};
 pub use manager_store::{to_outbox, ManagerConfig, ManagerStore};

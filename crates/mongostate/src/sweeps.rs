@@ -1,13 +1,12 @@
 //! What the sweeper and a run's progress need of the Manager's documents beyond claims and
-//! ends: objects left behind by failed jobs, deletions in progress, and the executions' state.
+//! ends: objects left behind by failed jobs, deletions in progress, and the executions with
+//! their events.
 //!
-//! What the Manager mode does not do (yet):
-//! - Executions' events (`job.execution.*`) are not emitted: a Go relay refuses them in
-//!   `streaming_outbox_events`, and this Worker's own collection for them and its relay do not
-//!   exist yet. [`ManagerStore::record_executions`] keeps the executions' state on the job and
-//!   returns no events.
-//! - Cancels and deletes (the control API) are not offered: nothing writes `canceling` or
-//!   `deleting` state, so [`ManagerStore::deletions_in_progress`] lists none.
+//! - Executions' events (`job.execution.*`) go to this Worker's own outbox
+//!   (`worker_outbox`): a Go relay would refuse them in `streaming_outbox_events`.
+//! - Cancels and deletes (the control API) are not offered in the Manager mode yet: nothing
+//!   writes `canceling` or `deleting` state, so [`ManagerStore::deletions_in_progress`] lists
+//!   none.
 
 use std::time::Duration;
 
@@ -18,10 +17,12 @@ use uuid::Uuid;
 
 use crate::binary_id;
 use crate::claims::chrono_duration;
+use crate::executions;
 use crate::jobs::{bson_time, WORKER_FIELD};
 use crate::manager_store::{
     field, transaction, unavailable, worker_key, Fail, ManagerStore, Seen, Txn, VERSION,
 };
+use crate::worker_outbox;
 
 /// When a deletion started, under `fetcher_worker` (written by a delete, which the Manager mode
 /// does not offer yet).
@@ -130,15 +131,15 @@ impl ManagerStore {
         Ok(jobs)
     }
 
-    /// Keeps the run's reports of its executions on the job while `owner` holds it (each
-    /// datasource's latest report replaces its earlier one; one that ended is not changed
-    /// again). Returns no events: see the module's docs.
+    /// Writes the run's reports of its executions while `owner` holds the job (an execution
+    /// that ended is not changed again), with the event of each one that ended, leased to
+    /// `events.publisher`, in one transaction; nothing once `owner` lost the job.
     pub async fn record_executions(
         &self,
         job_id: Uuid,
         owner: &str,
         reports: &[ExecutionReport],
-        _events: &ExecutionEvents<'_>,
+        events: &ExecutionEvents<'_>,
     ) -> Result<Vec<PendingEvent>, OutboxError> {
         const STEP: &str = "recording a job's executions";
         transaction!(self, STEP, |session| {
@@ -151,24 +152,8 @@ impl ManagerStore {
             {
                 return Ok(Txn::Abort(Vec::new()));
             }
-            let mut executions: Vec<Document> = match seen.worker().get(field::EXECUTIONS) {
-                Some(Bson::Array(items)) => items
-                    .iter()
-                    .filter_map(|item| item.as_document().cloned())
-                    .collect(),
-                _ => Vec::new(),
-            };
-            for report in reports {
-                let written = execution(report);
-                match executions
-                    .iter_mut()
-                    .find(|e| e.get_str("datasource").ok() == Some(report.datasource.as_str()))
-                {
-                    Some(existing) if existing.get_bool("ended").unwrap_or(false) => {}
-                    Some(existing) => *existing = written,
-                    None => executions.push(written),
-                }
-            }
+            let mut executions = executions::stored(&seen.worker());
+            let ended = executions::apply(&mut executions, reports);
             let done = self
                 .store()
                 .jobs()
@@ -184,22 +169,41 @@ impl ManagerStore {
             if done.matched_count != 1 {
                 return Err(Fail::Conflict);
             }
-            Ok(Txn::Commit(Vec::new()))
+            let written = self
+                .execution_events(session, job_id, &ended, events)
+                .await?;
+            Ok(Txn::Commit(written))
         })
         .await
     }
-}
 
-fn execution(report: &ExecutionReport) -> Document {
-    let at =
-        |t: Option<chrono::DateTime<Utc>>| t.map_or(Bson::Null, |t| Bson::DateTime(bson_time(t)));
-    doc! {
-        "datasource": &report.datasource,
-        "status": report.status.as_str(),
-        "row_count": i64::try_from(report.row_count).unwrap_or(i64::MAX),
-        "started_at": at(report.started_at),
-        "ended_at": at(report.ended_at),
-        "ended": report.ended_at.is_some(),
-        "error": report.error.as_deref().map_or(Bson::Null, Bson::from),
+    /// The events of `ended` executions, each inserted in this Worker's outbox (leased to
+    /// `events.publisher`) unless recorded already.
+    pub(crate) async fn execution_events(
+        &self,
+        session: &mut mongodb::ClientSession,
+        job_id: Uuid,
+        ended: &[Document],
+        events: &ExecutionEvents<'_>,
+    ) -> Result<Vec<PendingEvent>, Fail> {
+        let mut written = Vec::new();
+        for execution in ended {
+            let Some(event) = executions::ended_event(job_id, execution, events)? else {
+                continue;
+            };
+            if let Some(pending) = worker_outbox::insert_leased(
+                self.store(),
+                session,
+                job_id,
+                event,
+                events.publisher,
+                events.lease,
+            )
+            .await?
+            {
+                written.push(pending);
+            }
+        }
+        Ok(written)
     }
 }

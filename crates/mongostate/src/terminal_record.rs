@@ -18,11 +18,13 @@ use contract::lifecycle::{self, Event, JobStatus, Refusal, Step};
 use mongodb::bson::{doc, Bson, Document};
 use mongodb::ClientSession;
 use outbox::{
-    OutboxError, PendingEvent, Recorded, RecordedEvent, RowId, TerminalOutcome, TerminalRecord,
+    ExecutionEvents, ExecutionReport, OutboxError, PendingEvent, Recorded, RecordedEvent, RowId,
+    TerminalOutcome, TerminalRecord,
 };
 use uuid::Uuid;
 
 use crate::binary_id;
+use crate::executions;
 use crate::jobs::{bson_time, ManagerStatus, MARKER_PAYLOAD, MARKER_PENDING, MARKER_STATUS};
 use crate::manager_store::{
     field, to_outbox, transaction, unavailable, worker_key, Fail, ManagerStore, Seen, Txn, VERSION,
@@ -39,9 +41,9 @@ impl ManagerStore {
     /// transaction, or nothing; see `outbox::Recorded` for when nothing is written. A job with
     /// no document is [`Recorded::LostClaim`]: nothing is written (the Manager creates jobs),
     /// and no event is queued, as Go's failed write of a missing job queues none.
-    ///
-    /// The run's execution reports (`record.executions`) are not recorded here: the Manager
-    /// mode keeps no executions with a job's end (see `ManagerStore::record_executions`).
+    /// The run's last execution reports are written first and the executions they leave open
+    /// closed as `record.close` says, each end's event in this Worker's own outbox
+    /// (`worker_outbox`), returned leased to the publisher.
     pub async fn record_terminal(
         &self,
         record: &TerminalRecord<'_>,
@@ -123,16 +125,36 @@ impl ManagerStore {
                 at,
             };
             let (row_id, row) = leased_row(&emit, record.publisher)?;
-            let ended = terminal_update(record, status, body, now, row_id, tenant);
+            // The run's last reports, then whatever they leave open closed, each end with its
+            // event, recorded before the job's.
+            let mut executions = executions::stored(&seen.worker());
+            let mut ended = executions::apply(&mut executions, record.executions);
+            if let Some(close) = record.close.filter(|_| !all_ended(record.executions)) {
+                ended.extend(executions::close(&mut executions, close, now));
+            }
+            let events = ExecutionEvents {
+                tenant: record.tenant,
+                request_id: record.event.request_id.as_deref(),
+                source: &record.event.attributes.source,
+                publisher: record.publisher,
+                lease: record.lease,
+            };
+            let mut update = terminal_update(record, status, body, now, row_id, tenant);
+            if let Ok(set) = update.get_document_mut("$set") {
+                set.insert(worker_key(field::EXECUTIONS), executions);
+            }
             let done = self
                 .store()
                 .jobs()
-                .update_one(seen.unchanged(), ended)
+                .update_one(seen.unchanged(), update)
                 .session(&mut *session)
                 .await?;
             if done.matched_count != 1 {
                 return Err(Fail::Conflict);
             }
+            let written = self
+                .execution_events(session, record.job_id, &ended, &events)
+                .await?;
             self.store()
                 .outbox_rows()
                 .insert_one(row)
@@ -141,7 +163,7 @@ impl ManagerStore {
             clear_marker(self, session, record.job_id).await?;
             Ok(Txn::Commit(Recorded::Inserted {
                 outbox_id: RowId::Uuid(row_id),
-                executions: Vec::new(),
+                executions: written,
             }))
         })
         .await
@@ -199,10 +221,14 @@ impl ManagerStore {
         &self,
         job_id: Uuid,
         owner: &str,
-        _lease: std::time::Duration,
+        lease: std::time::Duration,
     ) -> Result<Vec<PendingEvent>, OutboxError> {
         const STEP: &str = "leasing a job's unpublished events";
-        transaction!(self, STEP, |session| {
+        // This Worker's own rows of the job (its executions' events) first, in their order.
+        let mut leased = crate::worker_outbox::claim_for_job(self.store(), job_id, owner, lease)
+            .await
+            .map_err(|e| to_outbox(STEP, e))?;
+        let terminal = transaction!(self, STEP, |session| {
             let Some(job) = self.read_job(session, job_id).await? else {
                 return Ok(Txn::Abort(Vec::new()));
             };
@@ -265,7 +291,9 @@ impl ManagerStore {
             }
             Ok(Txn::Commit(vec![pending_event(&row, request_id)?]))
         })
-        .await
+        .await?;
+        leased.extend(terminal);
+        Ok(leased)
     }
 }
 
@@ -383,6 +411,11 @@ fn check_event(record: &TerminalRecord<'_>, status: TerminalStatus) -> Result<()
         });
     }
     Ok(())
+}
+
+/// Whether `reports` leave nothing to close: every datasource reported, each ended.
+fn all_ended(reports: &[ExecutionReport]) -> bool {
+    !reports.is_empty() && reports.iter().all(|r| r.status.is_terminal())
 }
 
 /// A job not ended yet: a terminal outcome it refuses means the caller lost its claim.

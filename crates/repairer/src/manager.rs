@@ -9,7 +9,8 @@
 //! - [`ManagerRepairer::repair_once`]: Go's terminal-event repairer (markers re-emitted as new
 //!   rows with their `ce-id`), then lib-commons' dispatcher pass over every tenant's rows (stuck,
 //!   failed, then pending; the conditional claim of §4.6, so this Worker and Go relays never hold
-//!   one row version at once), each claimed row published and settled as lib-commons settles it.
+//!   one row version at once), each claimed row published and settled as lib-commons settles it;
+//!   then this Worker's own due rows.
 //!
 //! Upstream's gaps and what is chosen here:
 //! - A failed publish is retried after lib-commons' 5-minute window, not this Worker's backoff:
@@ -18,8 +19,9 @@
 //!   relays configured for it (lib-commons trusts the row's exchange; this publisher has one).
 //! - Published and invalid rows are never pruned, as upstream never prunes them (its open
 //!   question Q6; a TTL index would change a collection Go owns).
-//! - Events a Go relay would refuse (executions', cancels', deletions') are not emitted in the
-//!   Manager mode yet, so no collection of this Worker's own is relayed.
+//! - Events a Go relay would refuse (executions', and cancels' and deletions' when the Manager
+//!   mode offers them) are rows of this Worker's own collection (`mongostate::worker_outbox`),
+//!   leased and backed off as the PostgreSQL mode's rows; the pass relays them last.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -27,12 +29,12 @@ use std::time::Duration;
 use chrono::Utc;
 use mongostate::outbox::{OutboxRow, RowStatus};
 use mongostate::outbox_claim::{self, Candidates};
-use mongostate::{outbox_event, to_outbox, ManagerStore};
+use mongostate::{outbox_event, to_outbox, worker_outbox, ManagerStore};
 use outbox::{OutboxError, PendingEvent, RowId, Sink};
 use publisher::Publisher;
 use tokio_util::sync::CancellationToken;
 
-use crate::relay::{RelayReport, Sorted};
+use crate::relay::{broker_away, RelayReport, Sorted};
 use crate::sink::SinkPublisher;
 
 /// Publishes the rows leased to a publisher right after their commit.
@@ -58,62 +60,85 @@ impl ManagerRelay {
         owner: &str,
         events: &[PendingEvent],
     ) -> Result<RelayReport, OutboxError> {
-        const STEP: &str = "settling published Manager outbox rows";
         if events.is_empty() {
             return Ok(RelayReport::default());
         }
         let outcomes = self.publisher.send(events).await;
         let sorted = Sorted::of(events, outcomes);
         let mut report = sorted.report;
-        let store = self.store.store();
-        let now = Utc::now();
-        for id in &sorted.confirmed {
-            let Some(event) = events.iter().find(|e| e.id == *id) else {
-                continue;
-            };
-            let RowId::Uuid(row) = *id else { continue };
-            let marked =
-                outbox_event::mark_published_by(store, row, event.event.tenant(), owner, now)
-                    .await
-                    .map_err(|e| to_outbox(STEP, e))?;
-            report.published += u64::from(marked);
-        }
-        for failed in &sorted.unpublished {
-            let Some(event) = events.iter().find(|e| e.id == failed.id) else {
-                continue;
-            };
-            let RowId::Uuid(row) = failed.id else {
-                continue;
-            };
-            outbox_event::mark_failed_by(
-                store,
-                row,
-                event.event.tenant(),
-                owner,
-                &failed.error,
-                now,
-            )
-            .await
-            .map_err(|e| to_outbox(STEP, e))?;
-        }
+        settle(&self.store, owner, events, &sorted, &mut report).await?;
         Ok(report)
     }
+}
+
+/// Settles published rows while `owner` holds them, each in its collection: a terminal
+/// event's row in `streaming_outbox_events` (`PUBLISHED`, or `FAILED` for lib-commons' retry
+/// window), any other in this Worker's own outbox (published, or backed off as the relay's
+/// sorting says).
+async fn settle(
+    store: &ManagerStore,
+    owner: &str,
+    events: &[PendingEvent],
+    sorted: &Sorted,
+    report: &mut RelayReport,
+) -> Result<(), OutboxError> {
+    const STEP: &str = "settling published Manager outbox rows";
+    let store = store.store();
+    let now = Utc::now();
+    let find = |id: &RowId| events.iter().find(|e| e.id == *id);
+    for id in &sorted.confirmed {
+        let (Some(event), RowId::Uuid(row)) = (find(id), *id) else {
+            continue;
+        };
+        let marked = if worker_outbox::is_streaming_event(&event.event) {
+            outbox_event::mark_published_by(store, row, event.event.tenant(), owner, now).await
+        } else {
+            worker_outbox::mark_published(store, row, owner).await
+        };
+        report.published += u64::from(marked.map_err(|e| to_outbox(STEP, e))?);
+    }
+    for failed in &sorted.unpublished {
+        let (Some(event), RowId::Uuid(row)) = (find(&failed.id), failed.id) else {
+            continue;
+        };
+        if worker_outbox::is_streaming_event(&event.event) {
+            let tenant = event.event.tenant();
+            outbox_event::mark_failed_by(store, row, tenant, owner, &failed.error, now)
+                .await
+                .map(drop)
+        } else {
+            worker_outbox::mark_failed(store, row, owner, &failed.error, failed.retry_after)
+                .await
+                .map(drop)
+        }
+        .map_err(|e| to_outbox(STEP, e))?;
+    }
+    Ok(())
 }
 
 /// How the Manager mode's repairer works.
 #[derive(Debug, Clone)]
 pub struct ManagerRepairerConfig {
+    /// Who leases this Worker's own rows: unique per Worker process.
+    pub owner: String,
     /// Between passes (upstream: 30 s). Zero means 30 s.
     pub interval: Duration,
     /// Rows claimed per batch (lib-commons: 50).
     pub batch: i64,
+    /// This Worker's own rows younger than this are left to the Worker that recorded them.
+    pub grace: Duration,
+    /// How long one of this Worker's own rows leased by the repairer is its.
+    pub lease: Duration,
 }
 
-impl Default for ManagerRepairerConfig {
-    fn default() -> ManagerRepairerConfig {
+impl ManagerRepairerConfig {
+    pub fn new(owner: impl Into<String>) -> ManagerRepairerConfig {
         ManagerRepairerConfig {
+            owner: owner.into(),
             interval: Duration::from_secs(30),
             batch: 50,
+            grace: Duration::from_secs(10),
+            lease: Duration::from_secs(60),
         }
     }
 }
@@ -220,7 +245,48 @@ impl ManagerRepairer {
                 }
             }
         }
+        self.relay_own_rows(stop, &mut report).await?;
         Ok(report)
+    }
+
+    /// This Worker's own rows that are due, leased batch by batch, published and settled.
+    async fn relay_own_rows(
+        &self,
+        stop: &CancellationToken,
+        report: &mut ManagerPassReport,
+    ) -> Result<(), OutboxError> {
+        const STEP: &str = "relaying this Worker's own outbox";
+        let config = &self.config;
+        let publisher = SinkPublisher::from(self.publisher.clone());
+        while !stop.is_cancelled() {
+            let leased = worker_outbox::claim_due(
+                self.store.store(),
+                &config.owner,
+                config.grace,
+                config.lease,
+                config.batch,
+            )
+            .await
+            .map_err(|e| to_outbox(STEP, e))?;
+            report.claimed += leased.len() as u64;
+            let outcomes = publisher.send(&leased).await;
+            let away = broker_away(&outcomes);
+            let sorted = Sorted::of(&leased, outcomes);
+            report.relayed.failed += sorted.report.failed;
+            report.relayed.rejected += sorted.report.rejected;
+            settle(
+                &self.store,
+                &config.owner,
+                &leased,
+                &sorted,
+                &mut report.relayed,
+            )
+            .await?;
+            if (leased.len() as i64) < config.batch || away {
+                return Ok(());
+            }
+        }
+        Ok(())
     }
 
     /// Publishes rows this pass claimed and settles each as lib-commons does.

@@ -641,11 +641,8 @@ async fn executions_are_kept_on_the_job_only_while_its_owner_holds_it() {
         )
         .await
         .unwrap();
-    assert!(
-        written.is_empty(),
-        "no execution events in the Manager mode"
-    );
-    world
+    assert!(written.is_empty(), "no event before an execution ends");
+    let ended = world
         .store
         .record_executions(
             id,
@@ -655,6 +652,32 @@ async fn executions_are_kept_on_the_job_only_while_its_owner_holds_it() {
         )
         .await
         .unwrap();
+    assert_eq!(ended.len(), 1, "{ended:?}");
+    assert_eq!(ended[0].event.routing_key(), "job.execution.succeeded");
+    assert_eq!(
+        ended[0].event.ce_id(),
+        format!("fetcher.job.execution.succeeded.{id}.orders")
+    );
+    let own = world
+        .store
+        .store()
+        .worker_rows()
+        .find_one(doc! {"ce_id": ended[0].event.ce_id()})
+        .await
+        .unwrap()
+        .expect("in this Worker's own outbox");
+    assert_eq!(own.get_str("leased_by"), Ok("owner-a"));
+    assert_eq!(
+        world
+            .store
+            .store()
+            .outbox_rows()
+            .count_documents(doc! {})
+            .await
+            .unwrap(),
+        0,
+        "never in lib-streaming's outbox"
+    );
     world
         .store
         .record_executions(
@@ -773,5 +796,81 @@ async fn the_indexes_are_upstreams_and_creating_them_twice_changes_nothing() {
         .insert_one(row)
         .await
         .is_err());
+    world.db.drop().await;
+}
+
+#[tokio::test]
+async fn a_terminal_record_closes_the_open_executions_with_their_events() {
+    use contract::lifecycle::ExecutionStatus;
+    use outbox::{Close, ExecutionReport};
+
+    let world = World::new().await;
+    let table = format!("public.t_{}", Uuid::new_v4().simple());
+    let job = NewJob {
+        mapped_fields: doc! {"orders": {&table: ["id"]}, "users": {&table: ["id"]}},
+        ..request()
+    };
+    let id = world.manager.create_job(&job).await.unwrap();
+    world.claim(id, "owner-a", LEASE).await;
+    let outcome = failed("orders failed");
+    let event = event(id, &outcome);
+    let reports = [
+        ExecutionReport {
+            datasource: "orders".to_owned(),
+            status: ExecutionStatus::Failed,
+            row_count: 0,
+            started_at: Some(Utc::now()),
+            ended_at: Some(Utc::now()),
+            error: Some("orders failed".to_owned()),
+        },
+        ExecutionReport {
+            datasource: "users".to_owned(),
+            status: ExecutionStatus::InProgress,
+            row_count: 5,
+            started_at: Some(Utc::now()),
+            ended_at: None,
+            error: None,
+        },
+    ];
+
+    let recorded = world
+        .store
+        .record_terminal(&TerminalRecord {
+            job_id: id,
+            owner: Some("owner-a"),
+            tenant: None,
+            outcome,
+            event: &event,
+            publisher: "publisher-1",
+            lease: LEASE,
+            leaves_object: false,
+            metadata: &Map::new(),
+            executions: &reports,
+            close: Some(Close::CANCELED),
+        })
+        .await
+        .unwrap();
+
+    let Recorded::Inserted { executions, .. } = recorded else {
+        panic!("{recorded:?}")
+    };
+    let keys: Vec<_> = executions
+        .iter()
+        .map(|e| e.event.ce_id().to_owned())
+        .collect();
+    assert_eq!(
+        keys,
+        [
+            format!("fetcher.job.execution.failed.{id}.orders"),
+            format!("fetcher.job.execution.canceled.{id}.users"),
+        ]
+    );
+    // Held by their publisher: a redelivery leases none of them meanwhile.
+    assert!(world
+        .store
+        .lease_unpublished(id, "owner-b", LEASE)
+        .await
+        .unwrap()
+        .is_empty());
     world.db.drop().await;
 }

@@ -70,7 +70,7 @@ impl World {
         ManagerRepairer::new(
             self.store.clone(),
             self.publisher.clone(),
-            ManagerRepairerConfig::default(),
+            ManagerRepairerConfig::new("repairer-a"),
         )
     }
 
@@ -349,5 +349,117 @@ async fn a_running_repairer_re_emits_a_marker_at_its_first_pass_and_stops_when_t
         format!("fetcher.job.failed.{id}")
     );
     assert_eq!(deliveries[0].data, payload.as_bytes());
+    world.finish().await;
+}
+
+#[tokio::test]
+async fn an_executions_event_goes_through_this_workers_own_outbox_and_a_lost_one_is_repaired() {
+    use contract::lifecycle::ExecutionStatus;
+    use outbox::{ExecutionEvents, ExecutionReport};
+
+    let world = World::new().await;
+    let executions_queue = world
+        .broker
+        .bound_queue(&world.exchange, "job.execution.*")
+        .await;
+    let id = world.manager.create_job(&job()).await.unwrap();
+    let metadata = Map::new();
+    world
+        .store
+        .claim(&ClaimRequest {
+            job_id: id,
+            tenant: None,
+            request_id: None,
+            metadata: &metadata,
+            spec: None,
+            message_sha256: None,
+            timeout_seconds: None,
+            owner: "owner-a",
+            lease: Duration::from_secs(60),
+        })
+        .await
+        .unwrap();
+    let report = |datasource: &str| ExecutionReport {
+        datasource: datasource.to_owned(),
+        status: ExecutionStatus::Succeeded,
+        row_count: 1,
+        started_at: Some(Utc::now()),
+        ended_at: Some(Utc::now()),
+        error: None,
+    };
+    let events = |publisher, lease| ExecutionEvents {
+        tenant: None,
+        request_id: None,
+        source: SOURCE,
+        publisher,
+        lease,
+    };
+    // Delivered by its publisher right after the commit.
+    let delivered = world
+        .store
+        .record_executions(
+            id,
+            "owner-a",
+            &[report("orders")],
+            &events("pub-a", Duration::from_secs(60)),
+        )
+        .await
+        .unwrap();
+    let relay = ManagerRelay::new(world.store.clone(), world.publisher.clone());
+    let sent = relay.deliver("pub-a", &delivered).await.unwrap();
+    assert_eq!(sent.published, 1, "{sent:?}");
+    // A publisher that died before publishing: its lease lapses and the repairer publishes it.
+    let lost = world
+        .store
+        .record_executions(
+            id,
+            "owner-a",
+            &[report("users")],
+            &events("pub-dead", Duration::ZERO),
+        )
+        .await
+        .unwrap();
+    assert_eq!(lost.len(), 1);
+    let mut config = ManagerRepairerConfig::new("repairer-a");
+    config.grace = Duration::ZERO;
+    let repairer = ManagerRepairer::new(world.store.clone(), world.publisher.clone(), config);
+    let pass = repairer
+        .repair_once(&CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(pass.relayed.published, 1, "{pass:?}");
+
+    let deliveries = world.broker.receive(&executions_queue, 2, WITHIN).await;
+    let keys: Vec<String> = deliveries.iter().map(support::ce_id).collect();
+    assert_eq!(
+        keys,
+        [
+            format!("fetcher.job.execution.succeeded.{id}.orders"),
+            format!("fetcher.job.execution.succeeded.{id}.users"),
+        ]
+    );
+    assert_eq!(
+        deliveries[0].routing_key.as_str(),
+        "job.execution.succeeded"
+    );
+    let unpublished = world
+        .store
+        .store()
+        .worker_rows()
+        .count_documents(doc! {"published_at": null})
+        .await
+        .unwrap();
+    assert_eq!(unpublished, 0);
+    assert_eq!(
+        world
+            .store
+            .store()
+            .outbox_rows()
+            .count_documents(doc! {})
+            .await
+            .unwrap(),
+        0,
+        "a Go relay never sees them"
+    );
     world.finish().await;
 }
