@@ -271,3 +271,41 @@ fn pending_event(row: &Document) -> Result<PendingEvent> {
         created_at,
     })
 }
+
+/// Deletes rows published more than `older_than` ago, `batch` at a time, until a batch finds
+/// fewer: this collection is this Worker's alone (lib-streaming's rows are never pruned, as
+/// upstream never prunes them). Returns how many were deleted.
+pub async fn purge_published(store: &Store, older_than: Duration, batch: i64) -> Result<u64> {
+    let before = bson_time(Utc::now() - chrono_duration(older_than));
+    let rows = store.worker_rows();
+    let mut total = 0;
+    loop {
+        let mut cursor = rows
+            .find(doc! {"published_at": {"$lte": before}})
+            .projection(doc! {"_id": 1})
+            .limit(batch.max(1))
+            .await
+            .map_err(|e| Error::unavailable(&e))?;
+        let mut ids = Vec::new();
+        while cursor.advance().await.map_err(|e| Error::unavailable(&e))? {
+            let row: Document = cursor
+                .deserialize_current()
+                .map_err(|e| Error::unavailable(&e))?;
+            if let Some(id) = row.get("_id") {
+                ids.push(id.clone());
+            }
+        }
+        if ids.is_empty() {
+            return Ok(total);
+        }
+        let found = ids.len();
+        let deleted = rows
+            .delete_many(doc! {"_id": {"$in": ids}})
+            .await
+            .map_err(|e| Error::unavailable(&e))?;
+        total += deleted.deleted_count;
+        if (found as i64) < batch.max(1) {
+            return Ok(total);
+        }
+    }
+}

@@ -17,8 +17,9 @@
 //!   the row's fields are lib-commons' and every relay of the deployment reads them alike.
 //! - A row naming another exchange than this Worker's publisher is given back `FAILED` for the
 //!   relays configured for it (lib-commons trusts the row's exchange; this publisher has one).
-//! - Published and invalid rows are never pruned, as upstream never prunes them (its open
-//!   question Q6; a TTL index would change a collection Go owns).
+//! - lib-streaming's published and invalid rows are never pruned, as upstream never prunes them
+//!   (its open question Q6; a TTL index would change a collection Go owns); this Worker's own
+//!   rows are deleted once published for [`ManagerRepairerConfig::retention`].
 //! - Events a Go relay would refuse (executions', and cancels' and deletions' when the Manager
 //!   mode offers them) are rows of this Worker's own collection (`mongostate::worker_outbox`),
 //!   leased and backed off as the PostgreSQL mode's rows; the pass relays them last.
@@ -129,6 +130,8 @@ pub struct ManagerRepairerConfig {
     pub grace: Duration,
     /// How long one of this Worker's own rows leased by the repairer is its.
     pub lease: Duration,
+    /// This Worker's own rows published more than this long ago are deleted.
+    pub retention: Duration,
 }
 
 impl ManagerRepairerConfig {
@@ -139,6 +142,7 @@ impl ManagerRepairerConfig {
             batch: 50,
             grace: Duration::from_secs(10),
             lease: Duration::from_secs(60),
+            retention: Duration::from_secs(7 * 24 * 3600),
         }
     }
 }
@@ -148,11 +152,13 @@ impl ManagerRepairerConfig {
 pub struct ManagerPassReport {
     /// The `ce-id`s re-emitted from terminal-event markers.
     pub re_emitted: Vec<String>,
-    /// Rows claimed from `streaming_outbox_events`.
+    /// Rows claimed from `streaming_outbox_events` and leased from this Worker's own outbox.
     pub claimed: u64,
     /// Claimed rows no relay can publish, made `INVALID`.
     pub invalid: u64,
     pub relayed: RelayReport,
+    /// This Worker's own published rows deleted after their retention.
+    pub purged: u64,
 }
 
 /// The Manager mode's 30-second pass: markers, then every due row of every tenant.
@@ -246,6 +252,10 @@ impl ManagerRepairer {
             }
         }
         self.relay_own_rows(stop, &mut report).await?;
+        report.purged =
+            worker_outbox::purge_published(store, self.config.retention, self.config.batch)
+                .await
+                .map_err(|e| to_outbox(STEP, e))?;
         Ok(report)
     }
 

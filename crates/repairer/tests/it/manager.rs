@@ -461,5 +461,14 @@ async fn an_executions_event_goes_through_this_workers_own_outbox_and_a_lost_one
         0,
         "a Go relay never sees them"
     );
+    // Published rows of this Worker's own are deleted after their retention.
+    let mut config = ManagerRepairerConfig::new("repairer-a");
+    config.retention = Duration::ZERO;
+    let repairer = ManagerRepairer::new(world.store.clone(), world.publisher.clone(), config);
+    let pass = repairer
+        .repair_once(&CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(pass.purged, 2, "{pass:?}");
     world.finish().await;
 }
