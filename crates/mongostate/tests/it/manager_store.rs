@@ -874,3 +874,38 @@ async fn a_terminal_record_closes_the_open_executions_with_their_events() {
         .is_empty());
     world.db.drop().await;
 }
+
+#[tokio::test]
+async fn a_job_a_go_worker_is_processing_is_busy_and_never_taken_over() {
+    let world = World::new().await;
+    let id = world.job().await;
+    // The Go Worker's move to processing (§1.4 step 3): no lease of this Worker's.
+    world
+        .manager
+        .jobs()
+        .update_one(
+            doc! {"_id": testkit::manager::id_bson(id)},
+            doc! {"$set": {"status": "processing", "dedup_active": true}, "$unset": {"completed_at": ""}},
+        )
+        .await
+        .unwrap();
+
+    let claim = world.claim(id, "owner-a", LEASE).await;
+
+    assert!(matches!(claim, Claim::Busy { .. }), "{claim:?}");
+    assert!(world
+        .store
+        .expired_jobs(Duration::ZERO, 10)
+        .await
+        .unwrap()
+        .is_empty());
+    assert_eq!(
+        world.record(id, None, failed("x")).await,
+        Recorded::LostClaim
+    );
+    assert_eq!(
+        world.manager.get_job(id).await.unwrap().status,
+        "processing"
+    );
+    world.db.drop().await;
+}
