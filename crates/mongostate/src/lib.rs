@@ -22,8 +22,8 @@
 //! - [`ManagerStore`] (`manager_store.rs`): the job core's state port on these documents; each
 //!   transition read, judged by `contract::lifecycle` and written with its outbox row in one
 //!   transaction. Its methods are spread by what they hold: `claims.rs` (claim, lease,
-//!   release, expired jobs), `terminal_record.rs` (a job's end, `recorded_event`, a
-//!   redelivery's republish), `sweeps.rs` (objects left, deletions, executions' state),
+//!   release, expired jobs), `terminal_record.rs` (a job's end), `unpublished.rs`
+//!   (`recorded_event`, a redelivery's republish), `sweeps.rs` (objects left, deletions, executions' state),
 //!   `marker_repair.rs` (the terminal-event repairer's markers, §5), `indexes.rs` (the
 //!   outbox's indexes as lib-commons creates them, this Worker's own on `job`, the
 //!   transactions check), `executions.rs` (a job's executions and their events).
@@ -65,6 +65,7 @@ mod outbox_envelope;
 pub mod outbox_event;
 mod sweeps;
 mod terminal_record;
+mod unpublished;
 pub mod worker_outbox;
 
 pub use error::{Error, Result};
