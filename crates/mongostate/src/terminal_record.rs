@@ -38,6 +38,7 @@ impl ManagerStore {
     /// transaction, or nothing; see `outbox::Recorded` for when nothing is written. A job with
     /// no document is [`Recorded::LostClaim`]: nothing is written (the Manager creates jobs),
     /// and no event is queued, as Go's failed write of a missing job queues none.
+    ///
     /// The run's last execution reports are written first and the executions they leave open
     /// closed as `record.close` says, each end's event in this Worker's own outbox
     /// (`worker_outbox`), returned leased to the publisher.
