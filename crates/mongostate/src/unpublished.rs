@@ -2,6 +2,8 @@
 //! commit whose answer was lost), and a redelivery's republish of a terminal job's events
 //! (`lease_unpublished`): the event a marker holds, this Worker's row of it, its executions'.
 
+use std::collections::HashMap;
+
 use chrono::Utc;
 use mongodb::bson::{doc, Document};
 use outbox::{OutboxError, PendingEvent, RecordedEvent, RowId};
@@ -17,6 +19,41 @@ use crate::outbox_claim::PROCESSING_TIMEOUT;
 use crate::outbox_event::pending_event;
 
 impl ManagerStore {
+    /// The request ids (`X-Request-Id`) this Worker kept with `jobs`, for the events a relay
+    /// rebuilds from their rows (a row carries none); jobs without one are left out.
+    pub async fn request_ids(&self, jobs: &[Uuid]) -> Result<HashMap<Uuid, String>, OutboxError> {
+        const STEP: &str = "reading jobs' request ids";
+        if jobs.is_empty() {
+            return Ok(HashMap::new());
+        }
+        let ids: Vec<_> = jobs.iter().map(|id| binary_id(*id)).collect();
+        let key = worker_key(field::REQUEST_ID);
+        let mut cursor = self
+            .store()
+            .jobs()
+            .find(doc! {"_id": {"$in": ids}, &key: {"$type": "string"}})
+            .projection(doc! {&key: 1})
+            .await
+            .map_err(|e| unavailable(STEP, &e))?;
+        let mut found = HashMap::new();
+        while cursor.advance().await.map_err(|e| unavailable(STEP, &e))? {
+            let job: Document = cursor
+                .deserialize_current()
+                .map_err(|e| unavailable(STEP, &e))?;
+            let Some(mongodb::bson::Bson::Binary(id)) = job.get("_id") else {
+                continue;
+            };
+            let request_id = job
+                .get_document(crate::jobs::WORKER_FIELD)
+                .ok()
+                .and_then(|w| w.get_str(field::REQUEST_ID).ok());
+            if let (Ok(id), Some(request_id)) = (Uuid::from_slice(&id.bytes), request_id) {
+                found.insert(id, request_id.to_owned());
+            }
+        }
+        Ok(found)
+    }
+
     /// The outbox row of the event `ce_id` (a job's terminal event) and who holds it, when its
     /// record committed: the job's `fetcher_worker.terminal_event` names it exactly then.
     pub async fn recorded_event(&self, ce_id: &str) -> Result<Option<RecordedEvent>, OutboxError> {

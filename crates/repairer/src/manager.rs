@@ -337,6 +337,13 @@ impl ManagerRepairer {
         if events.is_empty() {
             return Ok(());
         }
+        // A row carries no request id: the one this Worker kept with the job, as the PostgreSQL
+        // mode republishes its events with theirs.
+        let jobs: Vec<_> = events.iter().map(|e| e.job_id).collect();
+        let request_ids = self.store.request_ids(&jobs).await?;
+        for event in &mut events {
+            event.event.request_id = request_ids.get(&event.job_id).cloned();
+        }
         let publisher = SinkPublisher::from(self.publisher.clone());
         let outcomes = publisher.send(&events).await;
         let sorted = Sorted::of(&events, outcomes);

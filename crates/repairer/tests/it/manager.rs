@@ -472,3 +472,91 @@ async fn an_executions_event_goes_through_this_workers_own_outbox_and_a_lost_one
     assert_eq!(pass.purged, 2, "{pass:?}");
     world.finish().await;
 }
+
+#[tokio::test]
+async fn a_recorded_end_whose_publisher_failed_is_republished_with_its_request_id() {
+    let world = World::new().await;
+    let id = world.manager.create_job(&job()).await.unwrap();
+    let metadata = Map::new();
+    world
+        .store
+        .claim(&ClaimRequest {
+            job_id: id,
+            tenant: None,
+            request_id: Some("req-9"),
+            metadata: &metadata,
+            spec: None,
+            message_sha256: None,
+            timeout_seconds: None,
+            owner: "owner-a",
+            lease: Duration::from_secs(60),
+        })
+        .await
+        .unwrap();
+    let error = Redacted::new("boom");
+    let attributes = CloudEventAttributes::new(
+        contract::event::TerminalStatus::Failed,
+        id,
+        SOURCE,
+        None,
+        Utc::now(),
+    );
+    let event = OutboundEvent::new(
+        id,
+        &metadata,
+        &contract::event::Outcome::Failed { error: &error },
+        attributes,
+        Some("req-9".to_owned()),
+    )
+    .unwrap();
+    let recorded = world
+        .store
+        .record_terminal(&TerminalRecord {
+            job_id: id,
+            owner: Some("owner-a"),
+            tenant: None,
+            outcome: TerminalOutcome::Failed { error },
+            event: &event,
+            publisher: "publisher-a",
+            lease: Duration::from_secs(60),
+            leaves_object: false,
+            metadata: &metadata,
+            executions: &[],
+            close: None,
+        })
+        .await
+        .unwrap();
+    let Recorded::Inserted { outbox_id, .. } = recorded else {
+        panic!("{recorded:?}")
+    };
+    let outbox::RowId::Uuid(row_id) = outbox_id else {
+        panic!("a Manager row")
+    };
+    // Its publisher gave it back (a failed publish): FAILED, due once lib-commons' retry window
+    // passed, which the test skips by dating the row back.
+    world
+        .store
+        .store()
+        .outbox_rows()
+        .update_one(
+            doc! {"id": row_id.to_string()},
+            doc! {
+                "$set": {"status": "FAILED", "attempts": 1_i32,
+                         "updated_at": DateTime::from_millis(DateTime::now().timestamp_millis() - 600_000)},
+                "$unset": {"claim_token": ""},
+            },
+        )
+        .await
+        .unwrap();
+
+    let pass = world
+        .repairer()
+        .repair_once(&CancellationToken::new())
+        .await
+        .unwrap();
+
+    assert_eq!(pass.relayed.published, 1, "{pass:?}");
+    let deliveries = world.broker.receive(&world.queue, 1, WITHIN).await;
+    support::assert_delivered_as_recorded(&deliveries[0], &event, &world.exchange);
+    world.finish().await;
+}
