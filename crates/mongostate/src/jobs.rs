@@ -201,7 +201,7 @@ fn document_id(document: &Document) -> std::result::Result<Uuid, String> {
 }
 
 /// Go's decoder and `ToEntity`, field by field; an unknown field is skipped.
-fn decode(mut document: Document) -> std::result::Result<JobDocument, String> {
+pub(crate) fn decode(mut document: Document) -> std::result::Result<JobDocument, String> {
     let id = document_id(&document)?;
     let status = match document.get("status") {
         Some(Bson::String(text)) => ManagerStatus::parse(text)

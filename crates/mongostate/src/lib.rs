@@ -19,6 +19,19 @@
 //!   [`ManagerConnection::to_config`](connections::ManagerConnection::to_config) into the
 //!   engine's `ConnectionConfig`.
 //!
+//! - [`ManagerStore`] (`manager_store.rs`): the job core's state port on these documents; each
+//!   transition read, judged by `contract::lifecycle` and written with its outbox row in one
+//!   transaction. Its methods are spread by what they hold: `claims.rs` (claim, lease,
+//!   release, expired jobs), `terminal_record.rs` (a job's end), `unpublished.rs`
+//!   (`recorded_event`, a redelivery's republish), `sweeps.rs` (objects left, deletions, executions' state),
+//!   `marker_repair.rs` (the terminal-event repairer's markers, §5), `indexes.rs` (the
+//!   outbox's indexes as lib-commons creates them, this Worker's own on `job`, the
+//!   transactions check), `executions.rs` (a job's executions and their events).
+//! - [`worker_outbox`]: this Worker's own outbox collection, `fetcher_worker_outbox`, for the
+//!   events a Go relay would refuse (executions', and cancels' and deletions' when offered).
+//! - [`outbox_event`]: a `streaming_outbox_events` row as the `outbox::PendingEvent` the
+//!   publisher sends, and a new row leased to its publisher.
+//!
 //! # Dependencies
 //!
 //! `engine` for its connection types and errors only (a job fails on a Manager connection as
@@ -41,11 +54,23 @@ pub use store::{binary_id, Store, CONNECTION_COLLECTION, JOB_COLLECTION, OUTBOX_
 // - `outbox`: a row written as lib-streaming writes it and read back as its reader reads it;
 //   `outbox_envelope`: the version-1 envelope in its `payload`.
 // - `outbox_claim`: the relay's conditional claims (§4.6) and state updates (§4.5).
+mod claims;
 mod error;
+mod executions;
+mod indexes;
 pub mod job_writes;
 pub mod jobs;
+mod manager_store;
+mod marker_repair;
 pub mod outbox;
 pub mod outbox_claim;
 mod outbox_envelope;
+pub mod outbox_event;
+mod sweeps;
+mod terminal_record;
+mod unpublished;
+pub mod worker_outbox;
 
 pub use error::{Error, Result};
+pub use manager_store::{to_outbox, ManagerConfig, ManagerStore};
+pub use marker_repair::MarkerRepair;

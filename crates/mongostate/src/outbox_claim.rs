@@ -163,6 +163,32 @@ pub async fn claim(
     })
 }
 
+/// The tenants a dispatcher pass visits (`ListTenants`, single-tenant: `distinct("tenant_id")`
+/// over `PENDING`, `FAILED` and `PROCESSING` rows with a non-empty tenant, sorted), or the
+/// default scope `""` alone when there is none (`dispatcher.go:544-576`).
+pub async fn due_tenants(store: &Store) -> Result<Vec<String>> {
+    let found = store
+        .outbox_rows()
+        .distinct(
+            "tenant_id",
+            doc! {
+                "status": {"$in": ["PENDING", "FAILED", "PROCESSING"]},
+                "tenant_id": {"$ne": ""},
+            },
+        )
+        .await
+        .map_err(|e| Error::unavailable(&e))?;
+    let mut tenants: Vec<String> = found
+        .into_iter()
+        .filter_map(|t| t.as_str().map(str::to_owned))
+        .collect();
+    tenants.sort();
+    if tenants.is_empty() {
+        tenants.push(String::new());
+    }
+    Ok(tenants)
+}
+
 /// Gives back what a failed claim took (`claim.go:100-135`): its rows return to the status they
 /// were claimed from. Best effort: what it misses is taken over after [`PROCESSING_TIMEOUT`].
 async fn release(store: &Store, tenant: &str, token: &str, which: Candidates) {

@@ -48,6 +48,12 @@ impl Store {
         self.jobs.collection(CONNECTION_COLLECTION)
     }
 
+    /// This Worker's own outbox (`worker_outbox`), beside the jobs.
+    pub fn worker_rows(&self) -> Collection<Document> {
+        self.jobs
+            .collection(crate::worker_outbox::WORKER_OUTBOX_COLLECTION)
+    }
+
     /// lib-streaming's outbox collection.
     pub fn outbox_rows(&self) -> Collection<Document> {
         self.outbox.collection(OUTBOX_COLLECTION)

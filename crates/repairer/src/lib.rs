@@ -13,15 +13,20 @@
 //!   sink is relayed and repaired on its own (its own [`Repairer`]), so one broker's outage
 //!   never holds back the other's events.
 //! - [`metrics`]: the counters both record.
+//! - [`manager`]: the Manager mode's relay ([`ManagerRelay`]) and repairer
+//!   ([`ManagerRepairer`]) over lib-streaming's rows in the Manager's MongoDB, sorting outcomes
+//!   as [`relay`] does.
 //!
-//! Depends on `outbox` and `publisher` only (plus `contract` for types); knows nothing of jobs'
-//! extraction or storage.
+//! Depends on `outbox`, `mongostate` (the Manager mode's rows) and `publisher` (plus `contract`
+//! for types); knows nothing of jobs' extraction or storage.
 
+pub mod manager;
 pub mod metrics;
 pub mod relay;
 pub mod repair;
 pub mod sink;
 
+pub use manager::{ManagerPassReport, ManagerRelay, ManagerRepairer, ManagerRepairerConfig};
 pub use relay::{relay, RelayReport};
 pub use repair::{PassReport, Repairer, RepairerConfig};
 pub use sink::{Failure, SinkPublisher};

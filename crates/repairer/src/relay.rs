@@ -96,16 +96,16 @@ pub(crate) async fn finish(
 }
 
 /// A batch's outcomes sorted into the rows to mark published and those to back off (each
-/// failure logged, with the backoff its attempts earn).
-struct Sorted {
-    confirmed: Vec<RowId>,
-    unpublished: Vec<Unpublished>,
+/// failure logged, with the backoff its attempts earn). Shared by both state backends' relays.
+pub(crate) struct Sorted {
+    pub(crate) confirmed: Vec<RowId>,
+    pub(crate) unpublished: Vec<Unpublished>,
     /// `failed` and `rejected` counted; `published` is what the store then marks.
-    report: RelayReport,
+    pub(crate) report: RelayReport,
 }
 
 impl Sorted {
-    fn of(events: &[PendingEvent], outcomes: Outcomes) -> Sorted {
+    pub(crate) fn of(events: &[PendingEvent], outcomes: Outcomes) -> Sorted {
         let mut sorted = Sorted {
             confirmed: Vec::with_capacity(events.len()),
             unpublished: Vec::new(),

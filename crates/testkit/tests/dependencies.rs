@@ -116,9 +116,11 @@ const RULES: &[(&str, &str, &[&str])] = &[
         ],
     ),
     (
+        // `engine` is reached through `mongostate` (the Manager mode's rows, relayed here), which
+        // uses its connection types only; the repairer itself never extracts.
         "repairer",
         "outbox",
-        &["engine", "storage", "worker", "aws-sdk-s3", "axum"],
+        &["storage", "worker", "aws-sdk-s3", "axum"],
     ),
     (
         "cli",

@@ -10,7 +10,8 @@
 //!   each one's probe, which tells a refusal (stop, say what to fix) from no answer (wait).
 //! - [`amqp`]: the work queue's topology, headers and consumer.
 //! - [`job`]: one delivery to its terminal outcome, over small traits; the sweeper of lost jobs.
-//! - [`adapters`]: those traits on PostgreSQL, S3, RabbitMQ and the engine.
+//! - [`adapters`]: those traits on PostgreSQL, S3, RabbitMQ and the engine;
+//!   [`adapters_manager`]: the state and events on the Manager's MongoDB instead.
 //! - [`api`]: the control API (cancel, delete, the job document); [`cancels`]: its
 //!   announcements, heard by the replica that runs the job.
 //! - [`retention`]: deleting old results through the lifecycle, pruning ended jobs' rows.
@@ -21,6 +22,7 @@
 //! This crate wires the libraries together; it is the only one that knows every dependency.
 
 pub mod adapters;
+pub mod adapters_manager;
 pub mod amqp;
 pub mod api;
 pub mod build_info;

@@ -2,4 +2,8 @@
 
 mod connections;
 mod jobs;
+mod manager_claims;
+mod manager_ends;
+mod manager_store;
+mod manager_world;
 mod outbox;

@@ -1,5 +1,6 @@
 mod concurrent;
 mod end_to_end;
+mod manager;
 mod metrics;
 mod partial;
 mod support;
