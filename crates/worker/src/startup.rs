@@ -17,21 +17,38 @@ use tokio_util::task::TaskTracker;
 
 use crate::amqp::consumer::{self, ConsumerConfig};
 use crate::amqp::topology;
-use crate::config::{DatabaseSettings, Settings, StateSettings};
+use crate::config::{DatabaseSettings, MongoSettings, Settings, StateSettings};
 use crate::health::{self, Readiness};
 use crate::http_server::HttpServer;
 use crate::job::{JobCore, JobSettings, MessageLimits, Sweeper};
-use crate::{adapters, api};
-use crate::{checks, dependencies, metrics, probes};
+use crate::{adapters, adapters_manager, api};
+use crate::{checks, dependencies, manager_state, metrics, probes};
 use storage::ObjectStore;
 
 /// What runs jobs, and what the repairer and the drain use beside it.
 struct Jobs {
     core: Arc<JobCore>,
-    store: outbox::Store,
+    backend: Backend,
     publisher: Arc<publisher::Publisher>,
     /// The MQTT mirror's publisher, when the mirror is on.
     mirror: Option<Arc<publisher::mqtt::MqttPublisher>>,
+}
+
+/// The state backend: where jobs and their events are kept, and what only it runs.
+#[derive(Clone)]
+enum Backend {
+    /// The Worker's PostgreSQL: the control API, its cancel listener, retention and the MQTT
+    /// mirror run on it.
+    Postgres {
+        pool: sqlx::PgPool,
+        store: outbox::Store,
+    },
+    /// The Manager's MongoDB (the Manager mode): jobs in its `job` collection, events in
+    /// lib-streaming's outbox.
+    Manager {
+        client: mongodb::Client,
+        store: mongostate::ManagerStore,
+    },
 }
 
 /// How often the mirror's relay looks for MQTT rows: they are recorded unleased, and nobody
@@ -48,7 +65,6 @@ pub struct Application {
     health: HttpServer,
     /// The control API's listener (`API_ENABLED`).
     control_api: Option<HttpServer>,
-    pool: sqlx::PgPool,
     objects: ObjectStore,
 }
 
@@ -56,17 +72,21 @@ impl Application {
     /// Sets everything up without asking any dependency (they may not answer yet) and binds the
     /// health server; [`run_until_stopped`](Self::run_until_stopped) waits for them.
     pub async fn build(settings: Settings) -> anyhow::Result<Application> {
-        // The Manager mode stops here, before anything is set up.
-        postgres_state(&settings)?;
         let prometheus = metrics::install().context("Failed to install the metrics recorder")?;
 
-        let Wired {
-            pool,
-            store,
-            objects,
-            publisher,
-            core,
-        } = wire(&settings).await?;
+        let (backend, objects, publisher, core) = match &settings.state {
+            StateSettings::Postgres(_) => {
+                let Wired {
+                    pool,
+                    store,
+                    objects,
+                    publisher,
+                    core,
+                } = wire(&settings).await?;
+                (Backend::Postgres { pool, store }, objects, publisher, core)
+            }
+            StateSettings::MongoDb(mongo) => wire_manager(&settings, mongo).await?,
+        };
         let mirror = match &settings.mqtt {
             None => None,
             Some(mqtt) => {
@@ -94,17 +114,21 @@ impl Application {
             prefetch: settings.amqp.consumers,
             worker_id: settings.jobs.worker_id.clone(),
         };
-        let control = api::ControlApi {
-            store: store.clone(),
-            core,
+        // The control API runs on the PostgreSQL backend only: the settings refuse it in the
+        // Manager mode.
+        let control = match &backend {
+            Backend::Postgres { store, .. } => Some(Arc::new(api::ControlApi {
+                store: store.clone(),
+                core: core.clone(),
+            })),
+            Backend::Manager { .. } => None,
         };
         let jobs = Jobs {
-            core: control.core.clone(),
-            store,
+            core,
+            backend,
             publisher,
             mirror,
         };
-        let control = Arc::new(control);
         if settings.amqp.allow_legacy_body_signature {
             tracing::warn!(
                 "RABBITMQ_ALLOW_LEGACY_BODY_SIGNATURE_FALLBACK is on: messages signed over their body \
@@ -113,8 +137,12 @@ impl Application {
             );
         }
         let consumer_connected = Arc::new(AtomicBool::new(false));
+        let state_check: Box<dyn health::Check> = match &jobs.backend {
+            Backend::Postgres { pool, .. } => Box::new(checks::Postgres(pool.clone())),
+            Backend::Manager { client, .. } => Box::new(manager_state::MongoDb(client.clone())),
+        };
         let mut checks: Vec<Box<dyn health::Check>> = vec![
-            Box::new(checks::Postgres(pool.clone())),
+            state_check,
             Box::new(checks::RabbitMq(consumer_connected.clone())),
             Box::new(checks::ObjectStorage(objects.clone())),
         ];
@@ -135,9 +163,8 @@ impl Application {
                 settings.http.bind, settings.http.port
             )
         })?;
-        let control_api = match settings.http.api_port {
-            None => None,
-            Some(port) => Some(
+        let control_api = match (settings.http.api_port, control) {
+            (Some(port), Some(control)) => Some(
                 HttpServer::bind("api", settings.http.bind, port, api::router(control))
                     .await
                     .with_context(|| {
@@ -147,6 +174,7 @@ impl Application {
                         )
                     })?,
             ),
+            _ => None,
         };
         Ok(Application {
             settings,
@@ -156,7 +184,6 @@ impl Application {
             readiness,
             health,
             control_api,
-            pool,
             objects,
         })
     }
@@ -174,7 +201,6 @@ impl Application {
             readiness,
             health,
             control_api,
-            pool,
             objects,
         } = self;
         let stop_http = CancellationToken::new();
@@ -182,7 +208,7 @@ impl Application {
         let control_http = control_api.map(|server| tokio::spawn(server.serve(stop_http.clone())));
         let prepared = prepare(
             &settings,
-            &pool,
+            &jobs.backend,
             &consumer,
             &jobs.publisher,
             &objects,
@@ -212,7 +238,9 @@ impl Application {
         if let Some(mirror) = &jobs.mirror {
             mirror.close().await;
         }
-        pool.close().await;
+        if let Backend::Postgres { pool, .. } = &jobs.backend {
+            pool.close().await;
+        }
         stop_http.cancel();
         let _ = http.await;
         if let Some(control_http) = control_http {
@@ -248,15 +276,7 @@ pub async fn wire(settings: &Settings) -> anyhow::Result<Wired> {
     // redaction learns them, as the engine's resolver does for datasources.
     contract::redaction::remember_host(options.get_host());
     contract::redaction::remember_user(options.get_username());
-    if let Ok(uri) = settings
-        .amqp
-        .uri
-        .expose_secret()
-        .parse::<lapin::uri::AMQPUri>()
-    {
-        contract::redaction::remember_host(&uri.authority.host);
-        contract::redaction::remember_user(&uri.authority.userinfo.username);
-    }
+    remember_broker(settings);
     let pool = PgPoolOptions::new()
         .max_connections(database.max_connections)
         .acquire_timeout(Duration::from_secs(10))
@@ -272,6 +292,70 @@ pub async fn wire(settings: &Settings) -> anyhow::Result<Wired> {
         settings.key_version.clone(),
     );
     let resolver = Resolver::new(settings.datasources.clone(), Some(connections));
+    let Services {
+        engine,
+        objects,
+        publisher,
+        jobs,
+    } = services(settings, resolver).await?;
+    let ports = adapters::ports(store.clone(), objects.clone(), publisher.clone(), engine);
+    Ok(Wired {
+        pool,
+        store,
+        objects,
+        publisher,
+        core: Arc::new(JobCore::new(ports, jobs)),
+    })
+}
+
+/// The Manager mode's job core: the Manager's MongoDB for the jobs, their events and the
+/// registered connections, beside the same engine, bucket and publisher.
+async fn wire_manager(
+    settings: &Settings,
+    mongo: &MongoSettings,
+) -> anyhow::Result<(
+    Backend,
+    ObjectStore,
+    Arc<publisher::Publisher>,
+    Arc<JobCore>,
+)> {
+    remember_broker(settings);
+    let client = manager_state::client(mongo).await?;
+    let handle = mongostate::Store::new(client.clone(), &mongo.name);
+    let credentials = mongostate::connections::Credentials::new(
+        settings.keys.credentials().clone(),
+        settings.key_version.clone(),
+    );
+    let stored = mongostate::ManagerConnections::new(handle.clone(), credentials);
+    let resolver = Resolver::with_stored(settings.datasources.clone(), Some(Arc::new(stored)));
+    let Services {
+        engine,
+        objects,
+        publisher,
+        jobs,
+    } = services(settings, resolver).await?;
+    let store = mongostate::ManagerStore::new(
+        handle,
+        mongostate::ManagerConfig {
+            exchange: settings.amqp.events_exchange.clone(),
+            source: settings.amqp.cloudevents_source.clone(),
+        },
+    );
+    let ports =
+        adapters_manager::manager_ports(store.clone(), objects.clone(), publisher.clone(), engine);
+    let core = Arc::new(JobCore::new(ports, jobs));
+    Ok((Backend::Manager { client, store }, objects, publisher, core))
+}
+
+/// What both backends run jobs with.
+struct Services {
+    engine: engine::Engine,
+    objects: ObjectStore,
+    publisher: Arc<publisher::Publisher>,
+    jobs: JobSettings,
+}
+
+async fn services(settings: &Settings, resolver: Resolver) -> anyhow::Result<Services> {
     let engine = engine::Engine::new(settings.engine.clone(), resolver);
 
     let objects = ObjectStore::new(settings.storage.clone())
@@ -302,14 +386,25 @@ pub async fn wire(settings: &Settings) -> anyhow::Result<Wired> {
             max_metadata_bytes: settings.amqp.max_metadata_bytes,
         },
     };
-    let ports = adapters::ports(store.clone(), objects.clone(), publisher.clone(), engine);
-    Ok(Wired {
-        pool,
-        store,
+    Ok(Services {
+        engine,
         objects,
         publisher,
-        core: Arc::new(JobCore::new(ports, settings_of_jobs)),
+        jobs: settings_of_jobs,
     })
+}
+
+/// Teaches redaction the broker's host and user, which driver errors may name bare.
+fn remember_broker(settings: &Settings) {
+    if let Ok(uri) = settings
+        .amqp
+        .uri
+        .expose_secret()
+        .parse::<lapin::uri::AMQPUri>()
+    {
+        contract::redaction::remember_host(&uri.authority.host);
+        contract::redaction::remember_user(&uri.authority.userinfo.username);
+    }
 }
 
 /// Consumes until `shutdown` is cancelled, then drains: `/readyz` says 503 at once, consuming
@@ -328,6 +423,7 @@ async fn consume_until_stopped(
         version = crate::build_info::VERSION,
         revision = crate::build_info::REVISION,
         build_date = crate::build_info::BUILD_DATE,
+        state_backend = settings.state.name(),
         "Fetcher Worker started."
     );
 
@@ -341,65 +437,7 @@ async fn consume_until_stopped(
         stop_consuming.clone(),
         tracker.clone(),
     ));
-
-    // The `OUTBOX_*` settings, for the repairer named `role`.
-    let repair_config = |role: &str| {
-        let mut config =
-            repairer::RepairerConfig::new(format!("{}/{role}", settings.jobs.worker_id));
-        config.interval = settings.outbox.repair_interval;
-        config.batch = settings.outbox.repair_batch;
-        config.grace = settings.outbox.repair_grace;
-        config.retention = settings.outbox.retention;
-        config
-    };
-    let repairer = Arc::new(repairer::Repairer::new(
-        jobs.store.clone(),
-        jobs.publisher.clone(),
-        repair_config("repairer"),
-    ));
-    let repairing = tokio::spawn({
-        let repairer = repairer.clone();
-        let stop = stop_background.clone();
-        async move { repairer.run(stop).await }
-    });
-    // The mirror's rows: relayed at once (no grace: nobody else publishes them), repaired and
-    // purged on the same interval, apart from the AMQP rows.
-    let mut mirroring = jobs.mirror.clone().map(|mirror| {
-        let mut config = repair_config("mirror");
-        config.batch = config.batch.max(100);
-        config.grace = Duration::ZERO;
-        config.poll = Some(MIRROR_POLL);
-        let relay = Arc::new(repairer::Repairer::new(jobs.store.clone(), mirror, config));
-        let stop = stop_background.clone();
-        let running = tokio::spawn({
-            let relay = relay.clone();
-            async move { relay.run(stop).await }
-        });
-        (relay, running)
-    });
-    let sweeper = Sweeper {
-        core: jobs.core.clone(),
-        interval: settings.jobs.lease,
-        grace: settings.jobs.lease * 2,
-    };
-    let listening = tokio::spawn(crate::cancels::listen(
-        jobs.store.clone(),
-        jobs.core.clone(),
-        stop_background.clone(),
-    ));
-    let sweeping = tokio::spawn({
-        let stop = stop_background.clone();
-        async move { sweeper.run(stop).await }
-    });
-    let retention = crate::retention::Retention {
-        core: jobs.core.clone(),
-        store: jobs.store.clone(),
-        settings: settings.retention,
-    };
-    let retaining = tokio::spawn({
-        let stop = stop_background.clone();
-        async move { retention.run(stop).await }
-    });
+    let background = Background::start(settings, jobs, &stop_background);
 
     shutdown.cancelled().await;
     readiness.start_draining();
@@ -424,45 +462,208 @@ async fn consume_until_stopped(
         let _ = stopped.connection.close(200, "OK".into()).await;
     }
     stop_background.cancel();
-    let _ = repairing.await;
-    if let Some((_, running)) = &mut mirroring {
-        let _ = running.await;
-    }
-    let _ = sweeping.await;
-    let _ = retaining.await;
-    let _ = listening.await;
-    // Whatever the last jobs recorded but could not publish goes out now, if it can.
-    let _ = repairer.repair_once(&CancellationToken::new()).await;
-    if let Some((relay, _)) = &mirroring {
-        let _ = relay.repair_once(&CancellationToken::new()).await;
+    background.stop().await;
+}
+
+/// The loops that run beside the consumer: the repairers, the sweeper, and on the PostgreSQL
+/// backend the cancel listener and retention.
+struct Background {
+    running: Vec<tokio::task::JoinHandle<()>>,
+    /// Each relays once more at the end of the drain: whatever the last jobs recorded but
+    /// could not publish goes out then, if it can.
+    last_relays: Vec<Arc<dyn LastRelay>>,
+}
+
+/// A repairer's one pass, run at the end of the drain.
+trait LastRelay: Send + Sync {
+    fn relay_once(&self) -> futures_util::future::BoxFuture<'_, ()>;
+}
+
+impl LastRelay for repairer::Repairer {
+    fn relay_once(&self) -> futures_util::future::BoxFuture<'_, ()> {
+        Box::pin(async move {
+            let _ = self.repair_once(&CancellationToken::new()).await;
+        })
     }
 }
 
-/// Waits until PostgreSQL, RabbitMQ and S3 answer (see [`crate::dependencies`]), then
-/// migrates the state database and declares the topology, which stop the start when they
-/// fail. `Ok(false)`: stopped while waiting.
+impl LastRelay for repairer::ManagerRepairer {
+    fn relay_once(&self) -> futures_util::future::BoxFuture<'_, ()> {
+        Box::pin(async move {
+            let _ = self.repair_once(&CancellationToken::new()).await;
+        })
+    }
+}
+
+impl Background {
+    fn start(settings: &Settings, jobs: &Jobs, stop: &CancellationToken) -> Background {
+        let mut background = Background {
+            running: Vec::new(),
+            last_relays: Vec::new(),
+        };
+        let sweeper = Sweeper {
+            core: jobs.core.clone(),
+            interval: settings.jobs.lease,
+            grace: settings.jobs.lease * 2,
+        };
+        background.spawn(stop, move |stop| async move { sweeper.run(stop).await });
+        match &jobs.backend {
+            Backend::Postgres { store, .. } => {
+                background.start_postgres(settings, jobs, store, stop);
+            }
+            Backend::Manager { store, .. } => {
+                background.start_manager(settings, jobs, store, stop);
+            }
+        }
+        background
+    }
+
+    fn spawn<F, Fut>(&mut self, stop: &CancellationToken, run: F)
+    where
+        F: FnOnce(CancellationToken) -> Fut,
+        Fut: std::future::Future<Output = ()> + Send + 'static,
+    {
+        self.running.push(tokio::spawn(run(stop.clone())));
+    }
+
+    fn start_postgres(
+        &mut self,
+        settings: &Settings,
+        jobs: &Jobs,
+        store: &outbox::Store,
+        stop: &CancellationToken,
+    ) {
+        let repairer = Arc::new(repairer::Repairer::new(
+            store.clone(),
+            jobs.publisher.clone(),
+            repair_config(settings, "repairer"),
+        ));
+        self.spawn(stop, {
+            let repairer = repairer.clone();
+            move |stop| async move { repairer.run(stop).await }
+        });
+        self.last_relays.push(repairer);
+        // The mirror's rows: relayed at once (no grace: nobody else publishes them), repaired
+        // and purged on the same interval, apart from the AMQP rows.
+        if let Some(mirror) = jobs.mirror.clone() {
+            let mut config = repair_config(settings, "mirror");
+            config.batch = config.batch.max(100);
+            config.grace = Duration::ZERO;
+            config.poll = Some(MIRROR_POLL);
+            let relay = Arc::new(repairer::Repairer::new(store.clone(), mirror, config));
+            self.spawn(stop, {
+                let relay = relay.clone();
+                move |stop| async move { relay.run(stop).await }
+            });
+            self.last_relays.push(relay);
+        }
+        self.spawn(stop, {
+            let (store, core) = (store.clone(), jobs.core.clone());
+            move |stop| crate::cancels::listen(store, core, stop)
+        });
+        let retention = crate::retention::Retention {
+            core: jobs.core.clone(),
+            store: store.clone(),
+            settings: settings.retention,
+        };
+        self.spawn(stop, move |stop| async move { retention.run(stop).await });
+    }
+
+    fn start_manager(
+        &mut self,
+        settings: &Settings,
+        jobs: &Jobs,
+        store: &mongostate::ManagerStore,
+        stop: &CancellationToken,
+    ) {
+        let mut config =
+            repairer::ManagerRepairerConfig::new(format!("{}/repairer", settings.jobs.worker_id));
+        config.interval = settings.outbox.repair_interval;
+        config.grace = settings.outbox.repair_grace;
+        config.retention = settings.outbox.retention;
+        let repairer = Arc::new(repairer::ManagerRepairer::new(
+            store.clone(),
+            jobs.publisher.clone(),
+            config,
+        ));
+        self.spawn(stop, {
+            let repairer = repairer.clone();
+            move |stop| async move { repairer.run(stop).await }
+        });
+        self.last_relays.push(repairer);
+    }
+
+    /// Waits for every loop to stop (`stop` was cancelled), then relays once more.
+    async fn stop(self) {
+        for running in self.running {
+            let _ = running.await;
+        }
+        for relay in &self.last_relays {
+            relay.relay_once().await;
+        }
+    }
+}
+
+/// The `OUTBOX_*` settings, for the repairer named `role`.
+fn repair_config(settings: &Settings, role: &str) -> repairer::RepairerConfig {
+    let mut config = repairer::RepairerConfig::new(format!("{}/{role}", settings.jobs.worker_id));
+    config.interval = settings.outbox.repair_interval;
+    config.batch = settings.outbox.repair_batch;
+    config.grace = settings.outbox.repair_grace;
+    config.retention = settings.outbox.retention;
+    config
+}
+
+/// Waits until the state backend, RabbitMQ and S3 answer (see [`crate::dependencies`]), then
+/// migrates the state database (PostgreSQL) and declares the topology, which stop the start
+/// when they fail. `Ok(false)`: stopped while waiting.
 async fn prepare(
     settings: &Settings,
-    pool: &sqlx::PgPool,
+    backend: &Backend,
     queue: &ConsumerConfig,
     publisher: &publisher::Publisher,
     objects: &ObjectStore,
     shutdown: &CancellationToken,
 ) -> anyhow::Result<bool> {
-    let options = pool.connect_options();
-    if dependencies::wait_for("postgres", shutdown, || probes::postgres(&options))
-        .await?
-        .is_none()
-    {
-        return Ok(false);
-    }
-    if settings.database().is_some_and(|d| d.run_migrations) {
-        schema::migrate(pool).await.map_err(|e| {
-            anyhow::anyhow!(
-                "Failed to migrate the state database: {}",
-                contract::redact(&e.to_string())
-            )
-        })?;
+    match backend {
+        Backend::Postgres { pool, .. } => {
+            let options = pool.connect_options();
+            if dependencies::wait_for("postgres", shutdown, || probes::postgres(&options))
+                .await?
+                .is_none()
+            {
+                return Ok(false);
+            }
+            if settings.database().is_some_and(|d| d.run_migrations) {
+                schema::migrate(pool).await.map_err(|e| {
+                    anyhow::anyhow!(
+                        "Failed to migrate the state database: {}",
+                        contract::redact(&e.to_string())
+                    )
+                })?;
+            }
+        }
+        Backend::Manager { client, store } => {
+            if dependencies::wait_for("mongodb", shutdown, || manager_state::probe(client))
+                .await?
+                .is_none()
+            {
+                return Ok(false);
+            }
+            // Every transition is a multi-document transaction: a standalone server stops the
+            // start here rather than failing every job.
+            store.check_transactions().await.map_err(|e| {
+                anyhow::anyhow!(
+                    "The Manager's MongoDB cannot run transactions (run it as a replica set, as \
+                     the chart does): {e}"
+                )
+            })?;
+            store.ensure_indexes().await.map_err(|e| {
+                anyhow::anyhow!(
+                    "Failed to create the outbox and Worker indexes on the Manager's MongoDB: {e}"
+                )
+            })?;
+        }
     }
     let broker = dependencies::wait_for("rabbitmq", shutdown, || consumer::probe(queue));
     let Some(connection) = broker.await? else {
@@ -490,17 +691,12 @@ async fn prepare(
     )
 }
 
-/// The PostgreSQL state database, or the one problem that stops a start in the Manager mode:
-/// its job store (the `mongostate` crate behind the job core's ports) is not wired into the
-/// start yet, and a Worker that consumed without it would run the Manager's jobs against a
-/// database nobody reads.
+/// The PostgreSQL state database's settings, which [`wire`] needs.
 fn postgres_state(settings: &Settings) -> anyhow::Result<&DatabaseSettings> {
     match &settings.state {
         StateSettings::Postgres(database) => Ok(database),
         StateSettings::MongoDb(_) => Err(anyhow::anyhow!(
-            "the Manager mode's job store is not wired yet in this version: the state backend \
-             is mongodb ({}); run with the PostgreSQL backend (DATABASE_URL, or \
-             STATE_BACKEND=postgres)",
+            "the state backend is mongodb ({}): the PostgreSQL job store cannot be wired",
             settings.state_chosen_by
         )),
     }
@@ -531,7 +727,7 @@ mod tests {
     }
 
     #[test]
-    fn the_manager_mode_stops_the_start_with_one_problem() {
+    fn the_postgresql_store_is_wired_from_postgresql_settings_only() {
         let mongo = settings(
             &[
                 ("MONGO_HOST", "mongo.internal"),
@@ -543,10 +739,7 @@ mod tests {
             "DATABASE_URL",
         );
         let error = postgres_state(&mongo).unwrap_err().to_string();
-        assert!(
-            error.starts_with("the Manager mode's job store is not wired yet in this version"),
-            "{error}"
-        );
+        assert!(error.starts_with("the state backend is mongodb"), "{error}");
         assert!(!error.contains("mongo-secret-pw"), "{error}");
         let postgres = settings(&[], "");
         assert!(postgres_state(&postgres).is_ok());
