@@ -48,6 +48,8 @@ fn report(datasource: &str, status: ExecutionStatus, rows: u64) -> ExecutionRepo
         started_at: started,
         ended_at: status.is_terminal().then(Utc::now),
         error: (status == ExecutionStatus::Rejected).then(|| "table x not found".to_owned()),
+        attempts: u32::from(started.is_some()),
+        last_error: None,
     }
 }
 
