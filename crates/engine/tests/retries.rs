@@ -144,6 +144,7 @@ fn retries(attempts: u32) -> RetryPolicy {
 #[derive(Default)]
 struct Seen {
     retried: Mutex<Vec<(u32, bool)>>,
+    errors: Mutex<Vec<String>>,
     ended: Mutex<Option<String>>,
 }
 
@@ -155,6 +156,7 @@ impl Observer for Seen {
             .lock()
             .unwrap()
             .push((retry.attempt, retry.error.is_transient()));
+        self.errors.lock().unwrap().push(retry.error.to_string());
     }
     fn ended(&self, _: &str, end: &DatasourceEnd<'_>) {
         *self.ended.lock().unwrap() = Some(end.status().as_str().to_owned());
@@ -405,6 +407,67 @@ async fn the_wait_for_a_retry_counts_toward_the_jobs_timeout() {
         started.elapsed() < Duration::from_secs(5),
         "{:?}",
         started.elapsed()
+    );
+    db.drop().await;
+}
+
+/// A PostgreSQL server error classified by its SQLSTATE: a read that waited past `lock_timeout`
+/// for a table another transaction holds locked (55P03) is retried, and reads the table once
+/// the lock is gone.
+#[tokio::test]
+async fn a_lock_timeout_on_the_server_is_retried_until_the_lock_is_gone() {
+    let db = numbers_db().await;
+    let mut holder = db.pool.begin().await.expect("begin");
+    sqlx::query("LOCK TABLE numbers IN ACCESS EXCLUSIVE MODE")
+        .execute(&mut *holder)
+        .await
+        .expect("lock");
+    let vars = [
+        ("CONFIG_NAME", "ledger".to_owned()),
+        ("TYPE", "POSTGRESQL".into()),
+        ("HOST", db.options.get_host().to_owned()),
+        ("PORT", db.options.get_port().to_string()),
+        ("DATABASE", db.name.clone()),
+        ("USER", db.options.get_username().to_owned()),
+        ("SSLMODE", "disable".into()),
+        ("OPTIONS", "lock_timeout=200".into()),
+    ]
+    .into_iter()
+    .map(|(suffix, value)| (format!("DATASOURCE_LEDGER_{suffix}"), value));
+    let env = from_env_vars(vars).expect("valid test datasource");
+    let config = EngineConfig {
+        retry: retries(5),
+        ..EngineConfig::default()
+    };
+    let engine = Engine::new(config, Resolver::new(env, None));
+    let seen = Arc::new(Seen::default());
+    let watcher = seen.clone();
+    let release = tokio::spawn(async move {
+        while watcher.retried.lock().unwrap().is_empty() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        holder.commit().await.expect("release the lock");
+    });
+    let document = extract(
+        &engine,
+        "numbers",
+        &seen,
+        CancellationToken::new(),
+        Duration::from_secs(30),
+    )
+    .await
+    .expect("read once the lock is gone");
+    release.await.expect("released");
+    assert_all_numbers(&document);
+    let retried = seen.retried.lock().unwrap().clone();
+    assert!(!retried.is_empty() && retried.iter().all(|(_, transient)| *transient));
+    let errors = seen.errors.lock().unwrap().clone();
+    assert!(
+        errors
+            .iter()
+            .all(|e| e.starts_with("query on datasource ledger failed: ")
+                && e.contains("lock timeout")),
+        "{errors:?}"
     );
     db.drop().await;
 }
