@@ -23,6 +23,16 @@ use crate::Store;
 /// takes them only from `DATASOURCE_<NAME>_*` variables, never from the collection.
 pub const INTERNAL_NAMES: [&str; 3] = ["midaz_onboarding", "midaz_transaction", "plugin_crm"];
 
+/// An internal name the environment does not define: the collection is never asked for it.
+pub(crate) fn internal_only(name: &str) -> EngineError {
+    EngineError::InvalidConnection {
+        connection: name.to_owned(),
+        reason: "internal datasource not configured via environment variables \
+                 (DATASOURCE_<NAME>_CONFIG_NAME)"
+            .to_owned(),
+    }
+}
+
 /// The key that opens stored passwords, and the version they must carry.
 #[derive(Clone, Debug)]
 pub struct Credentials {
@@ -126,12 +136,7 @@ pub async fn resolve(
     let mut external: Vec<&str> = Vec::new();
     for name in names {
         if INTERNAL_NAMES.contains(name) && !env.contains_key(*name) {
-            return Err(EngineError::InvalidConnection {
-                connection: (*name).to_owned(),
-                reason: "internal datasource not configured via environment variables \
-                         (DATASOURCE_<NAME>_CONFIG_NAME)"
-                    .to_owned(),
-            });
+            return Err(internal_only(name));
         }
         if !env.contains_key(*name) && !external.contains(name) {
             external.push(name);

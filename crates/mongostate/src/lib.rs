@@ -25,8 +25,11 @@
 //! on a stored one), `crypto` for the credentials key; never the storage, broker or HTTP
 //! crates, nor `worker`.
 
+mod connection_source;
 pub mod connections;
 mod store;
+
+pub use connection_source::ManagerConnections;
 
 pub use store::{binary_id, Store, CONNECTION_COLLECTION, JOB_COLLECTION, OUTBOX_COLLECTION};
 

@@ -32,6 +32,7 @@ pub mod dependencies;
 pub mod health;
 pub mod http_server;
 pub mod job;
+pub mod manager_state;
 pub mod metrics;
 pub(crate) mod probes;
 pub mod retention;

@@ -70,7 +70,7 @@ pub use env::{from_env_vars, read_env_vars, EnvDatasources, SkippedGroup};
 pub use kind::DatasourceKind;
 pub use options::parse_options;
 pub use password::Password;
-pub use resolver::{remember_names, Resolver};
+pub use resolver::{remember_names, Resolver, StoredConnections};
 pub use ssl_mode::SslMode;
 pub use store::{ConnectionStore, NewConnection};
 

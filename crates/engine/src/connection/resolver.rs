@@ -1,16 +1,50 @@
-//! Connection names to connections: the environment first, then the state database.
+//! Connection names to connections: the environment first, then the stored connections (the
+//! state database's `connections` table, or the Manager's `connection` collection).
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use futures_util::future::BoxFuture;
 
 use super::{ConnectionConfig, ConnectionStore};
 use crate::error::{EngineError, Result};
 
+/// Where connections registered at run time are kept: the PostgreSQL state database's
+/// `connections` table ([`ConnectionStore`]), or, in the Manager mode, the Manager's
+/// `connection` collection (`mongostate`).
+pub trait StoredConnections: Send + Sync {
+    /// The live connection called `name`, its password opened; `None` when there is none.
+    fn find<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<Option<ConnectionConfig>>>;
+
+    /// Whether `name` exists only as deleted connections.
+    fn is_removed<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<bool>>;
+}
+
+impl StoredConnections for ConnectionStore {
+    fn find<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<Option<ConnectionConfig>>> {
+        Box::pin(ConnectionStore::find(self, name))
+    }
+
+    fn is_removed<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<bool>> {
+        Box::pin(ConnectionStore::is_removed(self, name))
+    }
+}
+
 /// Resolves a job's connection names. Environment-defined datasources win over stored ones with
 /// the same name, so an operator can pin or override a connection without touching the table.
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct Resolver {
     env: BTreeMap<String, ConnectionConfig>,
-    store: Option<ConnectionStore>,
+    store: Option<Arc<dyn StoredConnections>>,
+}
+
+impl std::fmt::Debug for Resolver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Resolver")
+            .field("env", &self.env.keys().collect::<Vec<_>>())
+            .field("stored", &self.store.is_some())
+            .finish()
+    }
 }
 
 impl Resolver {
@@ -20,6 +54,17 @@ impl Resolver {
     /// Every host and user name a resolver hands out is first given to
     /// [`contract::redaction`], so drivers' texts that print them bare are redacted too.
     pub fn new(env: BTreeMap<String, ConnectionConfig>, store: Option<ConnectionStore>) -> Self {
+        Resolver::with_stored(
+            env,
+            store.map(|store| Arc::new(store) as Arc<dyn StoredConnections>),
+        )
+    }
+
+    /// [`new`](Self::new), over any [`StoredConnections`].
+    pub fn with_stored(
+        env: BTreeMap<String, ConnectionConfig>,
+        store: Option<Arc<dyn StoredConnections>>,
+    ) -> Self {
         env.values().for_each(remember_names);
         Resolver { env, store }
     }

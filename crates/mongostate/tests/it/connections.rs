@@ -423,3 +423,57 @@ async fn resolving_follows_upstreams_precedence_in_the_names_order() {
     );
     world.db.drop().await;
 }
+
+#[tokio::test]
+async fn the_engines_resolver_reads_the_collection_with_the_same_precedence() {
+    use std::sync::Arc;
+
+    use engine::connection::Resolver;
+    use mongostate::ManagerConnections;
+
+    let world = World::new().await;
+    world.register(&orders(), "1").await;
+    world
+        .register(&NewConnection::postgres("gone", "gone-db", 5432, "g"), "1")
+        .await;
+    assert!(world.manager.delete_connection("gone").await);
+    world
+        .register(
+            &NewConnection::postgres("plugin_crm", "crm-db", 5432, "c"),
+            "1",
+        )
+        .await;
+    let mut env = BTreeMap::new();
+    env.insert("pinned".to_owned(), env_datasource("pinned", "env-pinned"));
+    let stored = ManagerConnections::new(world.store.clone(), world.credentials("1"));
+    let resolver = Resolver::with_stored(env, Some(Arc::new(stored)));
+
+    let orders = resolver
+        .resolve("orders")
+        .await
+        .expect("from the collection");
+    assert_eq!(orders.host, "orders-db.internal");
+    assert_eq!(orders.password.expose(), PASSWORD);
+    assert_eq!(
+        resolver.resolve("pinned").await.expect("env").host,
+        "env-pinned"
+    );
+    let removed = resolver.resolve("gone").await.unwrap_err();
+    assert!(
+        matches!(removed, EngineError::RemovedConnection(_)),
+        "{removed}"
+    );
+    let unknown = resolver.resolve("nowhere").await.unwrap_err();
+    assert!(
+        matches!(unknown, EngineError::UnknownConnection(_)),
+        "{unknown}"
+    );
+    let internal = resolver.resolve("plugin_crm").await.unwrap_err();
+    assert!(
+        internal
+            .to_string()
+            .contains("not configured via environment variables"),
+        "{internal}"
+    );
+    world.db.drop().await;
+}

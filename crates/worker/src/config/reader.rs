@@ -176,7 +176,7 @@ pub(super) fn read(r: &mut Reader<'_>, vars: &BTreeMap<String, String>) -> Optio
         ),
         port: port(r.number(&number::HEALTH_PORT)),
         api_port: r
-            .flag("API_ENABLED", true)
+            .flag("API_ENABLED", !manager_mode(&state))
             .then(|| port(r.number(&number::API_PORT))),
     };
     // Apart, a flood of the control API never holds a connection the probes need.
@@ -216,6 +216,9 @@ pub(super) fn read(r: &mut Reader<'_>, vars: &BTreeMap<String, String>) -> Optio
         json: r.text("LOG_FORMAT", "text").eq_ignore_ascii_case("json"),
     };
     let state = state?;
+    if let StateSettings::MongoDb(_) = state.0 {
+        manager_mode_limits(r, &http, &retention, mqtt.is_some());
+    }
     let settings = Settings {
         keys: keys?,
         key_version,
@@ -235,6 +238,40 @@ pub(super) fn read(r: &mut Reader<'_>, vars: &BTreeMap<String, String>) -> Optio
         warnings: std::mem::take(&mut r.warnings),
     };
     Some(settings)
+}
+
+/// Whether the state backend read is the Manager's MongoDB.
+fn manager_mode(state: &Option<(StateSettings, StateChoice)>) -> bool {
+    matches!(state, Some((StateSettings::MongoDb(_), _)))
+}
+
+/// What the Manager mode does not run in this version, each a problem naming its variable:
+/// started anyway, it would answer or publish from a state nobody writes. The control API is
+/// off by default there (the Manager's `GET` is the authority, and upstream's Worker has none).
+fn manager_mode_limits(
+    r: &mut Reader<'_>,
+    http: &HttpSettings,
+    retention: &RetentionSettings,
+    mirror: bool,
+) {
+    let not_yet = |what: &str, variable: &str| {
+        format!(
+            "{variable} is set, but {what} is not available in the Manager mode (STATE_BACKEND \
+             mongodb) in this version: unset {variable}, or run with the PostgreSQL backend"
+        )
+    };
+    if http.api_port.is_some() {
+        r.problem(not_yet("the control API", "API_ENABLED"));
+    }
+    if retention.results.is_some() {
+        r.problem(not_yet("result retention", "RESULT_RETENTION_DAYS"));
+    }
+    if retention.jobs.is_some() {
+        r.problem(not_yet("job retention", "JOB_RETENTION_DAYS"));
+    }
+    if mirror {
+        r.problem(not_yet("the MQTT mirror", "MQTT_URL"));
+    }
 }
 
 /// The MQTT mirror's settings, when `MQTT_URL` is set. The URL's error never repeats it, and the

@@ -294,3 +294,30 @@ fn config_check_reports_a_backend_state_backend_chose() {
         "{checked:?}"
     );
 }
+
+#[test]
+fn the_manager_mode_runs_no_control_api_unless_asked_and_refuses_what_it_lacks() {
+    let settings = Settings::from_vars(manager_mode(&[])).expect("valid");
+    assert_eq!(
+        settings.http.api_port, None,
+        "the Manager's GET is the authority; upstream's Worker has no control API"
+    );
+    for (name, value) in [
+        ("API_ENABLED", "true"),
+        ("RESULT_RETENTION_DAYS", "30"),
+        ("JOB_RETENTION_DAYS", "90"),
+        ("MQTT_URL", "mqtt://broker.internal:1883"),
+    ] {
+        let error = refused(manager_mode(&[(name, value)]));
+        assert_eq!(error.problems.len(), 1, "{name}: {error}");
+        let problem = &error.problems[0];
+        assert!(
+            problem.starts_with(&format!("{name} is set, but "))
+                && problem.contains("Manager mode"),
+            "{name}: {problem}"
+        );
+    }
+    // The PostgreSQL backend keeps its defaults: the control API on.
+    let postgres = Settings::from_vars(minimal()).expect("valid");
+    assert!(postgres.http.api_port.is_some());
+}

@@ -12,6 +12,7 @@ mod executions;
 mod failures;
 mod find_jobs;
 mod lifecycle;
+mod manager;
 mod mirror;
 mod provisioned;
 mod requeues;
