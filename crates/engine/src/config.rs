@@ -8,6 +8,7 @@ use zeroize::Zeroizing;
 
 use crate::plan::Limits;
 use crate::result::SpillPlace;
+use crate::retry::RetryPolicy;
 
 /// Bytes of its part a datasource behind the first may hold in memory before it spills to disk.
 pub const SPILL_AFTER_BYTES: usize = 1024 * 1024;
@@ -32,6 +33,8 @@ pub struct EngineConfig {
     pub crm: CrmSecrets,
     /// `ENGINE_SPILL_DIR`: where parts of a result waiting their turn spill (unnamed files).
     pub spill_dir: PathBuf,
+    /// How a datasource that failed transiently is read again (default: not at all).
+    pub retry: RetryPolicy,
 }
 
 impl EngineConfig {
@@ -77,6 +80,7 @@ impl Default for EngineConfig {
             connect_timeout: Duration::from_secs(10),
             crm: CrmSecrets::default(),
             spill_dir: std::env::temp_dir(),
+            retry: RetryPolicy::NONE,
         }
     }
 }

@@ -192,9 +192,8 @@ where
         let value = row
             .try_get_raw(i)
             .map_err(|e| EngineError::query(connection, &e))?;
-        write_value(w, column, value).map_err(|detail| EngineError::Query {
-            connection: connection.to_owned(),
-            detail: format!("column {:?}: {detail}", column.name),
+        write_value(w, column, value).map_err(|detail| {
+            EngineError::query_detail(connection, format!("column {:?}: {detail}", column.name))
         })?;
     }
     Ok(())

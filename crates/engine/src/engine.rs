@@ -7,6 +7,7 @@ use contract::message::{FilterCondition, Filters, MappedFields};
 use std::collections::BTreeMap;
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
 
 use crate::cancel::Session;
 use crate::catalog::TableName;
@@ -17,7 +18,7 @@ use crate::error::{EngineError, Result};
 use crate::plan::{self, Naming};
 use crate::pools::{Pool, Pools};
 use crate::result::{Assembly, Budget, ConnectionResult, Extracted, Extraction, Part};
-use crate::watch::{DatasourceEnd, Observer, Progress, Watch};
+use crate::watch::{DatasourceEnd, Observer, Progress, Retry, Watch};
 use crate::{mongo, mysql, plugin_crm, postgres, sqlserver};
 
 /// Extracts jobs' data. Cheap to share: clone it, or keep one in an `Arc`.
@@ -68,8 +69,28 @@ struct DatasourceJob {
     first: bool,
     budget: Arc<Budget>,
     observer: Arc<dyn Observer>,
+    /// The extraction's graceful stop: a datasource waiting to be retried ends at once.
+    graceful: CancellationToken,
     /// Where its part of the document goes ([`Assembly`]).
     chunks: mpsc::Sender<Vec<u8>>,
+}
+
+/// A failed attempt at one datasource.
+struct Failure {
+    error: EngineError,
+    /// Whether some of its output already left it (into the document or a spool): then it
+    /// cannot be retried without the document holding that output twice.
+    emitted: bool,
+}
+
+impl From<EngineError> for Failure {
+    /// A failure before the datasource wrote anything.
+    fn from(error: EngineError) -> Failure {
+        Failure {
+            error,
+            emitted: false,
+        }
+    }
 }
 
 /// Chunks of the document the engine may have put out and its consumer not yet taken.
@@ -193,6 +214,7 @@ impl Engine {
                         first: index == 0,
                         budget: budget.clone(),
                         observer: watch.observer.clone(),
+                        graceful: watch.graceful.clone(),
                         chunks,
                     },
                 )
@@ -264,7 +286,7 @@ impl Inner {
     /// One datasource, its start and end told to the job's observer.
     async fn watched_datasource(&self, job: DatasourceJob) -> Result<Part> {
         job.observer.started(&job.connection);
-        let part = self.extract_datasource(&job).await;
+        let part = self.retried_datasource(&job).await;
         let end = match &part {
             Ok(part) => DatasourceEnd::Succeeded { rows: part.rows() },
             Err(error) => DatasourceEnd::Failed(error),
@@ -273,7 +295,60 @@ impl Inner {
         part
     }
 
-    async fn extract_datasource(&self, job: &DatasourceJob) -> Result<Part> {
+    /// One datasource, read again while its attempts fail transiently, up to
+    /// `JOB_RETRY_ATTEMPTS` more times, each after a capped, jittered wait.
+    ///
+    /// Results stay atomic because an attempt is retried only when nothing of it left the
+    /// datasource: its bytes stay in its own buffer until [`crate::result::CHUNK_BYTES`] of them
+    /// are written or it finishes, so a failure at connecting, at the catalog, at the first
+    /// statement or within its first 128 KiB of rows is dropped whole and read again from
+    /// nothing (its budget charge refunded). Once a chunk went out, the first datasource's
+    /// bytes are in the output (sealed, uploading) and a later one's are in its spool: a retry
+    /// would need to take them back, so the datasource fails as without retries. Buffering a
+    /// whole datasource in memory or on disk before letting it out would make every job pay
+    /// for the rare retry (memory, or the spill file's I/O, and the first datasource would no
+    /// longer stream at its consumer's pace).
+    ///
+    /// The waits are inside the extraction's time limit (they count toward the job's timeout,
+    /// which drops them at once), a forced stop drops them with the task, and a graceful stop
+    /// ends a waiting datasource at once ([`EngineError::Canceled`]).
+    async fn retried_datasource(&self, job: &DatasourceJob) -> Result<Part> {
+        let policy = self.config.retry;
+        let mut attempt = 1;
+        loop {
+            let Failure { error, emitted } = match self.extract_datasource(job).await {
+                Ok(part) => return Ok(part),
+                Err(failure) => failure,
+            };
+            if !error.is_transient() || attempt > policy.attempts {
+                return Err(error);
+            }
+            if emitted {
+                tracing::warn!(
+                    datasource = %job.connection,
+                    attempt,
+                    error.message = %error,
+                    "Transient failure not retried: some of the datasource's rows were already in the result."
+                );
+                return Err(error);
+            }
+            let wait = policy.delay(attempt);
+            let retry = Retry {
+                attempt,
+                error: &error,
+                wait,
+            };
+            job.observer.retrying(&job.connection, &retry);
+            tokio::select! {
+                biased;
+                _ = job.graceful.cancelled() => return Err(EngineError::Canceled),
+                _ = tokio::time::sleep(wait) => {}
+            }
+            attempt += 1;
+        }
+    }
+
+    async fn extract_datasource(&self, job: &DatasourceJob) -> Result<Part, Failure> {
         let name = job.connection.as_str();
         let config = self.resolver.resolve(name).await?;
         match self.pools.get(&config).await? {
@@ -328,10 +403,13 @@ impl Inner {
         mut session: S::Session,
         job: &DatasourceJob,
         config: &ConnectionConfig,
-    ) -> Result<Part> {
+    ) -> Result<Part, Failure> {
         let name = job.connection.as_str();
         let database = config.database.as_str();
         let naming = S::naming(database);
+        let mut out =
+            ConnectionResult::new(name, job.first, job.budget.clone(), job.chunks.clone())?
+                .watched(Progress::new(job.observer.clone(), name));
         let streamed = async {
             let tables = table_names(name, job, &naming, config.schemas.as_ref())?;
             let catalog = S::load_catalog(&mut session, name, database, &tables).await?;
@@ -343,15 +421,21 @@ impl Inner {
                 &naming,
                 &self.config.limits,
             )?;
-            let mut out =
-                ConnectionResult::new(name, job.first, job.budget.clone(), job.chunks.clone())?
-                    .watched(Progress::new(job.observer.clone(), name));
-            S::stream(&mut session, name, &plans, &mut out).await?;
-            out.finish().await
+            S::stream(&mut session, name, &plans, &mut out).await
         }
         .await;
         S::finish(session);
-        streamed
+        match streamed {
+            // Finishing only hands the last chunk on: its failures are never transient.
+            Ok(()) => out.finish().await.map_err(|error| Failure {
+                error,
+                emitted: true,
+            }),
+            Err(error) => Err(Failure {
+                error,
+                emitted: !out.discard(),
+            }),
+        }
     }
 }
 

@@ -24,16 +24,27 @@ pub enum EngineError {
     },
     #[error("connection {connection}: stored password cannot be decrypted with this Worker's key")]
     PasswordUnreadable { connection: String },
+    /// `transient`: the failure may pass by itself ([`crate::transient`]); see
+    /// [`EngineError::is_transient`].
     #[error("failed to connect to datasource {connection}: {detail}")]
-    Connect { connection: String, detail: String },
+    Connect {
+        connection: String,
+        detail: String,
+        transient: bool,
+    },
     #[error("datasource {connection} failed schema validation: {detail}")]
     Schema { connection: String, detail: String },
     #[error("job exceeds the limit of {limit} {what}")]
     LimitExceeded { what: &'static str, limit: usize },
     #[error("filter {detail}")]
     Filter { detail: String },
+    /// `transient` as for [`EngineError::Connect`].
     #[error("query on datasource {connection} failed: {detail}")]
-    Query { connection: String, detail: String },
+    Query {
+        connection: String,
+        detail: String,
+        transient: bool,
+    },
     #[error("result exceeds ENGINE_MAX_RESULT_BYTES ({limit} bytes)")]
     ResultTooLarge { limit: u64 },
     #[error("extraction timed out after {}s", .0.as_secs())]
@@ -70,6 +81,26 @@ impl EngineError {
         matches!(self, EngineError::Store(_))
     }
 
+    /// Whether the same datasource, read again at once, may succeed: its source said the failure
+    /// may pass by itself (a connection refused or reset, the server restarting, a deadlock, a
+    /// serialization failure, a lock wait that timed out), as each driver classifies it
+    /// ([`crate::transient`]). Everything else is permanent (a missing table, a permission, a
+    /// bad filter, the job's own timeout, a cancel, a result too large) and never retried. This
+    /// decides retries of one datasource within a run (`JOB_RETRY_ATTEMPTS`); whether the whole
+    /// job is sent back to its queue is [`EngineError::is_retriable`].
+    pub fn is_transient(&self) -> bool {
+        matches!(
+            self,
+            EngineError::Connect {
+                transient: true,
+                ..
+            } | EngineError::Query {
+                transient: true,
+                ..
+            }
+        )
+    }
+
     /// The status of the execution that ended with this error (lifecycle §1): refused before
     /// any query (`REJECTED`), a deleted connection (`REMOVED`), the job's timeout
     /// (`TIMED_OUT`), a graceful stop (`CANCELED`), else `FAILED`.
@@ -99,6 +130,7 @@ impl EngineError {
         EngineError::Connect {
             connection: connection.to_owned(),
             detail: contract::redact(&error.to_string()),
+            transient: crate::transient::sqlx(error),
         }
     }
 
@@ -106,6 +138,16 @@ impl EngineError {
         EngineError::Query {
             connection: connection.to_owned(),
             detail: contract::redact(&error.to_string()),
+            transient: crate::transient::sqlx(error),
+        }
+    }
+
+    /// A permanent query failure of the engine's own making (a value it cannot write).
+    pub(crate) fn query_detail(connection: &str, detail: String) -> EngineError {
+        EngineError::Query {
+            connection: connection.to_owned(),
+            detail,
+            transient: false,
         }
     }
 }

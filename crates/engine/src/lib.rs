@@ -15,6 +15,9 @@
 //! - the private `mongo` module: MongoDB datasources (collections, document paths, BSON values).
 //! - [`watch`]: what an extraction tells its caller about each datasource, and its graceful
 //!   stop.
+//! - the private `retry` and `transient` modules: a datasource whose attempt failed
+//!   transiently (per driver) is read again (`JOB_RETRY_ATTEMPTS`), with capped exponential
+//!   backoff and full jitter, while nothing of the failed attempt left the engine.
 //!
 //! Every query names its table with the schema the catalog found it in; PostgreSQL sessions
 //! run with `search_path = pg_catalog, pg_temp` and read-only transactions, and each
@@ -42,12 +45,15 @@ pub mod plugin_crm;
 mod pools;
 mod postgres;
 pub mod result;
+mod retry;
 pub mod sql;
 mod sqlserver;
+mod transient;
 pub mod watch;
 
 pub use config::EngineConfig;
 pub use engine::{Engine, TimeLimit, OUTPUT_CHUNKS};
 pub use error::{EngineError, Result};
 pub use result::{probe_spill_dir, Chunks, Extracted, Extraction, SpillStats};
-pub use watch::{DatasourceEnd, Observer, Watch};
+pub use retry::RetryPolicy;
+pub use watch::{DatasourceEnd, Observer, Retry, Watch};

@@ -22,9 +22,26 @@ pub trait Observer: Send + Sync {
     /// comes first (checked as each row arrives).
     fn progress(&self, datasource: &str, rows: u64);
 
+    /// An attempt at the datasource failed transiently and it is read again after
+    /// `retry.wait` (`JOB_RETRY_ATTEMPTS`); its rows count from 0 again. Nothing by default.
+    fn retrying(&self, datasource: &str, retry: &Retry<'_>) {
+        let _ = (datasource, retry);
+    }
+
     /// The datasource ended. Datasources the extraction abandons (fail-fast, timeout, a forced
     /// stop) get no call: they were cut short, and the caller knows why.
     fn ended(&self, datasource: &str, end: &DatasourceEnd<'_>);
+}
+
+/// A datasource's failed attempt that is retried.
+#[derive(Debug)]
+pub struct Retry<'a> {
+    /// The attempt that failed, from 1; the next one is `attempt + 1`.
+    pub attempt: u32,
+    /// Why it failed (transient: [`EngineError::is_transient`]).
+    pub error: &'a EngineError,
+    /// How long the datasource waits before its next attempt.
+    pub wait: Duration,
 }
 
 /// How a datasource ended, as far as the engine knows.

@@ -445,6 +445,7 @@ async fn an_unreachable_datasource_fails_without_naming_host_user_or_password() 
     let error = EngineError::Connect {
         connection: config.name.clone(),
         detail: contract::redact(&error.to_string()),
+        transient: true,
     };
     let text = error.to_string();
     assert!(

@@ -32,6 +32,11 @@ pub struct ExecutionReport {
     pub ended_at: Option<DateTime<Utc>>,
     /// The redacted error it ended with.
     pub error: Option<String>,
+    /// Attempts the run made at it so far (0: not started; more than 1: it was retried,
+    /// `JOB_RETRY_ATTEMPTS`).
+    pub attempts: u32,
+    /// The redacted error of its last attempt that failed and was retried.
+    pub last_error: Option<String>,
 }
 
 /// Who an execution's events are about, and who publishes them right after the commit (their
@@ -163,17 +168,26 @@ pub(crate) async fn apply(
     let started: Vec<Option<DateTime<Utc>>> = reports.iter().map(|r| r.started_at).collect();
     let ended: Vec<Option<DateTime<Utc>>> = reports.iter().map(|r| r.ended_at).collect();
     let errors: Vec<Option<&str>> = reports.iter().map(|r| r.error.as_deref()).collect();
+    let attempts: Vec<i32> = reports
+        .iter()
+        .map(|r| i32::try_from(r.attempts).unwrap_or(i32::MAX))
+        .collect();
+    let last_errors: Vec<Option<&str>> = reports.iter().map(|r| r.last_error.as_deref()).collect();
     let written = sqlx::query(
         "INSERT INTO job_executions AS e
-             (job_id, datasource, status, row_count, started_at, ended_at, error)
+             (job_id, datasource, status, row_count, started_at, ended_at, error, attempts,
+              last_error)
          SELECT $1, * FROM unnest($2::text[], $3::text[], $4::int8[], $5::timestamptz[],
-                                  $6::timestamptz[], $7::text[])
+                                  $6::timestamptz[], $7::text[], $8::int4[], $9::text[])
          ON CONFLICT (job_id, datasource) DO UPDATE SET
              status = EXCLUDED.status, row_count = EXCLUDED.row_count,
              started_at = COALESCE(EXCLUDED.started_at, e.started_at),
-             ended_at = EXCLUDED.ended_at, error = EXCLUDED.error, updated_at = now()
+             ended_at = EXCLUDED.ended_at, error = EXCLUDED.error,
+             attempts = EXCLUDED.attempts, last_error = EXCLUDED.last_error,
+             updated_at = now()
          WHERE e.status IN ('QUEUED', 'IN_PROGRESS')
-         RETURNING datasource, status, row_count, started_at, ended_at, error",
+         RETURNING datasource, status, row_count, started_at, ended_at, error, attempts,
+                   last_error",
     )
     .bind(job_id)
     .bind(&names)
@@ -182,6 +196,8 @@ pub(crate) async fn apply(
     .bind(&started)
     .bind(&ended)
     .bind(&errors)
+    .bind(&attempts)
+    .bind(&last_errors)
     .fetch_all(&mut **tx)
     .await
     .map_err(|e| OutboxError::sqlx(STEP, e))?;
@@ -190,6 +206,28 @@ pub(crate) async fn apply(
         recorded.extend(ended_event(tx, job_id, &row, None, events).await?);
     }
     Ok(recorded)
+}
+
+/// An execution's `statusDetails` (lifecycle §3): `error`, the redacted error it ended with;
+/// and once it was tried more than once (`JOB_RETRY_ATTEMPTS`), `attempts` and `lastError`, the
+/// redacted error of its last attempt that failed and was retried. A datasource read at its
+/// first attempt shows no `attempts`, so the details of a run without retries are as before.
+pub fn status_details(
+    error: Option<String>,
+    attempts: u32,
+    last_error: Option<String>,
+) -> Map<String, Value> {
+    let mut details = Map::new();
+    if let Some(error) = error {
+        details.insert("error".to_owned(), Value::String(error));
+    }
+    if attempts > 1 {
+        details.insert("attempts".to_owned(), Value::from(attempts));
+        if let Some(last_error) = last_error {
+            details.insert("lastError".to_owned(), Value::String(last_error));
+        }
+    }
+    details
 }
 
 /// Whether `reports` leave nothing to close: every datasource reported, each ended.
@@ -210,7 +248,8 @@ pub(crate) async fn close(
              error = CASE WHEN status = 'IN_PROGRESS' THEN $3 ELSE NULL END,
              ended_at = now(), updated_at = now()
          WHERE job_id = $1 AND status IN ('QUEUED', 'IN_PROGRESS')
-         RETURNING datasource, status, row_count, started_at, ended_at, error",
+         RETURNING datasource, status, row_count, started_at, ended_at, error, attempts,
+                   last_error",
     )
     .bind(job_id)
     .bind(close.running.as_str())
@@ -233,7 +272,8 @@ pub(crate) async fn remove(
 ) -> Result<Vec<PendingEvent>> {
     let rows = sqlx::query(
         "DELETE FROM job_executions WHERE job_id = $1
-         RETURNING datasource, status, row_count, started_at, ended_at, error",
+         RETURNING datasource, status, row_count, started_at, ended_at, error, attempts,
+                   last_error",
     )
     .bind(job_id)
     .fetch_all(&mut **tx)
@@ -281,10 +321,9 @@ async fn ended_event(
     let datasource: String = row.try_get("datasource").map_err(db)?;
     let row_count: i64 = row.try_get("row_count").map_err(db)?;
     let error: Option<String> = row.try_get("error").map_err(db)?;
-    let mut details = Map::new();
-    if let Some(error) = error {
-        details.insert("error".to_owned(), Value::String(error));
-    }
+    let attempts: i32 = row.try_get("attempts").map_err(db)?;
+    let last_error: Option<String> = row.try_get("last_error").map_err(db)?;
+    let details = status_details(error, u32::try_from(attempts).unwrap_or(0), last_error);
     let body = ExecutionBody {
         job_id,
         datasource: &datasource,

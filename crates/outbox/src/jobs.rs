@@ -357,7 +357,7 @@ fn claim_statement<'q>(
          restarted AS (
              UPDATE job_executions e
              SET status = 'QUEUED', row_count = 0, started_at = NULL, ended_at = NULL,
-                 error = NULL, updated_at = now()
+                 error = NULL, attempts = 0, last_error = NULL, updated_at = now()
              FROM claimed
              WHERE e.job_id = $1 AND claimed.attempts > 1)
          SELECT attempts, running_for FROM claimed",

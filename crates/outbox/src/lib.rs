@@ -63,7 +63,7 @@ pub use backoff::{backoff, Backoff};
 pub use cancel_listener::{CancelListener, CANCEL_CHANNEL};
 pub use control::{CancelEnded, ControlRequest, Controlled, EndCancel};
 pub use error::{OutboxError, Result};
-pub use executions::{Close, ExecutionEvents, ExecutionReport};
+pub use executions::{status_details, Close, ExecutionEvents, ExecutionReport};
 pub use jobs::{Claim, ClaimRequest, ExpiredJob, JobSpec, Lease, WORKER_LOST};
 pub use listing::JobQuery;
 pub use mirror_batch::{MirrorBatch, MirrorCursor, Unpublished};

@@ -60,7 +60,8 @@ impl Store {
     ) -> Result<HashMap<Uuid, Vec<ExecutionRow>>> {
         let db = |e| OutboxError::sqlx("reading jobs' executions", e);
         let rows = sqlx::query(
-            "SELECT job_id, datasource, status, row_count, tables, started_at, ended_at, error
+            "SELECT job_id, datasource, status, row_count, tables, started_at, ended_at, error,
+                    attempts, last_error
              FROM job_executions WHERE job_id = ANY($1) ORDER BY job_id, datasource",
         )
         .bind(job_ids)

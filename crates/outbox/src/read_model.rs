@@ -56,6 +56,21 @@ pub struct ExecutionRow {
     pub ended_at: Option<DateTime<Utc>>,
     /// The redacted error it ended with.
     pub error: Option<String>,
+    /// Attempts its run made at it (0: not started; more than 1: it was retried).
+    pub attempts: i32,
+    /// The redacted error of its last attempt that failed and was retried.
+    pub last_error: Option<String>,
+}
+
+impl ExecutionRow {
+    /// Its `statusDetails` (lifecycle §3).
+    pub fn status_details(&self) -> Map<String, Value> {
+        crate::executions::status_details(
+            self.error.clone(),
+            u32::try_from(self.attempts).unwrap_or(0),
+            self.last_error.clone(),
+        )
+    }
 }
 
 impl Store {
@@ -73,7 +88,8 @@ impl Store {
     /// The job's executions, by datasource name.
     pub async fn executions(&self, job_id: Uuid) -> Result<Vec<ExecutionRow>> {
         let rows = sqlx::query(
-            "SELECT datasource, status, row_count, tables, started_at, ended_at, error
+            "SELECT datasource, status, row_count, tables, started_at, ended_at, error, attempts,
+                    last_error
              FROM job_executions WHERE job_id = $1 ORDER BY datasource",
         )
         .bind(job_id)
@@ -97,6 +113,8 @@ pub(crate) fn execution_row(row: &PgRow) -> Result<ExecutionRow, sqlx::Error> {
         started_at: row.try_get("started_at")?,
         ended_at: row.try_get("ended_at")?,
         error: row.try_get("error")?,
+        attempts: row.try_get("attempts")?,
+        last_error: row.try_get("last_error")?,
     })
 }
 

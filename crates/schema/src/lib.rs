@@ -58,6 +58,7 @@ const EMBEDDED: &[Embedded] = &[
     embed!(7, "outbox sinks", "0007_outbox_sinks.sql"),
     embed!(8, "jobs listing", "0008_jobs_listing.sql"),
     embed!(9, "retention and listing", "0009_retention_and_listing.sql"),
+    embed!(10, "execution attempts", "0010_execution_attempts.sql"),
 ];
 
 /// The embedded migrations as sqlx runs them.

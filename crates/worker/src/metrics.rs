@@ -42,6 +42,10 @@ pub const REQUEUED: &str = "fetcher_messages_requeued_total";
 pub const REDELIVERED: &str = "fetcher_messages_redelivered_total";
 /// Counter: result writes that failed transiently and were tried again in the same run.
 pub const STORAGE_RETRIES: &str = "fetcher_storage_write_retries_total";
+/// Counter: retries of datasources whose attempt failed transiently (`JOB_RETRY_ATTEMPTS`), by
+/// `outcome` ([`RetryOutcome`]: `retried` each time one is read again, then once per retried
+/// datasource `recovered` or `exhausted`).
+pub const DATASOURCE_RETRIES: &str = "fetcher_datasource_retries_total";
 /// Counter: temporary files parts of results waiting their turn spilled to (`ENGINE_SPILL_DIR`).
 pub const SPILL_FILES: &str = "fetcher_engine_spill_files_total";
 /// Counter: bytes written to those files.
@@ -142,6 +146,9 @@ fn register_at_zero() {
     for outcome in ["done", "skipped", "failed"] {
         metrics::counter!(RETENTION_PASSES, "outcome" => outcome).absolute(0);
     }
+    for outcome in RetryOutcome::ALL {
+        metrics::counter!(DATASOURCE_RETRIES, "outcome" => outcome.as_str()).absolute(0);
+    }
     for reason in crate::job::Requeue::ALL {
         metrics::counter!(REQUEUED, "reason" => reason.as_str()).absolute(0);
     }
@@ -223,6 +230,10 @@ fn describe() {
     metrics::describe_counter!(
         STORAGE_RETRIES,
         "Result writes that failed transiently and were tried again in the same run."
+    );
+    metrics::describe_counter!(
+        DATASOURCE_RETRIES,
+        "Retries of datasources whose attempt failed transiently, by outcome: retried, recovered, exhausted."
     );
     metrics::describe_histogram!(
         READYZ_CHECK_DURATION,
@@ -309,6 +320,38 @@ pub(crate) fn spilled(spilled: engine::SpillStats) {
 /// A job failed: its spill directory could not be written.
 pub(crate) fn spill_failed() {
     metrics::counter!(SPILL_FAILURES).increment(1);
+}
+
+/// What became of a datasource's retries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RetryOutcome {
+    /// An attempt failed transiently and the datasource is read again.
+    Retried,
+    /// A datasource read again ended well.
+    Recovered,
+    /// A datasource read again still failed (its retries ran out, or a later attempt failed
+    /// permanently).
+    Exhausted,
+}
+
+impl RetryOutcome {
+    const ALL: [RetryOutcome; 3] = [
+        RetryOutcome::Retried,
+        RetryOutcome::Recovered,
+        RetryOutcome::Exhausted,
+    ];
+
+    fn as_str(self) -> &'static str {
+        match self {
+            RetryOutcome::Retried => "retried",
+            RetryOutcome::Recovered => "recovered",
+            RetryOutcome::Exhausted => "exhausted",
+        }
+    }
+}
+
+pub(crate) fn datasource_retry(outcome: RetryOutcome) {
+    metrics::counter!(DATASOURCE_RETRIES, "outcome" => outcome.as_str()).increment(1);
 }
 
 pub(crate) fn storage_retry() {
@@ -398,6 +441,7 @@ mod tests {
             });
             spill_failed();
             storage_retry();
+            datasource_retry(RetryOutcome::Retried);
             readiness_check("rabbitmq", true, 2.0);
             selfprobe("rabbitmq", true);
             connection_refused("api", "total");

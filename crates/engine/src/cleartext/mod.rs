@@ -104,6 +104,7 @@ pub(crate) async fn check(config: &ConnectionConfig, timeout: Duration) -> Resul
         Offer::PlainCleartext => Err(EngineError::Connect {
             connection: config.name.clone(),
             detail: CLEARTEXT_REFUSED.to_owned(),
+            transient: false,
         }),
     }
 }
@@ -115,6 +116,8 @@ fn unreachable(config: &ConnectionConfig, detail: &str) -> EngineError {
             "checking the server's TLS support failed: {}",
             contract::redact(detail)
         ),
+        // The probe could not reach the server, or it did not answer in time.
+        transient: true,
     }
 }
 

@@ -129,10 +129,8 @@ impl Datasource for CrmSource {
             let fields: Vec<String> = plan.columns.iter().map(|c| c.name.clone()).collect();
             let cipher = if crate::plugin_crm::decrypts(&fields) {
                 Some(
-                    cipher(&session.secrets).map_err(|detail| EngineError::Query {
-                        connection: connection.to_owned(),
-                        detail,
-                    })?,
+                    cipher(&session.secrets)
+                        .map_err(|detail| EngineError::query_detail(connection, detail))?,
                 )
             } else {
                 None

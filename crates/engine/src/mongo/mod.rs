@@ -186,10 +186,10 @@ impl<'p> Find<'p> {
 
     /// A row of its table that could not be written.
     fn row_error(&self, connection: &str, detail: String) -> EngineError {
-        EngineError::Query {
-            connection: connection.to_owned(),
-            detail: format!("collection {:?}: {detail}", self.plan.key),
-        }
+        EngineError::query_detail(
+            connection,
+            format!("collection {:?}: {detail}", self.plan.key),
+        )
     }
 }
 
@@ -210,18 +210,22 @@ fn refusal(connection: &str, error: query::QueryError) -> EngineError {
 pub(crate) fn error(connection: &str, error: &mongodb::error::Error) -> EngineError {
     use mongodb::error::ErrorKind;
     let connection = connection.to_owned();
+    let transient = crate::transient::mongo(error);
     match error.kind.as_ref() {
         ErrorKind::ServerSelection { .. } => EngineError::Connect {
             connection,
             detail: "no MongoDB server could be reached within the connect timeout".to_owned(),
+            transient,
         },
         ErrorKind::Authentication { .. } => EngineError::Connect {
             connection,
             detail: "authentication failed".to_owned(),
+            transient: false,
         },
         ErrorKind::InvalidTlsConfig { .. } | ErrorKind::DnsResolve { .. } => EngineError::Connect {
             connection,
             detail: contract::redact(&error.to_string()),
+            transient: false,
         },
         ErrorKind::Command(command) => EngineError::Query {
             connection,
@@ -229,14 +233,17 @@ pub(crate) fn error(connection: &str, error: &mongodb::error::Error) -> EngineEr
                 "{} ({}): {}",
                 command.code_name, command.code, command.message
             )),
+            transient,
         },
         ErrorKind::Io(io) => EngineError::Query {
             connection,
             detail: format!("connection broke: {}", io.kind()),
+            transient,
         },
         _ => EngineError::Query {
             connection,
             detail: contract::redact(&error.to_string()),
+            transient,
         },
     }
 }

@@ -24,6 +24,16 @@ impl Budget {
         self.used.load(Ordering::Relaxed)
     }
 
+    /// Gives back bytes a discarded attempt had charged (it is retried from nothing).
+    pub(crate) fn refund(&self, bytes: u64) {
+        // Never below zero: only what was charged comes back.
+        let _ = self
+            .used
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |used| {
+                Some(used.saturating_sub(bytes))
+            });
+    }
+
     pub(crate) fn charge(&self, bytes: u64) -> Result<()> {
         let total = self.used.fetch_add(bytes, Ordering::Relaxed) + bytes;
         if total > self.limit {

@@ -182,6 +182,19 @@ impl ConnectionResult {
             .map_err(|_| EngineError::Abandoned)
     }
 
+    /// Drops what a failed attempt wrote, and says whether that was all of it: `true` when
+    /// nothing was handed on yet (a connection's bytes stay in its buffer until
+    /// [`CHUNK_BYTES`] of them are written, or it finishes), so the attempt left no trace in the
+    /// result and its charge goes back to the budget; `false` once a chunk went out, which the
+    /// document now holds (or the spool behind it) and cannot take back.
+    pub fn discard(self) -> bool {
+        if self.sent != 0 {
+            return false;
+        }
+        self.budget.refund(self.charged);
+        true
+    }
+
     /// Closes the connection's object and hands on what is left of it.
     pub async fn finish(mut self) -> Result<Part> {
         self.end_table()?;

@@ -49,18 +49,19 @@ impl Target {
         let connecting = async {
             let tcp = TcpStream::connect(config.get_addr())
                 .await
-                .map_err(|e| connect_error(connection, &e))?;
+                .map_err(|e| connect_error(connection, &e, crate::transient::io_kind(e.kind())))?;
             tcp.set_nodelay(true)
-                .map_err(|e| connect_error(connection, &e))?;
+                .map_err(|e| connect_error(connection, &e, false))?;
             Client::connect(config, tcp.compat_write())
                 .await
-                .map_err(|e| connect_error(connection, &e))
+                .map_err(|e| connect_error(connection, &e, crate::transient::sqlserver(&e)))
         };
         tokio::time::timeout(self.connect_timeout, connecting)
             .await
             .map_err(|_| EngineError::Connect {
                 connection: connection.to_owned(),
                 detail: "timed out".to_owned(),
+                transient: true,
             })?
     }
 }
@@ -112,10 +113,11 @@ pub(crate) fn config(connection: &ConnectionConfig) -> Result<Config> {
     Ok(config)
 }
 
-fn connect_error(connection: &str, error: &dyn fmt::Display) -> EngineError {
+fn connect_error(connection: &str, error: &dyn fmt::Display, transient: bool) -> EngineError {
     EngineError::Connect {
         connection: connection.to_owned(),
         detail: contract::redact(&error.to_string()),
+        transient,
     }
 }
 
@@ -124,5 +126,6 @@ pub(crate) fn query_error(connection: &str, error: &tiberius::error::Error) -> E
     EngineError::Query {
         connection: connection.to_owned(),
         detail: contract::redact(&error.to_string()),
+        transient: crate::transient::sqlserver(error),
     }
 }

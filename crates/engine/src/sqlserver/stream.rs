@@ -45,9 +45,8 @@ pub(crate) async fn stream_table(
         for (column, cell) in plan.columns.iter().zip(row) {
             w.key(&column.name)
                 .map_err(|e| EngineError::Result(e.to_string()))?;
-            super::values::write_value(w, &cell).map_err(|detail| EngineError::Query {
-                connection: connection.to_owned(),
-                detail: format!("column {:?}: {detail}", column.name),
+            super::values::write_value(w, &cell).map_err(|detail| {
+                EngineError::query_detail(connection, format!("column {:?}: {detail}", column.name))
             })?;
         }
         out.end_row().await?;

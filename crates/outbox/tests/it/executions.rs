@@ -48,6 +48,8 @@ fn report(datasource: &str, status: ExecutionStatus, rows: u64) -> ExecutionRepo
         started_at: started,
         ended_at: status.is_terminal().then(Utc::now),
         error: (status == ExecutionStatus::Rejected).then(|| "table x not found".to_owned()),
+        attempts: u32::from(started.is_some()),
+        last_error: None,
     }
 }
 
@@ -384,5 +386,67 @@ async fn a_takeover_queues_the_executions_again() {
         executions(store, job_id).await,
         [("a".into(), "QUEUED".into(), 0, 2, None)]
     );
+    db.drop().await;
+}
+
+#[tokio::test]
+async fn a_retried_executions_attempts_reach_its_event_and_the_read_model_and_a_takeover_clears_them(
+) {
+    let db = TestDb::migrated().await;
+    let store = &db.store;
+    let job_id = claimed_with(store, "worker-a", &["a", "b"]).await;
+    let retried = ExecutionReport {
+        attempts: 3,
+        last_error: Some("failed to connect to datasource a: connection reset".into()),
+        ..report("a", ExecutionStatus::Succeeded, 4)
+    };
+    let running = ExecutionReport {
+        attempts: 2,
+        last_error: Some("query on datasource b failed: deadlock detected".into()),
+        ..report("b", ExecutionStatus::InProgress, 0)
+    };
+    store
+        .record_executions(job_id, "worker-a", &[retried, running], &EVENTS)
+        .await
+        .expect("record");
+    let bodies = outbox(store, job_id).await;
+    let (_, body) = bodies
+        .iter()
+        .find(|(id, _)| id.starts_with("fetcher.job.execution.succeeded."))
+        .expect("the succeeded event");
+    assert_eq!(
+        body["statusDetails"],
+        serde_json::json!({
+            "attempts": 3,
+            "lastError": "failed to connect to datasource a: connection reset",
+        })
+    );
+    let rows = store.executions(job_id).await.expect("executions");
+    assert_eq!(rows[0].attempts, 3);
+    assert_eq!(rows[0].status_details()["attempts"], 3);
+    assert_eq!(rows[1].attempts, 2);
+
+    sqlx::query("UPDATE jobs SET lease_expires_at = now() - interval '1 second' WHERE job_id = $1")
+        .bind(job_id)
+        .execute(store.pool())
+        .await
+        .expect("expire");
+    let metadata = metadata();
+    let mapped = mapped(&["a", "b"]);
+    let filters = Default::default();
+    let request = ClaimRequest {
+        spec: Some(JobSpec {
+            mapped_fields: &mapped,
+            filters: &filters,
+        }),
+        ..claim_request(job_id, "worker-b", LONG, &metadata)
+    };
+    assert!(matches!(
+        store.claim(&request).await.expect("takeover"),
+        Claim::Acquired { attempt: 2, .. }
+    ));
+    let b = &store.executions(job_id).await.expect("executions")[1];
+    assert_eq!((b.status.as_str(), b.attempts), ("QUEUED", 0));
+    assert!(b.last_error.is_none() && b.status_details().is_empty());
     db.drop().await;
 }

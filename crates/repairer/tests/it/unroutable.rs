@@ -202,6 +202,8 @@ async fn an_execution_event_nobody_binds_is_not_retried_but_a_job_event_is() {
         started_at: Some(Utc::now()),
         ended_at: Some(Utc::now()),
         error: None,
+        attempts: 1,
+        last_error: None,
     };
     let events = ExecutionEvents {
         tenant: None,

@@ -95,10 +95,7 @@ impl JobDocument {
 
 impl From<ExecutionRow> for Execution {
     fn from(row: ExecutionRow) -> Execution {
-        let mut status_details = Map::new();
-        if let Some(error) = row.error {
-            status_details.insert("error".into(), Value::String(error));
-        }
+        let status_details = row.status_details();
         Execution {
             datasource: row.datasource,
             status: row.status,

@@ -12,6 +12,7 @@ use std::fmt;
 /// What a numeric variable counts, for its messages.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Unit {
+    Milliseconds,
     Seconds,
     Hours,
     Days,
@@ -23,6 +24,7 @@ pub(super) enum Unit {
 impl fmt::Display for Unit {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
+            Unit::Milliseconds => " ms",
             Unit::Seconds => " seconds",
             Unit::Hours => " hours",
             Unit::Days => " days",
@@ -94,6 +96,9 @@ impl Number {
         } else {
             i128::MAX
         });
+        if value == 0 && self.min == 0 {
+            return Reading::Value(0);
+        }
         if value <= 0 {
             return match self.not_positive {
                 Outside::Refuse => Reading::Refused(self.default, self.must_be()),
@@ -132,13 +137,18 @@ impl Number {
             Outside::Refuse => "refused",
             Outside::UseDefault => "the default",
         };
+        let not_positive = if self.min == 0 {
+            "below 0"
+        } else {
+            "0 or below"
+        };
         let low = match self.min {
             0 | 1 => String::new(),
             2 => "1 → refused, ".to_owned(),
             min => format!("1 to {} → refused, ", min - 1),
         };
         format!(
-            "{} to {}{}; 0 or below → {}, {low}above → {}",
+            "{} to {}{}; {not_positive} → {}, {low}above → {}",
             self.min,
             self.max,
             self.unit,
@@ -208,6 +218,30 @@ pub(super) const ENGINE_MAX_RESULT_BYTES: Number = Number::new(
 /// from it, and refuses more than about 24 days).
 pub(super) const ENGINE_EXTRACTION_TIMEOUT_SEC: Number =
     Number::new("ENGINE_EXTRACTION_TIMEOUT_SEC", Unit::Seconds, 300, 86_400);
+/// `JOB_RETRY_ATTEMPTS`: 0 (a datasource that fails fails the job at once, as upstream) to
+/// [`engine::RetryPolicy::MAX_ATTEMPTS`]; a negative count is refused, not defaulted, so a typo
+/// never turns retries off silently.
+pub(super) const JOB_RETRY_ATTEMPTS: Number = Number {
+    min: 0,
+    not_positive: Outside::Refuse,
+    ..Number::new(
+        "JOB_RETRY_ATTEMPTS",
+        Unit::Count,
+        0,
+        engine::RetryPolicy::MAX_ATTEMPTS as u64,
+    )
+};
+/// `JOB_RETRY_BACKOFF_MS`: the ceiling of the first retry's wait, at most a minute.
+pub(super) const JOB_RETRY_BACKOFF_MS: Number =
+    Number::new("JOB_RETRY_BACKOFF_MS", Unit::Milliseconds, 500, 60_000);
+/// `JOB_RETRY_BACKOFF_MAX_MS`: no retry waits longer, at most ten minutes (the wait counts
+/// toward the job's timeout anyway).
+pub(super) const JOB_RETRY_BACKOFF_MAX_MS: Number = Number::new(
+    "JOB_RETRY_BACKOFF_MAX_MS",
+    Unit::Milliseconds,
+    10_000,
+    600_000,
+);
 /// `JOB_LEASE_SEC`: at least 2 s, so a lease can be renewed before it lapses.
 pub(super) const JOB_LEASE_SEC: Number = Number {
     min: 2,

@@ -457,7 +457,27 @@ fn engine(r: &mut Reader<'_>) -> EngineConfig {
             encrypt_key: r.raw(crypto::CRM_ENCRYPT_KEY_VAR).into(),
         },
         spill_dir: spill_dir(r),
+        retry: retry(r),
         ..EngineConfig::default()
+    }
+}
+
+/// `JOB_RETRY_ATTEMPTS` and its backoff; a cap below the first wait is refused (the
+/// waits could never grow, which is surely not what was meant).
+fn retry(r: &mut Reader<'_>) -> engine::RetryPolicy {
+    let attempts = r.number(&number::JOB_RETRY_ATTEMPTS);
+    let backoff = r.number(&number::JOB_RETRY_BACKOFF_MS);
+    let backoff_max = r.number(&number::JOB_RETRY_BACKOFF_MAX_MS);
+    if backoff_max < backoff {
+        r.problem(format!(
+            "JOB_RETRY_BACKOFF_MAX_MS ({backoff_max} ms) must not be below JOB_RETRY_BACKOFF_MS ({backoff} ms)"
+        ));
+    }
+    engine::RetryPolicy {
+        // At most MAX_ATTEMPTS, so within u32.
+        attempts: u32::try_from(attempts).unwrap_or(engine::RetryPolicy::MAX_ATTEMPTS),
+        backoff: Duration::from_millis(backoff),
+        backoff_max: Duration::from_millis(backoff_max),
     }
 }
 

@@ -176,6 +176,9 @@ pub(super) const VARIABLES: &[Variable] = &[
     num(&number::OBJECT_STORAGE_RETRY_SEC, "how long a failed result write is retried in the same run, never past the job's timeout"),
     num(&number::ENGINE_MAX_RESULT_BYTES, "result JSON size cap"),
     num(&number::ENGINE_EXTRACTION_TIMEOUT_SEC, "whole-extraction timeout"),
+    num(&number::JOB_RETRY_ATTEMPTS, "how many more times a datasource whose attempt failed transiently (a connection refused or reset, the server restarting, a deadlock, a serialization failure, a lock wait timed out; per driver) is read in the same run before the job fails; only while none of its rows reached the result (its first 128 KiB); a permanent failure (a missing table, a permission, a bad filter) never retries; 0 fails at once, as upstream"),
+    num(&number::JOB_RETRY_BACKOFF_MS, "the longest wait before the first retry of a datasource; each retry waits a random time up to twice the previous ceiling (full jitter), within the job's timeout"),
+    num(&number::JOB_RETRY_BACKOFF_MAX_MS, "no retry of a datasource waits longer than this; at least `JOB_RETRY_BACKOFF_MS`"),
     var("ENGINE_SPILL_DIR", Unset("system temp dir"), "where the parts of a result that wait their turn (datasources after the first, read in parallel) are spilled: unnamed private files, gone with the job; must take a file at start (the Worker tries one); needs free space up to `ENGINE_MAX_RESULT_BYTES` × `RABBITMQ_NUMBERS_OF_WORKERS` in the worst case; a job whose spill fails fails, not retried"),
     example(
         secret(crypto::CRM_HASH_KEY_VAR, Unset("unset"), "the `plugin_crm` path's HMAC key for `search.*` filters (its bytes as given); needed by a CRM job with filters or decrypted fields"),

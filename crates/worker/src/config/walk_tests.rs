@@ -8,7 +8,7 @@ use super::*;
 /// (`docs/configuration.md`) rather than taken from the reader, so a new one the walk does not
 /// know fails
 /// [`the_walk_knows_every_numeric_variable`].
-const NUMERIC: [&str; 24] = [
+const NUMERIC: [&str; 27] = [
     "RABBITMQ_PORT_AMQP",
     "RABBITMQ_NUMBERS_OF_WORKERS",
     "RABBITMQ_MAX_MESSAGE_BYTES",
@@ -19,6 +19,9 @@ const NUMERIC: [&str; 24] = [
     "MONGO_MAX_POOL_SIZE",
     "ENGINE_MAX_RESULT_BYTES",
     "ENGINE_EXTRACTION_TIMEOUT_SEC",
+    "JOB_RETRY_ATTEMPTS",
+    "JOB_RETRY_BACKOFF_MS",
+    "JOB_RETRY_BACKOFF_MAX_MS",
     "JOB_LEASE_SEC",
     "OBJECT_STORAGE_RETRY_SEC",
     "OUTBOX_REPAIR_INTERVAL_SEC",
@@ -36,6 +39,9 @@ const NUMERIC: [&str; 24] = [
 ];
 
 const VALUES: [&str; 4] = ["0", "-1", "99999999999999999999", "ten"];
+
+/// The numeric variables for which 0 is a value of their own (their default), taken as given.
+const ZERO_TAKEN: [&str; 1] = ["JOB_RETRY_ATTEMPTS"];
 
 /// The minimal environment with a fixed `WORKER_ID`, so two readings compare equal, and the
 /// backend named, so a `MONGO_*` variable walked does not make it ambiguous.
@@ -71,6 +77,16 @@ fn every_numeric_variable_at_zero_negative_huge_or_a_word_is_refused_or_defaulte
     let defaults = decided(Settings::from_vars(base(&[])).expect("valid"));
     for name in NUMERIC {
         for value in VALUES {
+            if value == "0" && ZERO_TAKEN.contains(&name) {
+                let settings = Settings::from_vars(base(&[(name, value)])).expect("0 is valid");
+                assert!(
+                    settings.warnings.is_empty(),
+                    "{name}=0: {:?}",
+                    settings.warnings
+                );
+                assert_eq!(decided(settings), defaults, "{name}=0 is its default");
+                continue;
+            }
             let outcome = std::panic::catch_unwind(|| Settings::from_vars(base(&[(name, value)])))
                 .unwrap_or_else(|_| panic!("{name}={value} panicked"));
             match outcome {
@@ -183,4 +199,48 @@ fn bad_datasource_groups_are_refused_with_every_problem_naming_the_datasource() 
         "{worse}"
     );
     assert!(!format!("{refused}").contains("ds-very-secret"));
+}
+
+#[test]
+fn retries_are_off_by_default_and_read_with_their_backoff() {
+    let off = Settings::from_vars(base(&[])).expect("valid");
+    assert_eq!(off.engine.retry, engine::RetryPolicy::NONE);
+    let on = Settings::from_vars(base(&[
+        ("JOB_RETRY_ATTEMPTS", "3"),
+        ("JOB_RETRY_BACKOFF_MS", "250"),
+        ("JOB_RETRY_BACKOFF_MAX_MS", "4000"),
+    ]))
+    .expect("valid");
+    assert_eq!(
+        on.engine.retry,
+        engine::RetryPolicy {
+            attempts: 3,
+            backoff: Duration::from_millis(250),
+            backoff_max: Duration::from_secs(4),
+        }
+    );
+}
+
+#[test]
+fn more_than_ten_retries_or_a_cap_below_the_first_wait_is_refused_naming_the_variable() {
+    let problems = Settings::from_vars(base(&[
+        ("JOB_RETRY_ATTEMPTS", "11"),
+        ("JOB_RETRY_BACKOFF_MS", "5000"),
+        ("JOB_RETRY_BACKOFF_MAX_MS", "1000"),
+    ]))
+    .expect_err("refused")
+    .problems;
+    assert!(
+        problems
+            .iter()
+            .any(|p| p == "JOB_RETRY_ATTEMPTS must be a whole number from 0 to 10"),
+        "{problems:?}"
+    );
+    assert!(
+        problems.iter().any(|p| {
+            p
+            == "JOB_RETRY_BACKOFF_MAX_MS (1000 ms) must not be below JOB_RETRY_BACKOFF_MS (5000 ms)"
+        }),
+        "{problems:?}"
+    );
 }

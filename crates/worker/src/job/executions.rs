@@ -16,12 +16,13 @@ use chrono::Utc;
 use contract::lifecycle::ExecutionStatus;
 use contract::message::MappedFields;
 use contract::Redacted;
-use engine::{DatasourceEnd, Observer};
+use engine::{DatasourceEnd, EngineError, Observer, Retry};
 use outbox::{ExecutionEvents, ExecutionReport};
 use tokio::sync::Notify;
 use uuid::Uuid;
 
 use super::core::JobCore;
+use crate::metrics::{self, RetryOutcome};
 
 /// One run's executions, by datasource.
 pub(super) struct Ledger {
@@ -49,6 +50,8 @@ impl Ledger {
                     started_at: None,
                     ended_at: None,
                     error: None,
+                    attempts: 0,
+                    last_error: None,
                 };
                 (name.clone(), report)
             })
@@ -106,20 +109,23 @@ impl Ledger {
         }
     }
 
-    fn update(&self, datasource: &str, change: impl FnOnce(&mut ExecutionReport)) {
+    /// Applies `change` to the datasource's report unless it already ended; says whether it
+    /// did.
+    fn update(&self, datasource: &str, change: impl FnOnce(&mut ExecutionReport)) -> bool {
         {
             let mut state = self.lock();
             let Some(report) = state.executions.get_mut(datasource) else {
-                return;
+                return false;
             };
             // An execution that ended is final for this run.
             if report.status.is_terminal() {
-                return;
+                return false;
             }
             change(report);
             state.unwritten.insert(datasource.to_owned());
         }
         self.changed.notify_one();
+        true
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -133,6 +139,7 @@ impl Observer for Ledger {
         self.update(datasource, |report| {
             report.status = ExecutionStatus::InProgress;
             report.started_at = Some(Utc::now());
+            report.attempts = 1;
         });
     }
 
@@ -140,8 +147,22 @@ impl Observer for Ledger {
         self.update(datasource, |report| report.row_count = rows);
     }
 
+    /// The attempt that failed is noted as the last error; the rows start again from 0.
+    fn retrying(&self, datasource: &str, retry: &Retry<'_>) {
+        let noted = self.update(datasource, |report| {
+            report.attempts = retry.attempt + 1;
+            report.last_error = Some(Redacted::new(&retry.error.to_string()).as_str().to_owned());
+            report.row_count = 0;
+        });
+        if noted {
+            metrics::datasource_retry(RetryOutcome::Retried);
+        }
+    }
+
     fn ended(&self, datasource: &str, end: &DatasourceEnd<'_>) {
-        self.update(datasource, |report| {
+        let mut retried = false;
+        let noted = self.update(datasource, |report| {
+            retried = report.attempts > 1;
             report.status = end.status();
             report.ended_at = Some(Utc::now());
             match end {
@@ -152,6 +173,15 @@ impl Observer for Ledger {
                 DatasourceEnd::Canceled => {}
             }
         });
+        if noted && retried {
+            let outcome = match end {
+                DatasourceEnd::Succeeded { .. } => RetryOutcome::Recovered,
+                // A graceful stop during the wait: neither recovered nor given up on.
+                DatasourceEnd::Canceled | DatasourceEnd::Failed(EngineError::Canceled) => return,
+                DatasourceEnd::Failed(_) => RetryOutcome::Exhausted,
+            };
+            metrics::datasource_retry(outcome);
+        }
     }
 }
 
@@ -277,6 +307,43 @@ mod tests {
             Some("datasource b failed schema validation: table t not found")
         );
         assert!(reports[2].started_at.is_none(), "c never started");
+    }
+
+    #[test]
+    fn a_retried_execution_counts_its_attempts_and_keeps_the_last_retried_error() {
+        let ledger = Ledger::new(&mapped(&["a", "b"]));
+        ledger.started("a");
+        ledger.started("b");
+        ledger.progress("a", 40);
+        let reset = EngineError::Connect {
+            connection: "a".into(),
+            detail: "connection reset by peer".into(),
+            transient: true,
+        };
+        for attempt in 1..=2 {
+            let retry = Retry {
+                attempt,
+                error: &reset,
+                wait: Duration::from_millis(10),
+            };
+            ledger.retrying("a", &retry);
+        }
+        ledger.ended("a", &DatasourceEnd::Succeeded { rows: 7 });
+        ledger.ended("b", &DatasourceEnd::Succeeded { rows: 1 });
+        let reports = ledger.reports();
+        assert_eq!(reports[0].attempts, 3);
+        assert_eq!(reports[0].row_count, 7);
+        assert_eq!(
+            reports[0].last_error.as_deref(),
+            Some("failed to connect to datasource a: connection reset by peer")
+        );
+        assert_eq!(reports[1].attempts, 1, "read at its first attempt");
+        assert_eq!(reports[1].last_error, None);
+        let details = |r: &ExecutionReport| {
+            outbox::status_details(r.error.clone(), r.attempts, r.last_error.clone())
+        };
+        assert_eq!(details(&reports[0])["attempts"], 3);
+        assert!(details(&reports[1]).is_empty(), "no retry, no details");
     }
 
     #[test]

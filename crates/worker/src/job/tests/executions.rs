@@ -69,6 +69,7 @@ async fn another_failure_cancels_the_executions_left_running() {
         .push_back(Err(EngineError::Query {
             connection: "db".into(),
             detail: "boom".into(),
+            transient: false,
         }));
     assert_eq!(bench.deliver(&message).await, Disposition::Ack);
     let written = bench.jobs.state().written[0].clone();

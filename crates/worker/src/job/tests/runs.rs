@@ -99,6 +99,7 @@ async fn a_failing_datasource_fails_the_job_without_an_object() {
         .push_back(Err(EngineError::Query {
             connection: "db".into(),
             detail: "relation does not exist".into(),
+            transient: false,
         }));
     let message = bench.job();
     assert_eq!(bench.deliver(&message).await, Disposition::Ack);

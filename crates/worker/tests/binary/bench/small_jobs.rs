@@ -379,6 +379,8 @@ async fn one_job_commits(store: &outbox::Store) {
                 started_at: Some(now),
                 ended_at: Some(now),
                 error: None,
+                attempts: 1,
+                last_error: None,
             }],
             close: Some(outbox::Close::CANCELED),
         })

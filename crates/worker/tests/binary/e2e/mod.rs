@@ -17,6 +17,7 @@ mod mirror;
 mod provisioned;
 mod requeues;
 mod retention;
+mod retries;
 mod settings;
 mod spill;
 mod sqlserver;

@@ -5,6 +5,8 @@
 //! - `set_stall(true)`: connections (current and new) are accepted but nothing is forwarded;
 //! - `set_refuse(true)`: new connections are accepted and reset at once (the client sees a
 //!   connection reset before any byte), current ones continue;
+//! - `refuse_next(n)`: the next `n` new connections are reset at once, as with `set_refuse`,
+//!   then they are forwarded again (a dependency that comes back);
 //! - `reset_all()`: every current connection is closed with a TCP reset on both sides;
 //! - `set_cut_after(Some(n))`: every connection (current and new) is reset once it has forwarded
 //!   `n` more bytes (both directions counted) since the cut was armed: a publish or a transaction
@@ -32,6 +34,8 @@ struct Faults {
     latency: Duration,
     stall: bool,
     refuse: bool,
+    /// New connections still to be reset by `refuse_next`.
+    refuse_next: u64,
     /// (arming epoch, bytes each connection may still forward after it was armed)
     cut: Option<(u64, u64)>,
     /// (arming epoch, the trap): disarmed once it fires.
@@ -205,6 +209,11 @@ impl FaultProxy {
         self.update(|f| f.refuse = on);
     }
 
+    /// Resets the next `n` new connections at once, then forwards again.
+    pub fn refuse_next(&self, n: u64) {
+        self.update(|f| f.refuse_next = n);
+    }
+
     pub fn set_cut_after(&self, bytes: Option<u64>) {
         let epoch = self.shared.epoch.fetch_add(1, Ordering::SeqCst) + 1;
         self.update(|f| f.cut = bytes.map(|n| (epoch, n)));
@@ -275,7 +284,13 @@ async fn accept_loop(listener: std::net::TcpListener, shared: Arc<Shared>) {
             tokio::time::sleep(Duration::from_millis(10)).await;
             continue;
         };
-        if shared.faults().refuse {
+        let refused = {
+            let mut faults = shared.faults.lock().unwrap_or_else(|e| e.into_inner());
+            let next = faults.refuse_next > 0;
+            faults.refuse_next = faults.refuse_next.saturating_sub(1);
+            faults.refuse || next
+        };
+        if refused {
             shared.killed.fetch_add(1, Ordering::SeqCst);
             rst(&client);
             drop(client);

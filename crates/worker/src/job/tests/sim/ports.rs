@@ -205,6 +205,7 @@ impl Extractor for SimExtract {
                 0 => Err(EngineError::Query {
                     connection: "db".into(),
                     detail: "simulated".into(),
+                    transient: false,
                 }),
                 1 => Err(EngineError::Store("simulated".into())),
                 _ => Ok(()),

@@ -1,0 +1,198 @@
+//! Retries of what is transient, on the real binary (`JOB_RETRY_ATTEMPTS`): a datasource behind
+//! a proxy that resets its first two connections is read on its third attempt and the job
+//! completes, its execution showing `attempts` 3 in the document and its event; without retries
+//! the same job fails at once; a missing table fails at once whatever the setting.
+
+use std::time::Duration;
+
+use serde_json::Value;
+use uuid::Uuid;
+
+use crate::harness::{metric_sum, FaultProxy, Listener, Signing, World};
+
+/// The world's source database as the datasource `flaky`, reached through `proxy`.
+fn flaky(world: &World, proxy: &FaultProxy) -> Vec<(String, String)> {
+    world
+        .source_aliases(&["flaky"])
+        .into_iter()
+        .map(|(name, value)| match name.as_str() {
+            "DATASOURCE_FLAKY_HOST" => (name, "127.0.0.1".to_owned()),
+            "DATASOURCE_FLAKY_PORT" => (name, proxy.port().to_string()),
+            _ => (name, value),
+        })
+        .collect()
+}
+
+/// A proxy to the world's source database.
+async fn proxy_to_source(world: &World) -> FaultProxy {
+    let options: sqlx::postgres::PgConnectOptions = world.source_url().parse().expect("source URL");
+    let target = tokio::net::lookup_host((options.get_host(), options.get_port()))
+        .await
+        .expect("source address")
+        .next()
+        .expect("an address");
+    FaultProxy::start(target).await
+}
+
+fn settings(attempts: &str) -> Vec<(String, String)> {
+    [
+        ("JOB_RETRY_ATTEMPTS", attempts),
+        ("JOB_RETRY_BACKOFF_MS", "50"),
+        ("JOB_RETRY_BACKOFF_MAX_MS", "200"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v.to_owned()))
+    .collect()
+}
+
+/// The job's execution event, then its terminal event (verified), as they come.
+async fn execution_and_end(events: &mut Listener, world: &World, job_id: Uuid) -> (Value, String) {
+    let mut execution = None;
+    loop {
+        let event = events.event_for(job_id, Duration::from_secs(40)).await;
+        event.verify(&world.keys).expect("signature");
+        let key = event.delivery.routing_key.to_string();
+        if key.starts_with("job.execution.") {
+            execution = Some(event.body());
+        } else if key == "job.completed" || key == "job.failed" {
+            return (execution.expect("the execution's event came first"), key);
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_datasource_reset_twice_is_read_on_its_third_attempt_with_three_retries() {
+    let world = World::new().await;
+    let proxy = proxy_to_source(&world).await;
+    let mut extra = flaky(&world, &proxy);
+    extra.extend(settings("3"));
+    let (worker, api) = world.start_worker_with_api(extra).await;
+    let mut events = world.listen_to("job.#").await;
+    proxy.refuse_next(2);
+    let job_id = Uuid::now_v7();
+    world
+        .submit(
+            &world.job_body(job_id, "flaky", "payments", &["id"]),
+            None,
+            &[],
+        )
+        .await;
+    let (execution, end) = execution_and_end(&mut events, &world, job_id).await;
+    assert_eq!(end, "job.completed");
+    assert_eq!(execution["status"], "SUCCEEDED", "{execution}");
+    assert_eq!(execution["statusDetails"]["attempts"], 3, "{execution}");
+    assert_eq!(proxy.killed(), 2, "two connections reset, the third served");
+
+    let (status, document) = api.send("GET", job_id, "", None, b"", Signing::Valid);
+    assert_eq!(status, 200, "{document}");
+    let details = &document["executions"][0]["statusDetails"];
+    assert_eq!(details["attempts"], 3, "{document}");
+    let last = details["lastError"]
+        .as_str()
+        .expect("the last retried error");
+    assert!(
+        last.starts_with("failed to connect to datasource flaky: "),
+        "{last}"
+    );
+    assert!(!last.contains("127.0.0.1"), "redacted: {last}");
+
+    // The stored result holds the rows once, as without a fault.
+    let path = document["resultPath"].as_str().expect("resultPath");
+    let plaintext = world.open_object(path).await.expect("the result");
+    let result: Value = serde_json::from_slice(&plaintext).expect("JSON");
+    let rows = result["flaky"]["payments"].as_array().expect("rows");
+    let source = sqlx::PgPool::connect(world.source_url())
+        .await
+        .expect("source");
+    let count: i64 = sqlx::query_scalar("SELECT count(*) FROM payments")
+        .fetch_one(&source)
+        .await
+        .expect("count");
+    source.close().await;
+    assert_eq!(rows.len() as i64, count);
+
+    let metrics = worker.get("/metrics").expect("metrics").1;
+    let sum = |label| metric_sum(&metrics, "fetcher_datasource_retries_total", label);
+    assert_eq!(sum("\"retried\""), 2.0, "{metrics}");
+    assert_eq!(sum("\"recovered\""), 1.0, "{metrics}");
+    assert_eq!(sum("\"exhausted\""), 0.0, "{metrics}");
+    drop(worker);
+    world.cleanup().await;
+}
+
+#[tokio::test]
+async fn without_retries_a_reset_datasource_fails_the_job_at_once() {
+    let world = World::new().await;
+    let proxy = proxy_to_source(&world).await;
+    let mut extra = flaky(&world, &proxy);
+    extra.extend(settings("0"));
+    let (worker, api) = world.start_worker_with_api(extra).await;
+    let mut events = world.listen_to("job.#").await;
+    proxy.refuse_next(2);
+    let job_id = Uuid::now_v7();
+    world
+        .submit(
+            &world.job_body(job_id, "flaky", "payments", &["id"]),
+            None,
+            &[],
+        )
+        .await;
+    let (execution, end) = execution_and_end(&mut events, &world, job_id).await;
+    assert_eq!(end, "job.failed");
+    assert_eq!(execution["status"], "FAILED", "{execution}");
+    assert!(
+        execution["statusDetails"].get("attempts").is_none(),
+        "one attempt: {execution}"
+    );
+    assert_eq!(proxy.killed(), 1, "not tried again");
+    let (_, document) = api.send("GET", job_id, "", None, b"", Signing::Valid);
+    let error = document["executions"][0]["statusDetails"]["error"]
+        .as_str()
+        .expect("its error");
+    assert!(
+        error.starts_with("failed to connect to datasource flaky: "),
+        "{error}"
+    );
+    assert!(world.object_keys().await.is_empty(), "nothing stored");
+    let metrics = worker.get("/metrics").expect("metrics").1;
+    assert_eq!(
+        metric_sum(&metrics, "fetcher_datasource_retries_total", ""),
+        0.0,
+        "{metrics}"
+    );
+    drop(worker);
+    world.cleanup().await;
+}
+
+#[tokio::test]
+async fn a_missing_table_fails_at_once_whatever_the_retries() {
+    let world = World::new().await;
+    let proxy = proxy_to_source(&world).await;
+    let mut extra = flaky(&world, &proxy);
+    extra.extend(settings("10"));
+    let (worker, _api) = world.start_worker_with_api(extra).await;
+    let mut events = world.listen_to("job.#").await;
+    let job_id = Uuid::now_v7();
+    world
+        .submit(
+            &world.job_body(job_id, "flaky", "missing_table", &["id"]),
+            None,
+            &[],
+        )
+        .await;
+    let (execution, end) = execution_and_end(&mut events, &world, job_id).await;
+    assert_eq!(end, "job.failed");
+    assert_eq!(execution["status"], "REJECTED", "{execution}");
+    assert!(
+        execution["statusDetails"].get("attempts").is_none(),
+        "{execution}"
+    );
+    let metrics = worker.get("/metrics").expect("metrics").1;
+    assert_eq!(
+        metric_sum(&metrics, "fetcher_datasource_retries_total", "\"retried\""),
+        0.0,
+        "{metrics}"
+    );
+    drop(worker);
+    world.cleanup().await;
+}
