@@ -8,7 +8,6 @@ use contract::event::{CloudEventAttributes, ExecutionBody, Operation, OutboundEv
 use contract::lifecycle::ExecutionStatus;
 use mongodb::bson::{doc, Bson, Document};
 use outbox::{Close, ExecutionEvents, ExecutionReport};
-use serde_json::{Map, Value};
 use uuid::Uuid;
 
 use crate::jobs::bson_time;
@@ -37,6 +36,8 @@ pub(crate) fn queued(mapped_fields: &Document) -> Vec<Document> {
                 started_at: None,
                 ended_at: None,
                 error: None,
+                attempts: 0,
+                last_error: None,
             })
         })
         .collect()
@@ -117,10 +118,14 @@ pub(crate) fn ended_event(
         return Ok(None);
     };
     let datasource = execution.get_str("datasource").unwrap_or_default();
-    let mut details = Map::new();
-    if let Ok(error) = execution.get_str("error") {
-        details.insert("error".to_owned(), Value::String(error.to_owned()));
-    }
+    // As the PostgreSQL store words them: the error, and the attempts once it was retried.
+    let text = |key: &str| execution.get_str(key).ok().map(str::to_owned);
+    let attempts = execution
+        .get_i64("attempts")
+        .ok()
+        .and_then(|n| u32::try_from(n).ok())
+        .unwrap_or(0);
+    let details = outbox::status_details(text("error"), attempts, text("last_error"));
     let date = |key: &str| match execution.get(key) {
         Some(Bson::DateTime(at)) => DateTime::from_timestamp_millis(at.timestamp_millis()),
         _ => None,
@@ -165,5 +170,7 @@ fn execution(report: &ExecutionReport) -> Document {
         "ended_at": at(report.ended_at),
         "ended": report.status.is_terminal(),
         "error": report.error.as_deref().map_or(Bson::Null, Bson::from),
+        "attempts": i64::from(report.attempts),
+        "last_error": report.last_error.as_deref().map_or(Bson::Null, Bson::from),
     }
 }

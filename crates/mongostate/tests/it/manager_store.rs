@@ -115,6 +115,9 @@ async fn executions_are_kept_on_the_job_only_while_its_owner_holds_it() {
         started_at: Some(Utc::now()),
         ended_at: ended,
         error: None,
+        // Read on its second attempt (`JOB_RETRY_ATTEMPTS`): its event says so.
+        attempts: 2,
+        last_error: Some("connection reset".to_owned()),
     };
 
     let written = world
@@ -143,6 +146,12 @@ async fn executions_are_kept_on_the_job_only_while_its_owner_holds_it() {
     assert_eq!(
         ended[0].event.ce_id(),
         format!("fetcher.job.execution.succeeded.{id}.orders")
+    );
+    let body: serde_json::Value = serde_json::from_slice(&ended[0].event.body).unwrap();
+    assert_eq!(body["statusDetails"]["attempts"], 2, "{body}");
+    assert_eq!(
+        body["statusDetails"]["lastError"], "connection reset",
+        "{body}"
     );
     let own = world
         .store
@@ -308,6 +317,8 @@ async fn a_terminal_record_closes_the_open_executions_with_their_events() {
             started_at: Some(Utc::now()),
             ended_at: Some(Utc::now()),
             error: Some("orders failed".to_owned()),
+            attempts: 1,
+            last_error: None,
         },
         ExecutionReport {
             datasource: "users".to_owned(),
@@ -316,6 +327,8 @@ async fn a_terminal_record_closes_the_open_executions_with_their_events() {
             started_at: Some(Utc::now()),
             ended_at: None,
             error: None,
+            attempts: 1,
+            last_error: None,
         },
     ];
 

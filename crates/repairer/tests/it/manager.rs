@@ -386,6 +386,8 @@ async fn an_executions_event_goes_through_this_workers_own_outbox_and_a_lost_one
         started_at: Some(Utc::now()),
         ended_at: Some(Utc::now()),
         error: None,
+        attempts: 1,
+        last_error: None,
     };
     let events = |publisher, lease| ExecutionEvents {
         tenant: None,
