@@ -4,10 +4,8 @@
 //! Upstream's gaps and what is chosen here:
 //! - The Manager creates every job; Go fails a message whose job has no document and
 //!   dead-letters it, with no event (UPSTREAM-MANAGER §1.4 step 2). [`ManagerStore::claim`]
-//!   answers such a message with a non-retriable error (never an insert): the job core then
-//!   fails the job unrun, which finds no document either and writes nothing
-//!   (`Recorded::LostClaim`), so the message is acknowledged without an event. Dead-lettering it
-//!   as Go does needs a claim answer the port does not have yet.
+//!   answers such a message [`Claim::Unknown`] (never an insert), and the job core
+//!   dead-letters it (`job_not_found`) without an event, as Go does.
 //! - A job `processing` without this Worker's lease was taken by a Go Worker, which keeps no
 //!   lease: it is answered [`Claim::Busy`] for one lease from now, as Go skips it (§1.4 step
 //!   1b); the core waits for it a while and then acknowledges the duplicate.
@@ -41,14 +39,7 @@ impl ManagerStore {
         transaction!(self, CLAIM_STEP, |session| {
             let now = Utc::now();
             let Some(job) = self.read_job(session, request.job_id).await? else {
-                return Err(Fail::Outbox(OutboxError::Database {
-                    step: CLAIM_STEP,
-                    detail: format!(
-                        "job {} not found: the Manager creates every job, and this one has no \
-                         document",
-                        request.job_id
-                    ),
-                }));
+                return Ok(Txn::Abort(Claim::Unknown));
             };
             let seen = Seen::of(job)?;
             // A job has one tenant, fixed by the claim that first wrote this Worker's fields.

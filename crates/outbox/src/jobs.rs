@@ -77,6 +77,10 @@ pub enum Claim {
     /// The job belongs to another tenant than the request's: a job has one tenant, fixed when
     /// its row is created, so this delivery must not run it (nor store under its tenant).
     OtherTenant,
+    /// The job has no record, and this store never creates one: in the Manager mode the
+    /// Manager creates every job, so a message naming none is refused (dead-lettered, as the Go
+    /// Worker does), unrun and without an event. The PostgreSQL store never answers it.
+    Unknown,
 }
 
 /// What renewing a lease found ([`Store::renew_lease`]).

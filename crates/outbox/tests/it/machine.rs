@@ -178,6 +178,7 @@ async fn store_answer(store: &Store, job_id: Uuid, caller: Caller, step: Step) -
                 Claim::Terminal { status, .. } => return Answer::AlreadyEnded(status),
                 Claim::CancelRequested => true,
                 Claim::Busy { .. } | Claim::OtherTenant => return Answer::Refused,
+                Claim::Unknown => panic!("the PostgreSQL store creates the job's row"),
             }
         }
         Step::Completed | Step::Failed => {

@@ -124,6 +124,7 @@ pub(super) async fn claim_and_run(
                 }
             }
             Ok(Claim::OtherTenant) => return rejects::other_tenant(job.job_id),
+            Ok(Claim::Unknown) => return rejects::unknown_job(job.job_id),
             Err(error) if error.is_retriable() => {
                 tracing::warn!(job_id = %job.job_id, %error, "Could not claim the job; the message will be retried.");
                 return Disposition::Retry(Requeue::StateDatabase);

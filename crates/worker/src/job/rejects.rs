@@ -122,6 +122,15 @@ pub(super) fn job_id_header(mismatch: JobIdMismatch) -> Disposition {
 }
 
 /// The message's tenant is not the job's: dead-lettered, the job untouched (one tenant per job).
+/// The state names no such job and never creates one (the Manager mode): refused, as the Go
+/// Worker refuses a message whose job the Manager never created.
+pub(super) fn unknown_job(job_id: Uuid) -> Disposition {
+    const REASON: &str = "job_not_found";
+    metrics::rejected(REASON);
+    tracing::warn!(%job_id, reason = REASON, "Job message dead-lettered: the Manager has no such job.");
+    Disposition::DeadLetter(REASON)
+}
+
 pub(super) fn other_tenant(job_id: Uuid) -> Disposition {
     const REASON: &str = "tenant_mismatch";
     metrics::rejected(REASON);

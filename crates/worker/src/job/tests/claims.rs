@@ -127,6 +127,19 @@ async fn a_finished_job_whose_event_is_unpublished_is_republished_not_rerun() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_job_the_manager_never_created_is_dead_lettered_unrun() {
+    let bench = Bench::new();
+    bench.jobs.state().claims.push_back(Ok(Claim::Unknown));
+    let message = bench.job();
+    assert_eq!(
+        bench.deliver(&message).await,
+        Disposition::DeadLetter("job_not_found")
+    );
+    assert!(bench.jobs.state().written.is_empty());
+    assert_eq!(bench.extract.state().calls, 0);
+}
+
+#[tokio::test(start_paused = true)]
 async fn another_tenants_job_is_dead_lettered() {
     let bench = Bench::new();
     bench.jobs.state().claims.push_back(Ok(Claim::OtherTenant));

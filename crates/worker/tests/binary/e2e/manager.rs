@@ -63,9 +63,14 @@ impl ManagerWorld {
 
     /// Creates the job as the Manager does, then publishes its signed message.
     async fn submit(&self, table: &str, fields: &[&str]) -> (Uuid, NewJob) {
+        self.submit_on("src", table, fields).await
+    }
+
+    /// [`submit`](Self::submit) on the connection named `connection`.
+    async fn submit_on(&self, connection: &str, table: &str, fields: &[&str]) -> (Uuid, NewJob) {
         let field_list: Vec<Bson> = fields.iter().map(|f| Bson::from(*f)).collect();
         let job = NewJob {
-            mapped_fields: doc! {"src": {table: field_list}},
+            mapped_fields: doc! {connection: {table: field_list}},
             filters: Document::new(),
             metadata: doc! {"source": "e2e", "correlationId": &self.world.id},
         };
@@ -208,6 +213,80 @@ async fn a_failed_job_leaves_its_redacted_error_as_a_string_for_the_manager() {
     assert_eq!(stored.get("dedup_active"), Some(&Bson::Boolean(false)));
     assert_eq!(got.result_path, None);
     assert_eq!(got.result_hmac, None);
+
+    worker.signal("TERM");
+    assert_eq!(worker.wait_exit(Duration::from_secs(30)).await, Some(0));
+    m.cleanup().await;
+}
+
+#[tokio::test]
+async fn a_job_naming_a_connection_the_manager_registered_reads_it_password_sealed() {
+    use sqlx::postgres::PgConnectOptions;
+    use std::str::FromStr as _;
+    use testkit::manager::{NewConnection, Sealing};
+
+    let m = ManagerWorld::new().await;
+    m.manager.ensure_connection_indexes().await;
+    // The world's source database, registered through the Manager under a name the
+    // environment does not define, its password (if the server wants one) sealed.
+    let source = PgConnectOptions::from_str(m.world.source_url()).expect("the source URL");
+    let password = m
+        .world
+        .env(0)
+        .get("DATASOURCE_SRC_PASSWORD")
+        .cloned()
+        .unwrap_or_default();
+    let connection = NewConnection {
+        username: source.get_username().to_owned(),
+        password,
+        ..NewConnection::postgres(
+            "ledger",
+            source.get_host(),
+            source.get_port(),
+            source.get_database().expect("a database"),
+        )
+    };
+    let sealing = Sealing {
+        key: m.world.keys.credentials(),
+        version: "1",
+    };
+    m.manager
+        .create_connection(&sealing, &connection)
+        .await
+        .expect("the Manager registers the connection");
+    let mut worker = m.start_worker().await;
+    let mut events: Listener = m.world.listen().await;
+
+    let (job_id, _) = m.submit_on("ledger", "payments", &["id"]).await;
+    let plaintext = m.world.completed_result(&mut events, job_id).await;
+    let rows: serde_json::Value = serde_json::from_slice(&plaintext).expect("result JSON");
+    assert_eq!(rows["ledger"]["payments"].as_array().map(Vec::len), Some(3));
+    let got = m.manager.get_job(job_id).await.expect("the Manager's GET");
+    assert_eq!(got.status, "completed");
+
+    worker.signal("TERM");
+    assert_eq!(worker.wait_exit(Duration::from_secs(30)).await, Some(0));
+    m.cleanup().await;
+}
+
+#[tokio::test]
+async fn a_message_for_a_job_the_manager_never_created_is_dead_lettered_and_nothing_inserted() {
+    let m = ManagerWorld::new().await;
+    let mut worker = m.start_worker().await;
+    let mut dead = crate::harness::DeadLetters::tap(&m.world).await;
+
+    let job_id = Uuid::now_v7();
+    m.world
+        .submit(
+            &m.world.job_body(job_id, "src", "payments", &["id"]),
+            None,
+            &[],
+        )
+        .await;
+    assert_eq!(dead.collect(1, Duration::from_secs(60)).await.len(), 1);
+    assert_eq!(m.manager.stored(job_id).await, None, "never inserted");
+    let metrics = worker.get("/metrics").expect("metrics").1;
+    assert!(metrics.contains("reason=\"job_not_found\""), "{metrics}");
 
     worker.signal("TERM");
     assert_eq!(worker.wait_exit(Duration::from_secs(30)).await, Some(0));
