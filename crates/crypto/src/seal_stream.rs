@@ -74,6 +74,18 @@ impl SealStream {
         (NONCE_LEN as u64 + plaintext_len + TAG_LEN as u64).div_ceil(3) * 4
     }
 
+    /// The most plaintext whose text [`update`](Self::update) appends within `text_room` bytes:
+    /// what a producer feeds to fill a buffer of fixed size (an upload's part) exactly, in
+    /// place. 0 when even the carried bytes' text would not fit (only before the first update,
+    /// while the nonce is carried, for a room of less than 16 bytes).
+    pub fn fits(&self, text_room: usize) -> usize {
+        // `update` appends 4 bytes per whole group of 3 of the carried bytes and the plaintext.
+        (text_room / 4)
+            .saturating_mul(3)
+            .saturating_add(2)
+            .saturating_sub(self.pending)
+    }
+
     /// Seals the next piece of plaintext and appends the base64 text it completes to `out`.
     ///
     /// Appends `4 * floor((carried + plaintext.len()) / 3)` bytes; the (at most two) bytes of an
@@ -249,6 +261,40 @@ mod tests {
         assert!(out.is_empty());
         assert_eq!(stream.update(b"ab", &mut out), Ok(()));
         assert_eq!(stream.update(b"c", &mut out), Err(SealError::TooLong));
+    }
+
+    #[test]
+    fn what_fits_a_room_fills_it_without_passing_it() {
+        for room in [0, 3, 4, 15, 16, 17, 20, 64, 4096, 4099, 8 * 1024 * 1024] {
+            for carried in [b"".as_slice(), b"a", b"ab", b"abc"] {
+                let mut stream = SealStream::with_nonce(&key(), NONCE);
+                let mut out = Vec::new();
+                stream.update(carried, &mut out).unwrap();
+                let before = out.len();
+                let fits = stream.fits(room);
+                let plaintext = data(fits + 1);
+                let mut bigger = Vec::new();
+                let mut other = SealStream::with_nonce(&key(), NONCE);
+                other.update(carried, &mut bigger).unwrap();
+                other.update(&plaintext, &mut bigger).unwrap();
+                stream.update(&plaintext[..fits], &mut out).unwrap();
+                let appended = out.len() - before;
+                assert!(
+                    appended <= room,
+                    "room {room}, carried {carried:?}: {appended}"
+                );
+                // One byte more completes one more group, past the room.
+                assert!(
+                    bigger.len() - before > room,
+                    "room {room}, carried {carried:?}"
+                );
+                // Whole groups: a room that is a multiple of 4 is filled exactly (once the
+                // nonce's first 16 bytes of text fit).
+                if room % 4 == 0 && (room >= 16 || !carried.is_empty()) {
+                    assert_eq!(appended, room, "room {room}, carried {carried:?}");
+                }
+            }
+        }
     }
 
     #[test]
