@@ -303,6 +303,55 @@ mod tests {
         assert_eq!(format!("{stream:?}"), "SealStream(<redacted>)");
     }
 
+    #[test]
+    fn simd_base64_gives_rfc_4648s_vectors() {
+        // RFC 4648 §10, and bytes that use `+` and `/`.
+        let vectors: [(&[u8], &str); 9] = [
+            (b"", ""),
+            (b"f", "Zg=="),
+            (b"fo", "Zm8="),
+            (b"foo", "Zm9v"),
+            (b"foob", "Zm9vYg=="),
+            (b"fooba", "Zm9vYmE="),
+            (b"foobar", "Zm9vYmFy"),
+            (&[0xfb, 0xff], "+/8="),
+            (&[0xff; 6], "////////"),
+        ];
+        for (bytes, text) in vectors {
+            let mut out = Vec::new();
+            encode(bytes, &mut out);
+            assert_eq!(out, text.as_bytes(), "{bytes:?}");
+        }
+    }
+
+    #[test]
+    fn simd_base64_equals_the_base64_crates_standard_encoding_at_every_length_to_4096() {
+        use base64::Engine as _;
+        // Random bytes (xorshift), and each length's text appended after a prefix that is
+        // kept, as `update` appends to the text already in a part.
+        let mut state = 0x853c_49e6_748f_ea9b_u64;
+        let bytes: Vec<u8> = (0..4096)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                state as u8
+            })
+            .collect();
+        for len in 0..=4096 {
+            let input = &bytes[..len];
+            let mut out = b"kept".to_vec();
+            encode(input, &mut out);
+            let mut expected = b"kept".to_vec();
+            expected.extend_from_slice(
+                base64::engine::general_purpose::STANDARD
+                    .encode(input)
+                    .as_bytes(),
+            );
+            assert_eq!(out, expected, "length {len}");
+        }
+    }
+
     proptest! {
         #[test]
         fn simd_base64_equals_the_base64_crates_standard_encoding(
