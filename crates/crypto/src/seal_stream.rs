@@ -74,6 +74,18 @@ impl SealStream {
         (NONCE_LEN as u64 + plaintext_len + TAG_LEN as u64).div_ceil(3) * 4
     }
 
+    /// The most plaintext whose text [`update`](Self::update) appends within `text_room` bytes:
+    /// what a producer feeds to fill a buffer of fixed size (an upload's part) exactly, in
+    /// place. 0 when even the carried bytes' text would not fit (only before the first update,
+    /// while the nonce is carried, for a room of less than 16 bytes).
+    pub fn fits(&self, text_room: usize) -> usize {
+        // `update` appends 4 bytes per whole group of 3 of the carried bytes and the plaintext.
+        (text_room / 4)
+            .saturating_mul(3)
+            .saturating_add(2)
+            .saturating_sub(self.pending)
+    }
+
     /// Seals the next piece of plaintext and appends the base64 text it completes to `out`.
     ///
     /// Appends `4 * floor((carried + plaintext.len()) / 3)` bytes; the (at most two) bytes of an
@@ -252,9 +264,92 @@ mod tests {
     }
 
     #[test]
+    fn what_fits_a_room_fills_it_without_passing_it() {
+        for room in [0, 3, 4, 15, 16, 17, 20, 64, 4096, 4099, 8 * 1024 * 1024] {
+            for carried in [b"".as_slice(), b"a", b"ab", b"abc"] {
+                let mut stream = SealStream::with_nonce(&key(), NONCE);
+                let mut out = Vec::new();
+                stream.update(carried, &mut out).unwrap();
+                let before = out.len();
+                let fits = stream.fits(room);
+                let plaintext = data(fits + 1);
+                let mut bigger = Vec::new();
+                let mut other = SealStream::with_nonce(&key(), NONCE);
+                other.update(carried, &mut bigger).unwrap();
+                other.update(&plaintext, &mut bigger).unwrap();
+                stream.update(&plaintext[..fits], &mut out).unwrap();
+                let appended = out.len() - before;
+                assert!(
+                    appended <= room,
+                    "room {room}, carried {carried:?}: {appended}"
+                );
+                // One byte more completes one more group, past the room.
+                assert!(
+                    bigger.len() - before > room,
+                    "room {room}, carried {carried:?}"
+                );
+                // Whole groups: a room that is a multiple of 4 is filled exactly (once the
+                // nonce's first 16 bytes of text fit).
+                if room % 4 == 0 && (room >= 16 || !carried.is_empty()) {
+                    assert_eq!(appended, room, "room {room}, carried {carried:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
     fn debug_contains_no_key_material() {
         let stream = SealStream::with_nonce(&key(), NONCE);
         assert_eq!(format!("{stream:?}"), "SealStream(<redacted>)");
+    }
+
+    #[test]
+    fn simd_base64_gives_rfc_4648s_vectors() {
+        // RFC 4648 §10, and bytes that use `+` and `/`.
+        let vectors: [(&[u8], &str); 9] = [
+            (b"", ""),
+            (b"f", "Zg=="),
+            (b"fo", "Zm8="),
+            (b"foo", "Zm9v"),
+            (b"foob", "Zm9vYg=="),
+            (b"fooba", "Zm9vYmE="),
+            (b"foobar", "Zm9vYmFy"),
+            (&[0xfb, 0xff], "+/8="),
+            (&[0xff; 6], "////////"),
+        ];
+        for (bytes, text) in vectors {
+            let mut out = Vec::new();
+            encode(bytes, &mut out);
+            assert_eq!(out, text.as_bytes(), "{bytes:?}");
+        }
+    }
+
+    #[test]
+    fn simd_base64_equals_the_base64_crates_standard_encoding_at_every_length_to_4096() {
+        use base64::Engine as _;
+        // Random bytes (xorshift), and each length's text appended after a prefix that is
+        // kept, as `update` appends to the text already in a part.
+        let mut state = 0x853c_49e6_748f_ea9b_u64;
+        let bytes: Vec<u8> = (0..4096)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                state as u8
+            })
+            .collect();
+        for len in 0..=4096 {
+            let input = &bytes[..len];
+            let mut out = b"kept".to_vec();
+            encode(input, &mut out);
+            let mut expected = b"kept".to_vec();
+            expected.extend_from_slice(
+                base64::engine::general_purpose::STANDARD
+                    .encode(input)
+                    .as_bytes(),
+            );
+            assert_eq!(out, expected, "length {len}");
+        }
     }
 
     proptest! {

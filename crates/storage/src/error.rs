@@ -55,6 +55,11 @@ pub enum StorageError {
     #[error("The upload of object {key} already failed and was aborted")]
     UploadAborted { key: String },
 
+    /// A streamed upload was written to or finished while its part was lent out
+    /// ([`Upload::lend`](crate::Upload::lend)) and not given back: a caller's mistake.
+    #[error("The upload of object {key} was used while its part was lent out")]
+    PartLent { key: String },
+
     /// `get` of a key that holds no object.
     #[error("Object {key} does not exist")]
     NotFound { key: String },
@@ -103,7 +108,8 @@ impl StorageError {
             | StorageError::NotFound { .. }
             | StorageError::BucketNotFound { .. }
             | StorageError::Refused { .. }
-            | StorageError::UploadAborted { .. } => false,
+            | StorageError::UploadAborted { .. }
+            | StorageError::PartLent { .. } => false,
             // The connection ended early: another attempt may get the whole body.
             StorageError::Truncated { .. } => true,
             StorageError::Put { cause, .. }

@@ -5,7 +5,8 @@
 //! - [`store`]: [`ObjectStore`], the SDK client wrapped as a service (put, get, a streamed get
 //!   ([`ObjectBody`]), delete, exists, readiness); its multipart upload lives in `multipart`.
 //! - `upload`: [`Upload`], a body streamed into the store part by part and published only after
-//!   the caller's last check ([`ObjectStore::upload`]).
+//!   the caller's last check ([`ObjectStore::upload`]); `part_buffer`: [`PartBuffer`], the part
+//!   being filled, lent to a producer that appends to it in place.
 //! - [`error`]: [`StorageError`], named after the failed step, with `is_retriable`; `scrubber`
 //!   takes credentials and the endpoint's host out of every SDK error text.
 
@@ -13,6 +14,7 @@ pub mod config;
 pub mod error;
 pub mod key;
 mod multipart;
+mod part_buffer;
 pub mod retry;
 mod scrubber;
 pub mod store;
@@ -21,6 +23,7 @@ mod upload;
 pub use config::{StaticCredentials, StorageConfig};
 pub use error::{Cause, StorageError};
 pub use key::{object_key, ObjectKey};
+pub use part_buffer::PartBuffer;
 pub use retry::{NoRetry, RetryPolicy};
 pub use store::{ObjectBody, ObjectStore};
 pub use upload::Upload;

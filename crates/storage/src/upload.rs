@@ -11,13 +11,17 @@ use tokio::task::JoinSet;
 
 use super::error::{Result, StorageError};
 use super::multipart::{AbortOnDrop, SentPart, MAX_PARTS, PARTS_IN_FLIGHT};
+use super::part_buffer::PartBuffer;
 use super::retry::{retrying, NoRetry, RetryPolicy};
 use super::store::ObjectStore;
 
 /// An object being written, started by [`ObjectStore::upload`].
 ///
 /// [`write`](Self::write) takes the body (for a sealed result, the base64 text a
-/// `crypto::SealStream` appends) in pieces of any size. Once more than one part
+/// `crypto::SealStream` appends) in pieces of any size, copied into the part being filled; or a
+/// producer borrows that part with [`lend`](Self::lend), appends to it in place (on any thread)
+/// and returns it with [`give_back`](Self::give_back), so the body is written once, where it is
+/// sent from. Once more than one part
 /// (`part_size_bytes`) has arrived, a multipart upload is started and each full part is sent in
 /// the background, at most 3 at a time: memory stays near 4 parts whatever the object's size.
 /// [`finish`](Self::finish) runs the caller's check and only then publishes the object
@@ -43,6 +47,8 @@ pub struct Upload {
     spare: Vec<Vec<u8>>,
     /// Part buffers allocated so far.
     buffers_allocated: usize,
+    /// `buffer` is lent out ([`lend`](Self::lend)) and not given back yet.
+    lent: bool,
     multipart: Option<Multipart>,
     written: u64,
     failed: bool,
@@ -84,6 +90,7 @@ impl ObjectStore {
             buffer: Vec::with_capacity(part_size),
             spare: Vec::new(),
             buffers_allocated: 1,
+            lent: false,
             multipart: None,
             written: 0,
             failed: false,
@@ -140,6 +147,49 @@ impl Upload {
             bytes = &bytes[take..];
         }
         Ok(())
+    }
+
+    /// Lends the part being filled, for the next bytes of the body to be appended to it in
+    /// place; [`give_back`](Self::give_back) takes it back. A full part is sent first (data
+    /// follows it), so the part lent always has room.
+    ///
+    /// Until it is given back, the upload takes nothing else: [`write`](Self::write) and
+    /// [`finish`](Self::finish) fail with [`StorageError::PartLent`]. On failure the upload is
+    /// aborted first.
+    pub async fn lend(&mut self) -> Result<PartBuffer> {
+        self.usable()?;
+        if self.buffer.len() >= self.part_size {
+            if let Err(error) = self.send_part().await {
+                self.fail().await;
+                return Err(error);
+            }
+        }
+        self.lent = true;
+        Ok(PartBuffer::lent(
+            std::mem::take(&mut self.buffer),
+            self.part_size,
+        ))
+    }
+
+    /// Takes back the part [`lend`](Self::lend) lent, with the bytes appended to it: they are
+    /// the body's next bytes. Bytes past the part's end go to the next part (a copy). A buffer
+    /// given back when none is lent ([`PartBuffer::unbounded`]) is written as by
+    /// [`write`](Self::write).
+    pub async fn give_back(&mut self, part: PartBuffer) -> Result<()> {
+        if !self.lent {
+            return self.write(part.appended()).await;
+        }
+        self.lent = false;
+        self.usable()?;
+        let (mut bytes, start) = part.into_parts();
+        let excess = if bytes.len() > self.part_size {
+            bytes.split_off(self.part_size)
+        } else {
+            Vec::new()
+        };
+        self.written += bytes.len().saturating_sub(start) as u64;
+        self.buffer = bytes;
+        self.write(&excess).await
     }
 
     /// Sends what is left, waits for every part, awaits `check` and, if it passes, publishes the
@@ -264,6 +314,7 @@ impl Upload {
     /// Stops the part requests still running, then aborts the upload and waits for the abort.
     async fn fail(&mut self) {
         self.failed = true;
+        self.lent = false;
         self.buffer = Vec::new();
         self.spare = Vec::new();
         if let Some(multipart) = self.multipart.as_mut() {
@@ -275,6 +326,11 @@ impl Upload {
     fn usable(&self) -> Result<()> {
         if self.failed {
             return Err(StorageError::UploadAborted {
+                key: self.key.clone(),
+            });
+        }
+        if self.lent {
+            return Err(StorageError::PartLent {
                 key: self.key.clone(),
             });
         }

@@ -13,7 +13,7 @@ use outbox::{
     Claim, ClaimRequest, Controlled, EndCancel, ExecutionEvents, ExecutionReport, ExpiredJob,
     Lease, OutboxError, PendingEvent, Recorded, RecordedEvent, TerminalRecord,
 };
-use storage::{ObjectStore, RetryPolicy, StorageError, Upload};
+use storage::{ObjectStore, PartBuffer, RetryPolicy, StorageError, Upload};
 use tokio::sync::mpsc;
 use uuid::Uuid;
 
@@ -158,6 +158,14 @@ impl ResultStore for ObjectStore {
 impl ResultUpload for Upload {
     async fn write(&mut self, bytes: &[u8]) -> Result<(), StorageError> {
         Upload::write(self, bytes).await
+    }
+
+    async fn lend(&mut self) -> Result<PartBuffer, StorageError> {
+        Upload::lend(self).await
+    }
+
+    async fn give_back(&mut self, part: PartBuffer) -> Result<(), StorageError> {
+        Upload::give_back(self, part).await
     }
 
     async fn finish(

@@ -5,7 +5,6 @@
 //! Embedded documents are written with their keys sorted (as Go's `encoding/json` writes the
 //! maps upstream decodes them into), and a key given twice keeps its last value.
 
-use base64::Engine as _;
 use mongodb::bson::spec::BinarySubtype;
 use mongodb::bson::{RawBsonRef, RawDocument};
 use uuid::Uuid;
@@ -72,9 +71,7 @@ pub(crate) fn write_bson(w: &mut W, value: RawBsonRef<'_>) -> Result<(), String>
                 )
                 .map_err(json)
             }
-            _ => w
-                .string(&base64::engine::general_purpose::STANDARD.encode(binary.bytes))
-                .map_err(json),
+            _ => result::write_base64(w, binary.bytes).map_err(json),
         },
         RawBsonRef::ObjectId(id) => w.string(&id.to_hex()).map_err(json),
         RawBsonRef::DateTime(at) => {

@@ -205,6 +205,28 @@ proptest::proptest! {
 }
 
 #[test]
+fn bytes_of_every_length_to_4096_are_written_as_the_base64_crates_standard_encoding() {
+    use base64::Engine as _;
+    let mut state = 0x9e37_79b9_7f4a_7c15_u64;
+    let bytes: Vec<u8> = (0..4096)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state as u8
+        })
+        .collect();
+    for len in 0..=4096 {
+        let expected = format!(
+            "\"{}\"",
+            base64::engine::general_purpose::STANDARD.encode(&bytes[..len])
+        );
+        let text = written(|w| write_base64(w, &bytes[..len]).expect("w"));
+        assert_eq!(text, expected, "length {len}");
+    }
+}
+
+#[test]
 fn bytes_are_base64_and_json_text_is_embedded_sorted() {
     assert_eq!(
         written(|w| write_base64(w, &[0, 255, 16]).expect("w")),

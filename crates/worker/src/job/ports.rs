@@ -16,7 +16,7 @@ use outbox::{
     Claim, ClaimRequest, Controlled, EndCancel, ExecutionEvents, ExecutionReport, ExpiredJob,
     Lease, OutboxError, PendingEvent, Recorded, RecordedEvent, TerminalRecord,
 };
-use storage::{RetryPolicy, StorageError};
+use storage::{PartBuffer, RetryPolicy, StorageError};
 use tokio::sync::mpsc;
 use uuid::Uuid;
 
@@ -142,6 +142,20 @@ pub trait ResultStore: Send + Sync {
 pub trait ResultUpload: Send {
     /// Appends to the body; may wait while earlier pieces are sent.
     async fn write(&mut self, bytes: &[u8]) -> Result<(), StorageError>;
+
+    /// Lends the buffer the next bytes of the body are appended to in place, at most its
+    /// [`room`](PartBuffer::room) (the part being filled, for [`storage::Upload`]); nothing else
+    /// is written until it is [given back](Self::give_back). Optional: by default a buffer of
+    /// its own, which `give_back` writes (a copy).
+    async fn lend(&mut self) -> Result<PartBuffer, StorageError> {
+        Ok(PartBuffer::unbounded())
+    }
+
+    /// Takes back the buffer [`lend`](Self::lend) lent: what was appended to it is the body's
+    /// next bytes. May wait while earlier pieces are sent.
+    async fn give_back(&mut self, part: PartBuffer) -> Result<(), StorageError> {
+        self.write(part.appended()).await
+    }
 
     /// Sends the rest, awaits `check` (its `Err` refuses the object) and publishes the object.
     async fn finish(

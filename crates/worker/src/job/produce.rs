@@ -152,22 +152,37 @@ pub(super) async fn produce(
     ))
 }
 
-/// Seals each chunk as it comes and writes its text to the upload, until the extraction ends
-/// (its sender dropped). Returns the seal to finish; the extraction says whether to.
+/// Seals each chunk as it comes, its text appended straight into the upload's part being
+/// filled (a chunk that fills the part goes on in the next), until the extraction ends (its
+/// sender dropped). Returns the seal to finish; the extraction says whether to.
 async fn write(
     job_id: Uuid,
     mut chunks: Chunks,
     mut sealing: Sealing,
     upload: &mut dyn ResultUpload,
 ) -> Result<Sealing, Failure> {
-    while let Some(chunk) = chunks.recv().await {
-        sealing = sealing.update(chunk).await.map_err(|e| match e {
-            SealingError::TooLong => Failure::Job(Redacted::new(&e.to_string())),
-            SealingError::Interrupted(_) => Failure::Transient(Requeue::Internal, e.to_string()),
-        })?;
-        if let Err(error) = upload.write(sealing.text()).await {
-            // Dropping `chunks` ends the extraction too (`EngineError::Abandoned`).
-            return Err(store_failure(job_id, error));
+    // Dropping `chunks` on a failure ends the extraction too (`EngineError::Abandoned`).
+    while let Some(mut chunk) = chunks.recv().await {
+        let mut from = 0;
+        while from < chunk.len() {
+            let part = upload
+                .lend()
+                .await
+                .map_err(|error| store_failure(job_id, error))?;
+            let sealed = sealing
+                .update(chunk, from, part)
+                .await
+                .map_err(|e| match e {
+                    SealingError::TooLong => Failure::Job(Redacted::new(&e.to_string())),
+                    SealingError::Interrupted(_) => {
+                        Failure::Transient(Requeue::Internal, e.to_string())
+                    }
+                })?;
+            (sealing, chunk, from) = (sealed.sealing, sealed.chunk, sealed.sealed);
+            upload
+                .give_back(sealed.part)
+                .await
+                .map_err(|error| store_failure(job_id, error))?;
         }
     }
     Ok(sealing)

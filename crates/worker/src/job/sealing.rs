@@ -1,20 +1,28 @@
 //! A result's plaintext turned into what is stored and what its event says, as it streams: the
 //! HMAC-SHA256 of the plaintext (contract §6's `hmac`) and the AES-256-GCM seal's base64 text
-//! (contract §2), both computed chunk by chunk on the blocking pool, off the async threads.
+//! (contract §2), both computed chunk by chunk on the blocking pool, off the async threads, the
+//! text appended straight into the upload's part buffer.
 
 use std::time::Duration;
 
 use crypto::{HmacStream, KeySet, SealStream};
+use storage::PartBuffer;
 use tokio::time::Instant;
 
 /// The HMAC and the seal of a result in progress.
 pub(super) struct Sealing {
     hmac: HmacStream,
     seal: SealStream,
-    /// The stored text of the last chunk; its allocation is reused by the next chunk.
-    text: Vec<u8>,
     /// Time spent sealing so far.
     took: Duration,
+}
+
+/// A chunk of plaintext, sealed up to `sealed`, and the part its text went into.
+pub(super) struct Sealed {
+    pub sealing: Sealing,
+    pub chunk: Vec<u8>,
+    pub sealed: usize,
+    pub part: PartBuffer,
 }
 
 /// Why a chunk could not be sealed.
@@ -31,50 +39,59 @@ impl Sealing {
         Sealing {
             hmac: keys.external_hmac().start(),
             seal: SealStream::new(keys.storage()),
-            text: Vec::new(),
             took: Duration::ZERO,
         }
     }
 
-    /// Takes the next chunk of plaintext; returns the state, whose [`text`](Self::text) is the
-    /// stored text the chunk completes.
-    pub async fn update(self, chunk: Vec<u8>) -> Result<Sealing, SealingError> {
+    /// Seals `chunk` from `from` on, as much of it as `part` has room for (all of it, when the
+    /// part is not filled by it), its text appended to `part` in place: no copy of the text is
+    /// made on its way to the store. Returns how far the chunk is sealed.
+    pub async fn update(
+        self,
+        chunk: Vec<u8>,
+        from: usize,
+        mut part: PartBuffer,
+    ) -> Result<Sealed, SealingError> {
         let Sealing {
             mut hmac,
             mut seal,
-            mut text,
             took,
         } = self;
         let started = Instant::now();
         let sealed = tokio::task::spawn_blocking(move || {
-            hmac.update(&chunk);
-            // The previous chunk's text was written already: its room is filled again rather
-            // than a new one allocated per chunk.
-            text.clear();
-            seal.update(&chunk, &mut text).map(|()| (hmac, seal, text))
+            let rest = chunk.get(from..).unwrap_or_default();
+            // The part is filled exactly, so it goes as it is; only a room too small for the
+            // nonce's text (a part of under 16 bytes, never a real one) takes the rest whole,
+            // the upload moving what passes its end.
+            let take = match seal.fits(part.room()) {
+                0 => rest.len(),
+                fits => fits.min(rest.len()),
+            };
+            let piece = &rest[..take];
+            hmac.update(piece);
+            let sealed = seal.update(piece, part.buffer());
+            let end = from + take;
+            sealed.map(|()| (hmac, seal, chunk, end, part))
         })
         .await
         .map_err(|e| SealingError::Interrupted(e.to_string()))?;
-        let (hmac, seal, text) = sealed.map_err(|_| SealingError::TooLong)?;
-        let took = took + started.elapsed();
-        Ok(Sealing {
-            hmac,
-            seal,
-            text,
-            took,
+        let (hmac, seal, chunk, sealed, part) = sealed.map_err(|_| SealingError::TooLong)?;
+        Ok(Sealed {
+            sealing: Sealing {
+                hmac,
+                seal,
+                took: took + started.elapsed(),
+            },
+            chunk,
+            sealed,
+            part,
         })
-    }
-
-    /// The stored text of the last chunk taken.
-    pub fn text(&self) -> &[u8] {
-        &self.text
     }
 
     /// Ends the seal: the plaintext's HMAC (hex), the last of the stored text, and the time
     /// spent sealing.
     pub fn finish(self) -> (String, Vec<u8>, Duration) {
-        let mut tail = self.text;
-        tail.clear();
+        let mut tail = Vec::new();
         self.seal.finish(&mut tail);
         (self.hmac.finish_hex(), tail, self.took)
     }

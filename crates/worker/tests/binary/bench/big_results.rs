@@ -187,11 +187,12 @@ impl Size {
         ] {
             let Some(m) = m else { continue };
             println!(
-                "  {name:<6} {:>7.1} s = {:.2}x \\copy   peak RSS growth {:>7.1} MiB   CPU s: worker {:.1}, postgres {:.1}, s3 {:.1}",
+                "  {name:<6} {:>7.1} s = {:.2}x \\copy   peak RSS growth {:>7.1} MiB   CPU s: worker {:.2} ({:.2} per GiB of JSON), postgres {:.2}, s3 {:.2}",
                 m.elapsed.as_secs_f64(),
                 m.elapsed.as_secs_f64() / copy,
                 m.growth_bytes / MIB,
                 m.worker_cpu,
+                m.worker_cpu / (self.result_mib / 1024.0),
                 m.postgres_cpu,
                 m.s3_cpu,
             );
