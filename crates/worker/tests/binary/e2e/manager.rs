@@ -11,7 +11,7 @@ use testkit::manager::{Manager, NewJob, MARKER_KEYS};
 use testkit::mongo::MongoDb;
 use uuid::Uuid;
 
-use crate::harness::{ControlClient, Listener, WorkerProcess, World};
+use crate::harness::{publish, signed, work_route, ControlClient, Listener, WorkerProcess, World};
 
 /// A world whose Worker runs in the Manager mode, and the Manager beside it.
 pub(super) struct ManagerWorld {
@@ -105,7 +105,7 @@ impl ManagerWorld {
         let job_id = self.manager.create_job(&job).await.expect("create the job");
         self.world
             .submit(
-                &self.world.job_body(job_id, "src", table, fields),
+                &self.world.job_body(job_id, connection, table, fields),
                 None,
                 &[],
             )
@@ -288,7 +288,11 @@ async fn a_job_naming_a_connection_the_manager_registered_reads_it_password_seal
     let (job_id, _) = m.submit_on("ledger", "payments", &["id"]).await;
     let plaintext = m.world.completed_result(&mut events, job_id).await;
     let rows: serde_json::Value = serde_json::from_slice(&plaintext).expect("result JSON");
-    assert_eq!(rows["ledger"]["payments"].as_array().map(Vec::len), Some(3));
+    assert_eq!(
+        rows["ledger"]["payments"].as_array().map(Vec::len),
+        Some(3),
+        "{rows}"
+    );
     let got = m.manager.get_job(job_id).await.expect("the Manager's GET");
     assert_eq!(got.status, "completed");
 
@@ -304,14 +308,17 @@ async fn a_message_for_a_job_the_manager_never_created_is_dead_lettered_and_noth
     let mut dead = crate::harness::DeadLetters::tap(&m.world).await;
 
     let job_id = Uuid::now_v7();
-    m.world
-        .submit(
-            &m.world.job_body(job_id, "src", "payments", &["id"]),
-            None,
-            &[],
-        )
-        .await;
-    assert_eq!(dead.collect(1, Duration::from_secs(60)).await.len(), 1);
+    let body = m.world.job_body(job_id, "src", "payments", &["id"]);
+    let t = chrono::Utc::now().timestamp();
+    // Marked as this run's, so its dead letter is told apart on the shared exchange.
+    let headers = signed(&m.world, t, &work_route(&m.world, ""), &body, None);
+    publish(&m.world.broker.channel, "", &m.world.queue, &body, &headers).await;
+    assert_eq!(
+        dead.collect(1, Duration::from_secs(60)).await.len(),
+        1,
+        "{}",
+        worker.output()
+    );
     assert_eq!(m.manager.stored(job_id).await, None, "never inserted");
     let metrics = worker.get("/metrics").expect("metrics").1;
     assert!(metrics.contains("reason=\"job_not_found\""), "{metrics}");

@@ -106,14 +106,17 @@ async fn the_start_refuses_what_config_check_refuses() {
 }
 
 #[tokio::test]
-async fn the_manager_mode_is_checked_and_its_start_stops_with_one_problem() {
+async fn the_manager_mode_is_checked_and_waits_for_its_mongodb_naming_it_never_its_password() {
     let world = World::new().await;
     let port = free_port();
     let mut env = world.env(port);
     env.remove("DATABASE_URL");
+    env.remove("API_PORT");
     for (name, value) in [
         ("MONGO_URI", "mongodb"),
         ("MONGO_HOST", "127.0.0.1"),
+        // Nothing listens there: the Worker waits for it.
+        ("MONGO_PORT", "1"),
         ("MONGO_NAME", "fetcher-db"),
         ("MONGO_USER", "fetcher"),
         ("MONGO_PASSWORD", "mongo-start-secret"),
@@ -129,18 +132,29 @@ async fn the_manager_mode_is_checked_and_its_start_stops_with_one_problem() {
     );
 
     let mut worker = WorkerProcess::spawn(env, port);
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let readyz = loop {
+        if let Some((503, body)) = worker.get("/readyz") {
+            if body.contains("\"mongodb\"") {
+                break body;
+            }
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "/readyz never named mongodb; output:\n{}",
+            worker.output()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert!(!readyz.contains("postgres"), "{readyz}");
+    worker.signal("TERM");
     assert_eq!(
         worker.wait_exit(Duration::from_secs(30)).await,
-        Some(1),
+        Some(0),
         "{}",
         worker.output()
     );
-    worker
-        .wait_for_lines("the stop's message", 1, Duration::from_secs(10), |line| {
-            line.contains("the Manager mode's job store is not wired yet in this version")
-        })
-        .await;
-    for output in [&checked, &worker.output()] {
+    for output in [&checked, &worker.output(), &readyz] {
         assert!(!output.contains("mongo-start-secret"), "{output}");
     }
     world.cleanup().await;
