@@ -69,7 +69,10 @@ impl ManagerStore {
             let worker = seen.worker();
             let stored = |key: &str| worker.get_str(key).ok().map(str::to_owned);
             let texts = Texts {
-                request_id: stored(field::REQUEST_ID).or(request.request_id.map(str::to_owned)),
+                request_id: request
+                    .request_id
+                    .map(str::to_owned)
+                    .or(stored(field::REQUEST_ID)),
                 source: request.source,
                 comment: request
                     .comment
