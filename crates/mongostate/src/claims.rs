@@ -47,14 +47,18 @@ impl ManagerStore {
                 return Ok(Txn::Abort(Claim::OtherTenant));
             }
             let status = seen.state.status;
-            if !matches!(status, JobStatus::Pending | JobStatus::Processing) {
+            let running = matches!(
+                status,
+                JobStatus::Processing | JobStatus::CancellationInProgress
+            );
+            if !running && status != JobStatus::Pending {
                 let event_published = self.event_published(session, &seen).await?;
                 return Ok(Txn::Abort(Claim::Terminal {
                     status,
                     event_published,
                 }));
             }
-            if status == JobStatus::Processing {
+            if running {
                 match seen.lease_expires_at {
                     Some(until) if until > now => {
                         return Ok(Txn::Abort(Claim::Busy {
@@ -173,23 +177,50 @@ impl ManagerStore {
         Ok(row.is_none_or(|row| row.get_str("status").ok() == Some(RowStatus::Published.as_str())))
     }
 
-    /// Extends `owner`'s lease while it holds the job; [`Lease::Lost`] once it does not.
+    /// Extends `owner`'s lease while it holds the job; [`Lease::Canceling`] while a cancel of
+    /// it is in progress (the Manager mode has no `NOTIFY`: besides the API's own replica,
+    /// which wakes its run at once, this is how a run learns of its cancel, within a third of
+    /// a lease); [`Lease::Lost`] once it does not hold the job.
     pub async fn renew_lease(
         &self,
         job_id: Uuid,
         owner: &str,
         lease: Duration,
     ) -> Result<Lease, OutboxError> {
+        const STEP: &str = "renewing a job lease";
         let until = Utc::now() + chrono_duration(lease);
-        let held = self
-            .held_update(
-                job_id,
-                owner,
-                doc! {worker_key(field::LEASE_EXPIRES_AT): bson_time(until)},
-                "renewing a job lease",
+        let renewed = self
+            .store()
+            .jobs()
+            .find_one_and_update(
+                held(
+                    job_id,
+                    owner,
+                    &[JobStatus::Processing, JobStatus::CancellationInProgress],
+                ),
+                doc! {
+                    "$set": {worker_key(field::LEASE_EXPIRES_AT): bson_time(until)},
+                    "$inc": {VERSION: 1_i64},
+                },
             )
-            .await?;
-        Ok(if held { Lease::Held } else { Lease::Lost })
+            .projection(doc! {crate::jobs::WORKER_FIELD: 1})
+            .await
+            .map_err(|e| unavailable(STEP, &e))?;
+        let Some(worker) = renewed
+            .as_ref()
+            .and_then(|d| d.get_document(crate::jobs::WORKER_FIELD).ok())
+        else {
+            return Ok(Lease::Lost);
+        };
+        let canceling =
+            worker.get_str(field::STATE).ok() == Some(JobStatus::CancellationInProgress.as_str());
+        Ok(if canceling {
+            Lease::Canceling {
+                force: worker.get_bool(field::FORCE).unwrap_or(false),
+            }
+        } else {
+            Lease::Held
+        })
     }
 
     /// Ends `owner`'s lease now, so the job's next delivery takes it at once.
@@ -215,12 +246,7 @@ impl ManagerStore {
             .store()
             .jobs()
             .update_one(
-                doc! {
-                    "_id": binary_id(job_id),
-                    "status": ManagerStatus::Processing.as_str(),
-                    worker_key(field::STATE): JobStatus::Processing.as_str(),
-                    worker_key(field::OWNER): owner,
-                },
+                held(job_id, owner, &[JobStatus::Processing]),
                 doc! {"$set": set, "$inc": {VERSION: 1_i64}},
             )
             .await
@@ -271,7 +297,10 @@ impl ManagerStore {
             .jobs()
             .find(doc! {
                 "status": ManagerStatus::Processing.as_str(),
-                worker_key(field::STATE): JobStatus::Processing.as_str(),
+                worker_key(field::STATE): {"$in": [
+                    JobStatus::Processing.as_str(),
+                    JobStatus::CancellationInProgress.as_str(),
+                ]},
                 worker_key(field::LEASE_EXPIRES_AT): {"$lte": bson_time(before)},
             })
             .sort(doc! {worker_key(field::LEASE_EXPIRES_AT): 1})
@@ -297,11 +326,22 @@ impl ManagerStore {
                 owner: seen.owner.clone(),
                 attempts: worker.get_i32(field::ATTEMPTS).unwrap_or(0),
                 lease_expires_at,
-                canceling: false,
+                canceling: seen.state.status == JobStatus::CancellationInProgress,
                 tenant_id: seen.tenant,
             });
         }
         Ok(expired)
+    }
+}
+
+/// The job while `owner` holds it in one of `states` (the Manager sees it `processing`).
+fn held(job_id: Uuid, owner: &str, states: &[JobStatus]) -> Document {
+    let states: Vec<&str> = states.iter().map(|s| s.as_str()).collect();
+    doc! {
+        "_id": binary_id(job_id),
+        "status": ManagerStatus::Processing.as_str(),
+        worker_key(field::STATE): {"$in": states},
+        worker_key(field::OWNER): owner,
     }
 }
 

@@ -105,6 +105,16 @@ pub(crate) fn ended_event(
     execution: &Document,
     events: &ExecutionEvents<'_>,
 ) -> Result<Option<OutboundEvent>, Error> {
+    event_of(job_id, execution, None, events)
+}
+
+/// The `job.execution.<operation>` event of an execution: `operation`, or (`None`) its end's.
+pub(crate) fn event_of(
+    job_id: Uuid,
+    execution: &Document,
+    operation: Option<Operation>,
+    events: &ExecutionEvents<'_>,
+) -> Result<Option<OutboundEvent>, Error> {
     let invalid = |reason: String| Error::InvalidWrite {
         what: "an execution's event",
         reason,
@@ -114,7 +124,7 @@ pub(crate) fn ended_event(
         .unwrap_or_default()
         .parse()
         .map_err(|e: contract::lifecycle::UnknownStatus| invalid(e.to_string()))?;
-    let Some(operation) = Operation::of_execution(status) else {
+    let Some(operation) = operation.or_else(|| Operation::of_execution(status)) else {
         return Ok(None);
     };
     let datasource = execution.get_str("datasource").unwrap_or_default();

@@ -26,9 +26,11 @@
 //!   (`recorded_event`, a redelivery's republish), `sweeps.rs` (objects left, deletions, executions' state),
 //!   `marker_repair.rs` (the terminal-event repairer's markers, §5), `indexes.rs` (the
 //!   outbox's indexes as lib-commons creates them, this Worker's own on `job`, the
-//!   transactions check), `executions.rs` (a job's executions and their events).
+//!   transactions check), `executions.rs` (a job's executions and their events),
+//!   `control.rs` (the control API's cancels and deletes, a cancel's and a deletion's end:
+//!   what the Manager is shown of them), `read_model.rs` (the job as the control API reads it).
 //! - [`worker_outbox`]: this Worker's own outbox collection, `fetcher_worker_outbox`, for the
-//!   events a Go relay would refuse (executions', and cancels' and deletions' when offered).
+//!   events a Go relay would refuse (executions', cancels' and deletions').
 //! - [`outbox_event`]: a `streaming_outbox_events` row as the `outbox::PendingEvent` the
 //!   publisher sends, and a new row leased to its publisher.
 //!
@@ -55,6 +57,7 @@ pub use store::{binary_id, Store, CONNECTION_COLLECTION, JOB_COLLECTION, OUTBOX_
 //   `outbox_envelope`: the version-1 envelope in its `payload`.
 // - `outbox_claim`: the relay's conditional claims (§4.6) and state updates (§4.5).
 mod claims;
+mod control;
 mod error;
 mod executions;
 mod indexes;
@@ -66,6 +69,7 @@ pub mod outbox;
 pub mod outbox_claim;
 mod outbox_envelope;
 pub mod outbox_event;
+mod read_model;
 mod sweeps;
 mod terminal_record;
 mod unpublished;

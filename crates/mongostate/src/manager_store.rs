@@ -71,6 +71,20 @@ pub(crate) mod field {
     /// `{ce_id, outbox_id, tenant_id}`: the terminal event's outbox row, for
     /// `recorded_event` and a redelivery's republish.
     pub const TERMINAL_EVENT: &str = "terminal_event";
+    /// The lifecycle's flags of a cancel or delete ([`contract::lifecycle::JobState`]).
+    pub const CANCEL_REQUESTED: &str = "cancel_requested";
+    pub const FORCE: &str = "force";
+    pub const DELETE_REQUESTED: &str = "delete_requested";
+    /// A cancel's or delete's `comment` and `reasonCode`, as accepted.
+    pub const COMMENT: &str = "comment";
+    pub const REASON_CODE: &str = "reason_code";
+    /// When a cancel was first accepted (a canceled job has one).
+    pub const CANCEL_REQUESTED_AT: &str = "cancel_requested_at";
+    /// When a deletion started, and when it ended.
+    pub const DELETION_STARTED_AT: &str = "deletion_started_at";
+    pub const DELETED_AT: &str = "deleted_at";
+    /// The last write of this Worker's.
+    pub const UPDATED_AT: &str = "updated_at";
 }
 
 /// `fetcher_worker.version`, as a filter or `$inc` path.
@@ -306,15 +320,17 @@ impl Seen {
             ManagerStatus::Failed => JobStatus::Failed,
         };
         let status = match stored_state {
-            Some(state) if manager_status(state) == job.status => state,
+            Some(state) if shown_as(state, job.status) => state,
             _ => from_manager,
         };
-        let flag = |key: &str| worker.get_bool(key).unwrap_or(false);
+        // Flags written with another status than the one read are not this job's any more.
+        let consistent = stored_state == Some(status);
+        let flag = |key: &str| consistent && worker.get_bool(key).unwrap_or(false);
         let state = JobState {
             status,
-            cancel_requested: flag("cancel_requested"),
-            force: flag("force"),
-            delete_requested: flag("delete_requested"),
+            cancel_requested: flag(field::CANCEL_REQUESTED),
+            force: flag(field::FORCE),
+            delete_requested: flag(field::DELETE_REQUESTED),
         };
         let version = match worker.get(field::VERSION) {
             Some(Bson::Int64(n)) => Some(*n),
@@ -351,16 +367,21 @@ impl Seen {
     }
 }
 
-/// The status the Manager is shown for a lifecycle status: a canceled job is `failed` (its
-/// `metadata.error` says canceled), and a job being canceled or deleted keeps its last status.
-pub(crate) fn manager_status(status: JobStatus) -> ManagerStatus {
-    match status {
-        JobStatus::Pending => ManagerStatus::Pending,
-        JobStatus::Processing | JobStatus::CancellationInProgress => ManagerStatus::Processing,
-        JobStatus::Completed => ManagerStatus::Completed,
-        JobStatus::Failed | JobStatus::Canceled => ManagerStatus::Failed,
-        // The Manager has no delete: its last terminal status stays (completed or failed).
-        JobStatus::DeletionInProgress | JobStatus::Deleted => ManagerStatus::Failed,
+/// Whether the Manager's `status` is what it is shown for the lifecycle status `state`: a
+/// canceled job is `failed` (its `metadata.error` says canceled), a job being canceled is still
+/// `processing`, and a job being deleted or deleted keeps its last status (the Manager has no
+/// delete: `completed`, or `failed` for a failed or canceled one). Anything else means a Go
+/// Worker wrote the job since, and its status is the truth.
+pub(crate) fn shown_as(state: JobStatus, manager: ManagerStatus) -> bool {
+    use ManagerStatus as M;
+    match state {
+        JobStatus::Pending => manager == M::Pending,
+        JobStatus::Processing | JobStatus::CancellationInProgress => manager == M::Processing,
+        JobStatus::Completed => manager == M::Completed,
+        JobStatus::Failed | JobStatus::Canceled => manager == M::Failed,
+        JobStatus::DeletionInProgress | JobStatus::Deleted => {
+            matches!(manager, M::Completed | M::Failed)
+        }
     }
 }
 

@@ -4,9 +4,8 @@
 //!
 //! - Executions' events (`job.execution.*`) go to this Worker's own outbox
 //!   (`worker_outbox`): a Go relay would refuse them in `streaming_outbox_events`.
-//! - Cancels and deletes (the control API) are not offered in the Manager mode yet: nothing
-//!   writes `canceling` or `deleting` state, so [`ManagerStore::deletions_in_progress`] lists
-//!   none.
+//! - Deletions the control API started (`control.rs`) whose object could not be deleted then
+//!   are listed by [`ManagerStore::deletions_in_progress`] for the sweeper.
 
 use std::time::Duration;
 
@@ -23,10 +22,6 @@ use crate::manager_store::{
     field, transaction, unavailable, worker_key, Fail, ManagerStore, Seen, Txn, VERSION,
 };
 use crate::worker_outbox;
-
-/// When a deletion started, under `fetcher_worker` (written by a delete, which the Manager mode
-/// does not offer yet).
-const DELETION_STARTED_AT: &str = "deletion_started_at";
 
 impl ManagerStore {
     /// Marks the job's object left: a run stored it after the job ended failed.
@@ -76,7 +71,8 @@ impl ManagerStore {
         .await
     }
 
-    /// Jobs left deleting for more than `grace`: none, while the Manager mode offers no delete.
+    /// Jobs left `deletion_in_progress` for more than `grace` (their object could not be
+    /// deleted then), oldest first, with their tenant: the repair pass deletes them again.
     pub async fn deletions_in_progress(
         &self,
         grace: Duration,
@@ -85,9 +81,9 @@ impl ManagerStore {
         self.listed(
             doc! {
                 worker_key(field::STATE): "deletion_in_progress",
-                worker_key(DELETION_STARTED_AT): {"$lte": bson_time(Utc::now() - chrono_duration(grace))},
+                worker_key(field::DELETION_STARTED_AT): {"$lte": bson_time(Utc::now() - chrono_duration(grace))},
             },
-            worker_key(DELETION_STARTED_AT),
+            worker_key(field::DELETION_STARTED_AT),
             limit,
             "listing deletions in progress",
         )
@@ -147,8 +143,13 @@ impl ManagerStore {
                 return Ok(Txn::Abort(Vec::new()));
             };
             let seen = Seen::of(job)?;
+            // A run being canceled gracefully still reports its running datasources.
             if seen.owner.as_deref() != Some(owner)
-                || seen.state.status != contract::lifecycle::JobStatus::Processing
+                || !matches!(
+                    seen.state.status,
+                    contract::lifecycle::JobStatus::Processing
+                        | contract::lifecycle::JobStatus::CancellationInProgress
+                )
             {
                 return Ok(Txn::Abort(Vec::new()));
             }

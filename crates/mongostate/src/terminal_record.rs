@@ -17,11 +17,13 @@ use contract::lifecycle::{self, Event, JobStatus, Refusal, Step};
 use mongodb::bson::{doc, Bson, Document};
 use mongodb::ClientSession;
 use outbox::{
-    ExecutionEvents, ExecutionReport, OutboxError, Recorded, RowId, TerminalOutcome, TerminalRecord,
+    Controlled, ExecutionEvents, ExecutionReport, OutboxError, Recorded, RowId, TerminalOutcome,
+    TerminalRecord,
 };
 use uuid::Uuid;
 
 use crate::binary_id;
+use crate::control::Texts;
 use crate::executions;
 use crate::jobs::{bson_time, ManagerStatus, MARKER_PAYLOAD, MARKER_PENDING, MARKER_STATUS};
 use crate::manager_store::{
@@ -91,13 +93,34 @@ impl ManagerStore {
                 }
                 Err(_) => return Ok(Txn::Abort(Recorded::LostClaim)),
                 Ok(_) if !entitled => return Ok(Txn::Abort(Recorded::LostClaim)),
-                // This Worker writes no cancel in the Manager's documents, so no cancel can win.
+                // The job's cancel wins over the outcome: it is ended instead, in this
+                // transaction, as a control request's end of it would.
                 Ok(transition) if transition.events.contains(&Event::Canceled) => {
-                    return Err(Fail::Outbox(OutboxError::Corrupt {
-                        step: STEP,
-                        detail: "the job carries a cancel, which the Manager mode never writes"
-                            .to_owned(),
-                    }))
+                    let worker = seen.worker();
+                    let stored = |key: &str| worker.get_str(key).ok().map(str::to_owned);
+                    let texts = Texts {
+                        request_id: stored(field::REQUEST_ID)
+                            .or_else(|| record.event.request_id.clone()),
+                        source: &record.event.attributes.source,
+                        comment: stored(field::COMMENT),
+                        reason_code: stored(field::REASON_CODE),
+                        result_deleted: false,
+                        publisher: record.publisher,
+                        lease: record.lease,
+                        executions: record.executions,
+                    };
+                    return match self.apply(session, &seen, transition, &texts).await? {
+                        Controlled::Done {
+                            transition,
+                            events,
+                            canceled,
+                        } => Ok(Txn::Commit(Recorded::Canceled {
+                            transition,
+                            events,
+                            canceled,
+                        })),
+                        Controlled::Refused(_) => Ok(Txn::Abort(Recorded::LostClaim)),
+                    };
                 }
                 Ok(transition) if transition.to.status.as_str() == status.as_str() => {}
                 Ok(transition) => {

@@ -1,9 +1,9 @@
 //! This Worker's own outbox in the Manager's database, [`WORKER_OUTBOX_COLLECTION`], for the
 //! events a Go relay would refuse: every event but a job's `job.completed` / `job.failed`
-//! (executions' events, and the lifecycle's cancel and delete events once the Manager mode
-//! offers them). lib-commons' dispatcher claims every row of `streaming_outbox_events`
-//! whatever its type and makes what it cannot route `INVALID` (UPSTREAM-MANAGER §4.5, §6.2),
-//! so these rows never go there; no Go code reads this collection.
+//! (executions' events, and the lifecycle's cancel and delete events). lib-commons'
+//! dispatcher claims every row of `streaming_outbox_events` whatever its type and makes what it
+//! cannot route `INVALID` (UPSTREAM-MANAGER §4.5, §6.2), so these rows never go there; no Go
+//! code reads this collection.
 //!
 //! A row is the PostgreSQL outbox's row in BSON: the event's `ce_id` (one row per event), its
 //! CloudEvent attributes and body bytes as recorded, and a lease (`leased_by`, `lease_until`)

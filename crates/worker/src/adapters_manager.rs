@@ -1,10 +1,6 @@
 //! The job core's ports in the Manager mode: the state and the outbox in the Manager's MongoDB
 //! (`mongostate::ManagerStore`), events through `repairer::ManagerRelay`; the bucket and the
 //! engine as in [`crate::adapters`]. Each method forwards; the obligations are the crates'.
-//!
-//! Cancels and deletes are not offered in the Manager mode (its control API has neither):
-//! nothing writes their states, so the core never reaches `end_cancel` or `object_deleted`
-//! here, and both refuse with an error that says so rather than pretend.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -32,14 +28,6 @@ pub fn manager_ports(
         objects: Arc::new(objects),
         events: Arc::new(ManagerEvents(repairer::ManagerRelay::new(store, publisher))),
         extractor: Arc::new(engine),
-    }
-}
-
-/// Why a cancel or delete step is refused in the Manager mode.
-fn not_offered(step: &'static str) -> OutboxError {
-    OutboxError::InvalidArgument {
-        step,
-        detail: "cancels and deletes are not offered in the Manager mode".to_owned(),
     }
 }
 
@@ -97,19 +85,19 @@ impl JobStore for ManagerStore {
         ManagerStore::lease_unpublished(self, job_id, owner, lease).await
     }
 
-    async fn end_cancel(&self, _request: &EndCancel<'_>) -> Result<Controlled, OutboxError> {
-        Err(not_offered("ending a cancel"))
+    async fn end_cancel(&self, request: &EndCancel<'_>) -> Result<Controlled, OutboxError> {
+        ManagerStore::end_cancel(self, request).await
     }
 
     async fn object_deleted(
         &self,
-        _job_id: Uuid,
-        _result_deleted: bool,
-        _source: &str,
-        _publisher: &str,
-        _lease: Duration,
+        job_id: Uuid,
+        result_deleted: bool,
+        source: &str,
+        publisher: &str,
+        lease: Duration,
     ) -> Result<Controlled, OutboxError> {
-        Err(not_offered("ending a deletion"))
+        ManagerStore::object_deleted(self, job_id, result_deleted, source, publisher, lease).await
     }
 
     async fn deletions_in_progress(

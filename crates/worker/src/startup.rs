@@ -37,14 +37,14 @@ struct Jobs {
 /// The state backend: where jobs and their events are kept, and what only it runs.
 #[derive(Clone)]
 enum Backend {
-    /// The Worker's PostgreSQL: the control API, its cancel listener, retention and the MQTT
+    /// The Worker's PostgreSQL: the control API's cancel listener, retention and the MQTT
     /// mirror run on it.
     Postgres {
         pool: sqlx::PgPool,
         store: outbox::Store,
     },
     /// The Manager's MongoDB (the Manager mode): jobs in its `job` collection, events in
-    /// lib-streaming's outbox.
+    /// lib-streaming's outbox and this Worker's own; the control API when asked for.
     Manager {
         client: mongodb::Client,
         store: mongostate::ManagerStore,
@@ -114,15 +114,16 @@ impl Application {
             prefetch: settings.amqp.consumers,
             worker_id: settings.jobs.worker_id.clone(),
         };
-        // The control API runs on the PostgreSQL backend only: the settings refuse it in the
-        // Manager mode.
-        let control = match &backend {
-            Backend::Postgres { store, .. } => Some(Arc::new(api::ControlApi {
-                store: store.clone(),
-                core: core.clone(),
-            })),
-            Backend::Manager { .. } => None,
+        // The control API reads and changes jobs where the backend keeps them (in the Manager
+        // mode it is off unless `API_ENABLED=true` is set).
+        let store: Arc<dyn api::ControlStore> = match &backend {
+            Backend::Postgres { store, .. } => Arc::new(store.clone()),
+            Backend::Manager { store, .. } => Arc::new(store.clone()),
         };
+        let control = Some(Arc::new(api::ControlApi {
+            store,
+            core: core.clone(),
+        }));
         let jobs = Jobs {
             core,
             backend,

@@ -3,6 +3,7 @@
 mod connections;
 mod jobs;
 mod manager_claims;
+mod manager_control;
 mod manager_ends;
 mod manager_store;
 mod manager_world;

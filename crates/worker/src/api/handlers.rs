@@ -9,7 +9,7 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use contract::lifecycle::{parse_options, ControlOptions, Refusal, Step};
+use contract::lifecycle::{parse_options, ControlOptions, Refusal, Step, Then};
 use outbox::ControlRequest;
 use serde_json::json;
 use uuid::Uuid;
@@ -274,6 +274,12 @@ async fn control(
     };
     counted("requested");
     tracing::info!(%job_id, status = %committed.transition.to.status, "Control request accepted.");
+    // This replica's run of the job (if it runs it) learns of its cancel at once; another
+    // replica's learns from the PostgreSQL store's NOTIFY, or, in the Manager mode, which has
+    // none, from its next lease renewal.
+    if matches!(committed.transition.then, Then::StopStatements { .. }) {
+        api.core.wake(job_id);
+    }
     after_commit(&api.core, job_id, caller.tenant, &publisher, committed).await;
     document(api, job_id, caller, StatusCode::ACCEPTED).await
 }

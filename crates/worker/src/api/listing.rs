@@ -39,6 +39,13 @@ pub(super) async fn list(
         let body = sized(body)?;
         let caller = authenticate(&api, &headers, &method, signed_path(&uri), "", &body)?;
         let page = Page::parse(uri.query().unwrap_or(""))?;
+        if !api.store.lists_jobs() {
+            return Err(Refused::new(
+                StatusCode::NOT_IMPLEMENTED,
+                "not_offered",
+                "finding jobs is not offered in the Manager mode (STATE_BACKEND mongodb)",
+            ));
+        }
         let query = JobQuery {
             tenant: caller.tenant,
             status: page.status.map(JobStatus::as_str),

@@ -6,14 +6,19 @@
 //!
 //! - `auth.rs`: size and signature, before anything else.
 //! - `document.rs`: the job document.
-//! - `handlers.rs`: the routes on one job (bodies read by `contract::lifecycle::parse_options`); what a request changes is [`outbox::Store::control`]'s.
+//! - `handlers.rs`: the routes on one job (bodies read by `contract::lifecycle::parse_options`); what a request changes is [`ControlStore::control`]'s.
 //! - `listing.rs`: finding jobs, its query parameters checked; `cursor.rs`: its page cursor.
+//! - `store.rs`: [`ControlStore`], the API's port on either state backend (PostgreSQL, or the
+//!   Manager's MongoDB, where finding jobs is not offered).
 
 mod auth;
 mod cursor;
 mod document;
 mod handlers;
 mod listing;
+mod store;
+
+pub use store::ControlStore;
 
 use std::sync::Arc;
 
@@ -27,7 +32,7 @@ pub const MAX_BODY_BYTES: usize = 16 << 10;
 
 /// What the control API answers from and changes.
 pub struct ControlApi {
-    pub store: outbox::Store,
+    pub store: Arc<dyn ControlStore>,
     /// The job core: its settings (keys, signature policy, source, lease) are the API's; it
     /// publishes the events of a request and deletes a job's object.
     pub core: Arc<JobCore>,

@@ -217,7 +217,7 @@ pub(super) fn read(r: &mut Reader<'_>, vars: &BTreeMap<String, String>) -> Optio
     };
     let state = state?;
     if let StateSettings::MongoDb(_) = state.0 {
-        manager_mode_limits(r, &http, &retention, mqtt.is_some());
+        manager_mode_limits(r, &retention, mqtt.is_some());
     }
     let settings = Settings {
         keys: keys?,
@@ -247,22 +247,15 @@ fn manager_mode(state: &Option<(StateSettings, StateChoice)>) -> bool {
 
 /// What the Manager mode does not run in this version, each a problem naming its variable:
 /// started anyway, it would answer or publish from a state nobody writes. The control API is
-/// off by default there (the Manager's `GET` is the authority, and upstream's Worker has none).
-fn manager_mode_limits(
-    r: &mut Reader<'_>,
-    http: &HttpSettings,
-    retention: &RetentionSettings,
-    mirror: bool,
-) {
+/// off by default there (the Manager's `GET` is the authority, and upstream's Worker has none)
+/// and served when `API_ENABLED=true` asks for it.
+fn manager_mode_limits(r: &mut Reader<'_>, retention: &RetentionSettings, mirror: bool) {
     let not_yet = |what: &str, variable: &str| {
         format!(
             "{variable} is set, but {what} is not available in the Manager mode (STATE_BACKEND \
              mongodb) in this version: unset {variable}, or run with the PostgreSQL backend"
         )
     };
-    if http.api_port.is_some() {
-        r.problem(not_yet("the control API", "API_ENABLED"));
-    }
     if retention.results.is_some() {
         r.problem(not_yet("result retention", "RESULT_RETENTION_DAYS"));
     }

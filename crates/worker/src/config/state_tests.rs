@@ -296,14 +296,19 @@ fn config_check_reports_a_backend_state_backend_chose() {
 }
 
 #[test]
-fn the_manager_mode_runs_no_control_api_unless_asked_and_refuses_what_it_lacks() {
+fn the_manager_mode_serves_the_control_api_only_when_asked_and_refuses_what_it_lacks() {
     let settings = Settings::from_vars(manager_mode(&[])).expect("valid");
     assert_eq!(
         settings.http.api_port, None,
         "the Manager's GET is the authority; upstream's Worker has no control API"
     );
-    for (name, value) in [
+    let asked = Settings::from_vars(manager_mode(&[
         ("API_ENABLED", "true"),
+        ("API_PORT", "4100"),
+    ]))
+    .expect("the control API is served in the Manager mode when asked for");
+    assert_eq!(asked.http.api_port, Some(4100));
+    for (name, value) in [
         ("RESULT_RETENTION_DAYS", "30"),
         ("JOB_RETENTION_DAYS", "90"),
         ("MQTT_URL", "mqtt://broker.internal:1883"),

@@ -236,7 +236,7 @@ pub(super) const VARIABLES: &[Variable] = &[
     ),
     var("HEALTH_BIND", Value("0.0.0.0"), "the health server's address (all interfaces, so probes from outside the pod reach it; `127.0.0.1` keeps it local)"),
     num(&number::HEALTH_PORT, "health and metrics server: at most 64 connections at once and 16 from one client address (more are closed on accept), request headers within 5 s, answers within 10 s, connections closed after 60 s; `/readyz` runs its checks at most once per 1.5 s however many probes ask"),
-    var("API_ENABLED", Value("true"), "serve the control API (below); `false` turns it off. In the Manager mode (`STATE_BACKEND` mongodb) it is off, and setting it is a problem in this version: the Manager's `GET` is the authority over a job there"),
+    var("API_ENABLED", Value("true"), "serve the control API (below); `false` turns it off. In the Manager mode (`STATE_BACKEND` mongodb) it is off unless set to `true` (the Manager's `GET` stays the authority there; the API adds cancel, delete and the lifecycle's view of a job, not finding jobs)"),
     num(&number::API_PORT, "the control API's port, on `HEALTH_BIND`, a listener of its own with the health server's connection limits; must differ from `HEALTH_PORT`"),
     num(&number::READYZ_DRAIN_DELAY_SEC, "after SIGTERM, `/readyz` says 503 this long before consuming stops (upstream maps a negative value to 1 s, this Worker to the default)"),
     num(&number::SHUTDOWN_GRACE_SEC, "how long in-flight jobs get to finish during the drain"),

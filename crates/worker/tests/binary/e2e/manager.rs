@@ -11,17 +11,17 @@ use testkit::manager::{Manager, NewJob, MARKER_KEYS};
 use testkit::mongo::MongoDb;
 use uuid::Uuid;
 
-use crate::harness::{publish, signed, work_route, Listener, WorkerProcess, World};
+use crate::harness::{publish, signed, work_route, ControlClient, Listener, WorkerProcess, World};
 
 /// A world whose Worker runs in the Manager mode, and the Manager beside it.
-struct ManagerWorld {
-    world: World,
-    mongo: MongoDb,
-    manager: Manager,
+pub(super) struct ManagerWorld {
+    pub world: World,
+    pub mongo: MongoDb,
+    pub manager: Manager,
 }
 
 impl ManagerWorld {
-    async fn new() -> ManagerWorld {
+    pub async fn new() -> ManagerWorld {
         let world = World::new().await;
         let mongo = MongoDb::create().await;
         let manager = Manager::new(mongo.db());
@@ -54,15 +54,43 @@ impl ManagerWorld {
         env
     }
 
-    async fn start_worker(&self) -> WorkerProcess {
+    pub async fn start_worker(&self) -> WorkerProcess {
         let port = crate::harness::free_port();
         let worker = WorkerProcess::spawn(self.env(port), port);
         worker.wait_ready(Duration::from_secs(60)).await;
         worker
     }
 
+    /// A Worker with the control API, asked for explicitly (`API_ENABLED=true`), and its client.
+    pub async fn start_worker_with_api(&self) -> (WorkerProcess, ControlClient) {
+        let port = crate::harness::free_port();
+        let api_port = crate::harness::free_port();
+        let mut env = self.env(port);
+        env.insert("API_ENABLED".to_owned(), "true".to_owned());
+        env.insert("API_PORT".to_owned(), api_port.to_string());
+        let worker = WorkerProcess::spawn(env, port);
+        worker.wait_ready(Duration::from_secs(60)).await;
+        let client = ControlClient {
+            port: api_port,
+            keys: self.world.keys.clone(),
+        };
+        (worker, client)
+    }
+
+    /// The job as the Manager creates it, its message not published yet.
+    pub async fn create(&self, table: &str, fields: &[&str]) -> (Uuid, NewJob) {
+        let field_list: Vec<Bson> = fields.iter().map(|f| Bson::from(*f)).collect();
+        let job = NewJob {
+            mapped_fields: doc! {"src": {table: field_list}},
+            filters: Document::new(),
+            metadata: doc! {"source": "e2e", "correlationId": &self.world.id},
+        };
+        let job_id = self.manager.create_job(&job).await.expect("create the job");
+        (job_id, job)
+    }
+
     /// Creates the job as the Manager does, then publishes its signed message.
-    async fn submit(&self, table: &str, fields: &[&str]) -> (Uuid, NewJob) {
+    pub async fn submit(&self, table: &str, fields: &[&str]) -> (Uuid, NewJob) {
         self.submit_on("src", table, fields).await
     }
 
@@ -85,7 +113,7 @@ impl ManagerWorld {
         (job_id, job)
     }
 
-    async fn cleanup(self) {
+    pub async fn cleanup(self) {
         self.mongo.drop().await;
         self.world.cleanup().await;
     }

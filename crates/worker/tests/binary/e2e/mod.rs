@@ -13,6 +13,7 @@ mod failures;
 mod find_jobs;
 mod lifecycle;
 mod manager;
+mod manager_control;
 mod mirror;
 mod provisioned;
 mod requeues;
