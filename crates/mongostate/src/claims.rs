@@ -133,15 +133,7 @@ impl ManagerStore {
                 "$unset": {"completed_at": ""},
                 "$inc": {VERSION: 1_i64},
             };
-            let done = self
-                .store()
-                .jobs()
-                .update_one(seen.unchanged(), update)
-                .session(&mut *session)
-                .await?;
-            if done.matched_count != 1 {
-                return Err(Fail::Conflict);
-            }
+            self.write_as_seen(&mut *session, &seen, update).await?;
             Ok(Txn::Commit(Claim::Acquired {
                 attempt: attempts.unsigned_abs(),
                 running_for: (now - first_started_at).to_std().unwrap_or_default(),

@@ -260,15 +260,7 @@ impl ManagerStore {
         if !unset.is_empty() {
             update.insert("$unset", unset);
         }
-        let done = self
-            .store()
-            .jobs()
-            .update_one(seen.unchanged(), update)
-            .session(&mut *session)
-            .await?;
-        if done.matched_count != 1 {
-            return Err(Fail::Conflict);
-        }
+        self.write_as_seen(&mut *session, seen, update).await?;
         let execution_events = ExecutionEvents {
             tenant: seen.tenant.as_deref(),
             request_id: texts.request_id.as_deref(),

@@ -197,6 +197,26 @@ impl ManagerStore {
     }
 
     /// The job document `id`, read in `session`'s transaction; `None` when the Manager has none.
+    /// Writes `update` on the job as `seen` read it, in `session`: [`Fail::Conflict`] (the
+    /// transaction runs again from its read) when another writer changed it meanwhile.
+    pub(crate) async fn write_as_seen(
+        &self,
+        session: &mut ClientSession,
+        seen: &Seen,
+        update: Document,
+    ) -> Result<(), Fail> {
+        let done = self
+            .store
+            .jobs()
+            .update_one(seen.unchanged(), update)
+            .session(session)
+            .await?;
+        if done.matched_count != 1 {
+            return Err(Fail::Conflict);
+        }
+        Ok(())
+    }
+
     pub(crate) async fn read_job(
         &self,
         session: &mut ClientSession,

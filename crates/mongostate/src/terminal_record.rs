@@ -164,15 +164,7 @@ impl ManagerStore {
             if let Ok(set) = update.get_document_mut("$set") {
                 set.insert(worker_key(field::EXECUTIONS), executions);
             }
-            let done = self
-                .store()
-                .jobs()
-                .update_one(seen.unchanged(), update)
-                .session(&mut *session)
-                .await?;
-            if done.matched_count != 1 {
-                return Err(Fail::Conflict);
-            }
+            self.write_as_seen(&mut *session, &seen, update).await?;
             let written = self
                 .execution_events(session, record.job_id, &ended, &events)
                 .await?;
