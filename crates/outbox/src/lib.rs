@@ -14,7 +14,10 @@
 //!   reads it.
 //! - `listing.rs`: [`Store::list_jobs`] (a page of a tenant's jobs, by keyset) and
 //!   [`Store::executions_of`].
-//! - `terminal.rs`: [`Store::record_terminal`]: terminal state and outbox row together.
+//! - `terminal.rs`: [`Store::record_terminal`]: terminal state and outbox row together;
+//!   [`Store::record_terminal_locked`], the locked-row transaction that answers every case.
+//! - `terminal_claimed.rs`: [`Store::record_terminal_claimed`]: a claimed job's normal end as
+//!   one statement, guarded on the state the lifecycle machine was asked about.
 //! - `control.rs`: [`Store::control`] (cancel, delete) and [`Store::object_deleted`]: the
 //!   lifecycle's state machine applied with its events' outbox rows in one transaction.
 //! - `executions.rs`: [`Store::record_executions`]: a run's executions (lifecycle §1) with the
@@ -57,6 +60,7 @@ mod sink;
 mod stats;
 mod store;
 mod terminal;
+mod terminal_claimed;
 mod transition_ages;
 
 pub use backoff::{backoff, Backoff};

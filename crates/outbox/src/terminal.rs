@@ -116,7 +116,22 @@ impl Store {
     /// Records the end of a job: the terminal status with its result or redacted error, and the
     /// outbox row of its event, in one transaction (contract §5, §8). Either both are committed
     /// or neither is.
+    ///
+    /// On a claimed job's normal path this is one statement
+    /// ([`Store::record_terminal_claimed`]); when that writes nothing, the locked-row
+    /// transaction ([`Store::record_terminal_locked`]) answers.
     pub async fn record_terminal(&self, record: &TerminalRecord<'_>) -> Result<Recorded> {
+        check_event(record, record.outcome.status())?;
+        if let Some(recorded) = self.record_terminal_claimed(record).await? {
+            return Ok(recorded);
+        }
+        self.record_terminal_locked(record).await
+    }
+
+    /// [`Store::record_terminal`] as a transaction under the job's row lock, whatever the
+    /// job's state: the lifecycle machine judges the state read under the lock, and every
+    /// answer of [`Recorded`] comes from here.
+    pub async fn record_terminal_locked(&self, record: &TerminalRecord<'_>) -> Result<Recorded> {
         let status = record.outcome.status();
         check_event(record, status)?;
         let db = |e| OutboxError::sqlx(STEP, e);
@@ -350,16 +365,7 @@ async fn end_with_event(
     tx: &mut Transaction<'static, Postgres>,
     record: &TerminalRecord<'_>,
 ) -> Result<Option<PendingEvent>> {
-    let (path, hmac, size, rows, error) = match &record.outcome {
-        TerminalOutcome::Completed { result } => (
-            Some(result.path.as_str()),
-            Some(result.hmac.as_str()),
-            Some(to_i64("sizeBytes", result.size_bytes)?),
-            Some(to_i64("rowCount", result.row_count)?),
-            None,
-        ),
-        TerminalOutcome::Failed { error } => (None, None, None, None, Some(error.as_str())),
-    };
+    let (path, hmac, size, rows, error, object_left) = ended_fields(record)?;
     let event = record.event;
     let row = sqlx::query(
         "WITH ended AS (
@@ -382,7 +388,7 @@ async fn end_with_event(
     .bind(size)
     .bind(rows)
     .bind(error)
-    .bind(record.leaves_object && matches!(record.outcome, TerminalOutcome::Failed { .. }))
+    .bind(object_left)
     .bind(event.ce_id())
     .bind(event.body.as_slice())
     .bind(Json(&event.attributes))
@@ -395,6 +401,36 @@ async fn end_with_event(
     row.map(|row| leased_event(&row, record.job_id, event.clone()))
         .transpose()
         .map_err(|e| OutboxError::sqlx(STEP, e))
+}
+
+/// The job row's fields of its end: result path, HMAC, size and row count (completed), the
+/// redacted error (failed), and whether an object is left for the sweeper.
+#[allow(clippy::type_complexity)]
+pub(crate) fn ended_fields<'a>(
+    record: &'a TerminalRecord<'_>,
+) -> Result<(
+    Option<&'a str>,
+    Option<&'a str>,
+    Option<i64>,
+    Option<i64>,
+    Option<&'a str>,
+    bool,
+)> {
+    let object_left =
+        record.leaves_object && matches!(record.outcome, TerminalOutcome::Failed { .. });
+    Ok(match &record.outcome {
+        TerminalOutcome::Completed { result } => (
+            Some(result.path.as_str()),
+            Some(result.hmac.as_str()),
+            Some(to_i64("sizeBytes", result.size_bytes)?),
+            Some(to_i64("rowCount", result.row_count)?),
+            None,
+            object_left,
+        ),
+        TerminalOutcome::Failed { error } => {
+            (None, None, None, None, Some(error.as_str()), object_left)
+        }
+    })
 }
 
 fn to_i64(what: &str, value: u64) -> Result<i64> {

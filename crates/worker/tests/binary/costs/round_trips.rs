@@ -31,7 +31,7 @@ use crate::harness::{free_port, Headers, Protocol, StatementCounter, Tally, Worl
 /// Most statements a warm job may make on the state database. Each is a round trip of its own
 /// (sqlx sends no two in one); the pools' pings are on top (reported, not bounded: they follow
 /// which connection each step gets).
-const STATE_STATEMENTS: usize = 9;
+const STATE_STATEMENTS: usize = 4;
 /// Most statements a warm job may make on a one-table source.
 const SOURCE_STATEMENTS: usize = 2;
 
