@@ -222,9 +222,8 @@ impl Reports {
             let rows = i64::try_from(report.row_count).unwrap_or(i64::MAX);
             let attempts = i32::try_from(report.attempts).unwrap_or(i32::MAX);
             if let Some(operation) = Operation::of_execution(report.status) {
-                if started.is_none() {
-                    return None;
-                }
+                // An end without its start keeps the stored one: not known here.
+                started?;
                 let event = execution_event(record, report, operation, started, ended, rows)?;
                 reports.events.push((report.datasource.clone(), event));
             }
@@ -321,4 +320,30 @@ fn inserted(
         outbox_id,
         executions,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The status the statement writes is the machine's answer for the state it guards on, and
+    /// is the outcome's: the machine's table, not the SQL, decides it.
+    #[test]
+    fn the_status_written_is_the_machines_answer_for_the_guarded_state() {
+        for (outcome, step) in [
+            (TerminalStatus::Completed, Step::Completed),
+            (TerminalStatus::Failed, Step::Failed),
+        ] {
+            let transition = lifecycle::step(Some(GUARDED), step).expect("a processing job ends");
+            assert_eq!(machine_answer(outcome), Some(transition.to.status));
+            assert_eq!(transition.to.status.as_str(), outcome.as_str());
+            assert!(!transition.events.contains(&Event::Canceled));
+        }
+    }
+
+    #[test]
+    fn times_are_kept_to_the_microsecond() {
+        let time = DateTime::from_timestamp(1_700_000_000, 123_456_789).expect("a time");
+        assert_eq!(stored_time(time).timestamp_subsec_nanos(), 123_456_000);
+    }
 }

@@ -11,3 +11,4 @@ mod relay;
 mod retention;
 mod support;
 mod terminal;
+mod terminal_claimed;
