@@ -106,3 +106,41 @@ fn cpu_seconds_per_gib_of_ghash_gcm_and_seal_stream() {
         seal_cost(false),
     );
 }
+
+/// Seals 64 MiB through [`SealStream`] in 64 KiB pieces: the workload whose instructions
+/// callgrind counts (BENCHMARKS.md), one test per GHASH so each run counts one path.
+fn seal_64_mib(mut stream: SealStream) -> usize {
+    let row = br#"{"account_id":18000000000000007919,"amount":"7331.01","memo":"ok"},"#;
+    let piece: Vec<u8> = row.iter().copied().cycle().take(PIECE).collect();
+    let mut text = Vec::with_capacity(PIECE / 3 * 4 + 8);
+    let mut total = 0;
+    for _ in 0..(64 << 20) / PIECE {
+        stream.update(&piece, &mut text).expect("within the limit");
+        total += black_box(&text).len();
+        text.clear();
+    }
+    stream.finish(&mut text);
+    total + text.len()
+}
+
+#[test]
+#[ignore = "a workload for callgrind; see BENCHMARKS.md"]
+fn callgrind_seal_64_mib_portable() {
+    let stream = SealStream::portable(&CipherKey::from_bytes([0x5c; 32]), [7; 12]);
+    assert_eq!(seal_64_mib(stream) as u64, SealStream::sealed_len(64 << 20));
+}
+
+#[test]
+#[ignore = "a workload for callgrind; see BENCHMARKS.md"]
+fn callgrind_seal_64_mib_fast() {
+    #[cfg(target_arch = "x86_64")]
+    assert!(
+        matches!(
+            crate::gcm::Ghash::new(&[0; 16]),
+            crate::gcm::Ghash::Clmul(_)
+        ),
+        "the CPU (or valgrind's) offers PCLMULQDQ, so the fast path is what is counted"
+    );
+    let stream = SealStream::with_nonce(&CipherKey::from_bytes([0x5c; 32]), [7; 12]);
+    assert_eq!(seal_64_mib(stream) as u64, SealStream::sealed_len(64 << 20));
+}
