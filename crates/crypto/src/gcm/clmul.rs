@@ -107,30 +107,27 @@ fn mul(a: u128, b: u128) -> u128 {
 fn update(powers: &[u128; WIDE], y: u128, blocks: &[u8]) -> u128 {
     // Byte `i` of the result is byte `15 - i` of the block: GCM's order into POLYVAL's.
     let reverse = _mm_set_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-    let load = |block: &[u8]| -> __m128i {
-        debug_assert_eq!(block.len(), BLOCK);
-        // SAFETY: `block` is 16 bytes (a `chunks_exact(16)` item); the load is unaligned.
+    let load = |block: &[u8; BLOCK]| -> __m128i {
+        // SAFETY: `block` is 16 readable bytes by its type; the load is unaligned.
         let raw = unsafe { _mm_loadu_si128(block.as_ptr().cast()) };
         _mm_shuffle_epi8(raw, reverse)
     };
     let h: [__m128i; WIDE] = core::array::from_fn(|i| to_m128(powers[i]));
     let mut y = to_m128(y);
 
-    let mut wide = blocks.chunks_exact(WIDE * BLOCK);
+    // `Clmul::update` checked that nothing is left over.
+    let (blocks, _) = blocks.as_chunks::<BLOCK>();
+    let mut wide = blocks.chunks_exact(WIDE);
     for group in &mut wide {
         let mut sum = Product::zero();
-        let mut blocks = group.chunks_exact(BLOCK);
         // The first block carries `Y` and meets the highest power.
-        let first = blocks
-            .next()
-            .map_or(y, |block| _mm_xor_si128(y, load(block)));
-        sum.add(first, h[WIDE - 1]);
-        for (i, block) in blocks.enumerate() {
-            sum.add(load(block), h[WIDE - 2 - i]);
+        sum.add(_mm_xor_si128(y, load(&group[0])), h[WIDE - 1]);
+        for (i, block) in group.iter().enumerate().skip(1) {
+            sum.add(load(block), h[WIDE - 1 - i]);
         }
         y = sum.reduce();
     }
-    for block in wide.remainder().chunks_exact(BLOCK) {
+    for block in wide.remainder() {
         let mut sum = Product::zero();
         sum.add(_mm_xor_si128(y, load(block)), h[0]);
         y = sum.reduce();
