@@ -7,15 +7,23 @@
 //! from `Ctr32BE` starting at `J0 = nonce || 1`, the tag `GHASH_H(C || len) ^ E_K(J0)` with
 //! `H = E_K(0)`. The tests below prove it byte-equal to `aes-gcm` (NIST vectors and a property
 //! test over random lengths and chunkings).
+//!
+//! GHASH is the costly half, so it has its own module: `hash` picks `clmul`, an eight-block
+//! PCLMULQDQ GHASH, on x86_64 CPUs that have the instruction, and the `ghash` crate elsewhere.
 
 use aes::cipher::{BlockEncrypt as _, KeyInit as _, KeyIvInit as _, StreamCipher as _};
 use aes::Aes256;
-use ghash::universal_hash::UniversalHash as _;
-use ghash::GHash;
 use zeroize::{Zeroize as _, Zeroizing};
+
+pub(crate) use self::hash::Ghash;
 
 use crate::seal::{NONCE_LEN, TAG_LEN};
 use crate::secret::KEY_LEN;
+
+#[cfg(target_arch = "x86_64")]
+#[allow(unsafe_code)] // The CPU instructions; see the module and SECURITY.md.
+mod clmul;
+mod hash;
 
 type Ctr = ctr::Ctr32BE<Aes256>;
 
@@ -35,7 +43,7 @@ pub(crate) struct TooLong;
 /// ciphertext waiting for GHASH.
 pub(crate) struct Gcm {
     ctr: Ctr,
-    ghash: GHash,
+    ghash: Ghash,
     /// `E_K(J0)`, XORed into the final GHASH to make the tag. Wiped on drop, as is `partial`;
     /// the counter and GHASH states wipe themselves only with their `zeroize` features.
     tag_mask: Zeroizing<[u8; BLOCK]>,
@@ -48,10 +56,25 @@ pub(crate) struct Gcm {
 
 impl Gcm {
     pub(crate) fn new(key: &[u8; KEY_LEN], nonce: &[u8; NONCE_LEN]) -> Self {
+        Self::with_ghash(key, nonce, Ghash::new)
+    }
+
+    /// The same cipher on the `ghash` crate's GHASH whatever the CPU, the reference for tests
+    /// and measurements.
+    #[cfg(test)]
+    pub(crate) fn portable(key: &[u8; KEY_LEN], nonce: &[u8; NONCE_LEN]) -> Self {
+        Self::with_ghash(key, nonce, Ghash::portable)
+    }
+
+    fn with_ghash(
+        key: &[u8; KEY_LEN],
+        nonce: &[u8; NONCE_LEN],
+        ghash: fn(&[u8; BLOCK]) -> Ghash,
+    ) -> Self {
         let cipher = Aes256::new(key.into());
-        let mut hash_key = ghash::Key::default();
-        cipher.encrypt_block(&mut hash_key);
-        let ghash = GHash::new(&hash_key);
+        let mut hash_key = [0u8; BLOCK];
+        cipher.encrypt_block((&mut hash_key).into());
+        let ghash = ghash(&hash_key);
         hash_key.zeroize();
 
         let mut j0 = [0u8; BLOCK];
@@ -105,13 +128,13 @@ impl Gcm {
             // GHASH pads the last partial block with zeros; the bytes past `partial_len` are
             // leftovers of an earlier block, so clear them first.
             self.partial[self.partial_len..].fill(0);
-            self.ghash.update(&[(*self.partial).into()]);
+            self.ghash.update(self.partial.as_ref());
         }
         let mut lengths = [0u8; BLOCK];
         // No associated data: the first 8 bytes (its bit length) stay zero.
         lengths[8..].copy_from_slice(&(self.len * 8).to_be_bytes());
-        self.ghash.update(&[lengths.into()]);
-        let mut tag: [u8; TAG_LEN] = self.ghash.finalize().into();
+        self.ghash.update(&lengths);
+        let mut tag: [u8; TAG_LEN] = self.ghash.finalize();
         for (byte, mask) in tag.iter_mut().zip(self.tag_mask.iter()) {
             *byte ^= mask;
         }
@@ -139,14 +162,12 @@ impl Gcm {
             if self.partial_len < BLOCK {
                 return;
             }
-            self.ghash.update(&[(*self.partial).into()]);
+            self.ghash.update(self.partial.as_ref());
             self.partial_len = 0;
         }
         let whole = ciphertext.len() / BLOCK * BLOCK;
         let (blocks, rest) = ciphertext.split_at(whole);
-        // `update_padded` on a whole number of blocks pads nothing: it hashes them as they are,
-        // without copying them into a block array first.
-        self.ghash.update_padded(blocks);
+        self.ghash.update(blocks);
         self.partial[..rest.len()].copy_from_slice(rest);
         self.partial_len = rest.len();
     }
