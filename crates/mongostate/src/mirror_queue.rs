@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use chrono::Utc;
 use mongodb::bson::{doc, Bson, Document};
-use outbox::{PendingEvent, Sink};
+use outbox::{OutboxStats, PendingEvent, Sink};
 use uuid::Uuid;
 
 use crate::claims::chrono_duration;
@@ -86,6 +86,38 @@ pub async fn mark_failed(
         .await
         .map_err(|e| Error::unavailable(&e))?;
     Ok(done.modified_count == 1)
+}
+
+/// The mirror's backlog, as the PostgreSQL mode reports its MQTT rows (`outbox::Store::stats`):
+/// rows not delivered yet, the oldest one's age, and those with a failed publish (a `last_error`;
+/// a delivered row is deleted). The collection holds only undelivered rows, so this reads few.
+pub async fn stats(store: &Store) -> Result<OutboxStats> {
+    let rows = store.mirror_rows();
+    let pending = rows
+        .count_documents(doc! {"published_at": Bson::Null})
+        .await
+        .map_err(|e| Error::unavailable(&e))?;
+    let failing = rows
+        .count_documents(doc! {"published_at": Bson::Null, "last_error": {"$exists": true}})
+        .await
+        .map_err(|e| Error::unavailable(&e))?;
+    let oldest = rows
+        .find_one(doc! {"published_at": Bson::Null})
+        .sort(doc! {"created_at": 1})
+        .await
+        .map_err(|e| Error::unavailable(&e))?
+        .and_then(|row| match row.get("created_at") {
+            Some(Bson::DateTime(at)) => Some(at.timestamp_millis()),
+            _ => None,
+        });
+    let now = Utc::now().timestamp_millis();
+    Ok(OutboxStats {
+        pending: i64::try_from(pending).unwrap_or(i64::MAX),
+        // A row stamped by a clock ahead of this one's is 0 s old, not negative.
+        oldest_unpublished_age: oldest
+            .map(|at| Duration::from_millis(u64::try_from(now - at).unwrap_or(0))),
+        failing: i64::try_from(failing).unwrap_or(i64::MAX),
+    })
 }
 
 /// A mirror row as the MQTT message the publisher sends: its topic, and its payload as the body.

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use mongostate::{mirror_queue, to_outbox, ManagerStore};
-use outbox::{OutboxError, RowId};
+use outbox::{OutboxError, RowId, Sink};
 use publisher::mqtt::MqttPublisher;
 use tokio_util::sync::CancellationToken;
 
@@ -33,6 +33,9 @@ pub struct ManagerMirrorConfig {
     pub grace: Duration,
     /// How long a taken row is this relay's: longer than a batch's publish can take.
     pub lease: Duration,
+    /// How often the backlog's gauges (`fetcher_outbox_*{sink="mqtt"}`) are refreshed. Zero
+    /// means 30 s.
+    pub stats_interval: Duration,
 }
 
 impl ManagerMirrorConfig {
@@ -43,6 +46,7 @@ impl ManagerMirrorConfig {
             batch: 100,
             grace: Duration::ZERO,
             lease: Duration::from_secs(60),
+            stats_interval: Duration::from_secs(30),
         }
     }
 }
@@ -86,10 +90,24 @@ impl ManagerMirror {
         };
         let mut polls = tokio::time::interval(period);
         polls.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let every = if self.config.stats_interval.is_zero() {
+            Duration::from_secs(30)
+        } else {
+            self.config.stats_interval
+        };
+        let mut gauges = tokio::time::interval(every);
+        gauges.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
                 _ = stop.cancelled() => return,
                 _ = polls.tick() => {}
+                _ = gauges.tick() => {
+                    match mirror_queue::stats(self.store.store()).await {
+                        Ok(stats) => stats.record(Sink::Mqtt),
+                        Err(error) => tracing::warn!(sink = "mqtt", error = %error, "Manager mirror backlog not read; the next tick will retry."),
+                    }
+                    continue;
+                }
             }
             if let Err(error) = self.relay_once(&stop).await {
                 tracing::warn!(sink = "mqtt", error = %error, "Manager mirror relay failed; the next poll will retry.");

@@ -131,6 +131,9 @@ async fn mirror_rows_are_leased_backed_off_and_deleted_once_delivered() {
         .await
         .expect("record");
     let rows = store.store();
+    let before = mirror_queue::stats(rows).await.expect("stats");
+    assert_eq!((before.pending, before.failing), (1, 0), "{before:?}");
+    assert!(before.oldest_unpublished_age.is_some());
 
     let taken = mirror_queue::claim_due(rows, "relay-1", Duration::ZERO, LEASE, 10)
         .await
@@ -171,6 +174,8 @@ async fn mirror_rows_are_leased_backed_off_and_deleted_once_delivered() {
     );
     let stored = &mirror_rows(&store, id).await[0];
     assert_eq!(stored.get_str("last_error"), Ok("broker away"));
+    let failing = mirror_queue::stats(rows).await.expect("stats");
+    assert_eq!((failing.pending, failing.failing), (1, 1), "{failing:?}");
     store
         .store()
         .mirror_rows()
@@ -200,6 +205,9 @@ async fn mirror_rows_are_leased_backed_off_and_deleted_once_delivered() {
         1
     );
     assert!(mirror_rows(&store, id).await.is_empty());
+    let after = mirror_queue::stats(rows).await.expect("stats");
+    assert_eq!(after.pending, 0);
+    assert_eq!(after.oldest_unpublished_age, None);
 }
 
 fn record<'a>(
