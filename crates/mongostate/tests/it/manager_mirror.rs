@@ -234,3 +234,96 @@ fn empty() -> &'static Map<String, Value> {
     static EMPTY: std::sync::OnceLock<Map<String, Value>> = std::sync::OnceLock::new();
     EMPTY.get_or_init(Map::new)
 }
+
+#[tokio::test]
+async fn a_cancel_mirrors_each_of_its_events_and_streams_none() {
+    let world = World::new().await;
+    let store = world.store.clone().mirrored(PREFIX);
+    let id = world.job().await;
+    world.claim(id, "owner-a", LEASE).await;
+
+    let controlled = store
+        .control(&outbox::ControlRequest {
+            job_id: id,
+            tenant: None,
+            step: contract::lifecycle::Step::Cancel { force: true },
+            comment: Some("wrong period"),
+            reason_code: Some("OPS_1"),
+            source: SOURCE,
+            request_id: Some("req-api"),
+            publisher: "api-1",
+            lease: LEASE,
+        })
+        .await
+        .expect("the cancel is recorded");
+
+    let outbox::Controlled::Done { events, .. } = controlled else {
+        panic!("refused: {controlled:?}")
+    };
+    assert!(!events.is_empty());
+    // One mirror row per event this Worker recorded, with the same ce-id.
+    let mut recorded: Vec<String> = events.iter().map(|e| e.event.ce_id().to_owned()).collect();
+    let rows = mirror_rows(&store, id).await;
+    let mut mirrored: Vec<String> = rows
+        .iter()
+        .map(|r| r.get_str("ce_id").expect("ce_id").to_owned())
+        .collect();
+    recorded.sort();
+    mirrored.sort();
+    assert_eq!(mirrored, recorded);
+    // A running job's forced cancel: in progress until its run ends it.
+    let job_topic = format!(
+        "{PREFIX}/events/job/{}/cancellation_in_progress",
+        id.as_hyphenated()
+    );
+    assert!(
+        rows.iter()
+            .any(|r| r.get_str("topic") == Ok(job_topic.as_str())),
+        "{rows:?}"
+    );
+    // Nothing of a cancel goes to lib-streaming's collection.
+    assert_eq!(streaming_rows(&store).await, 0);
+}
+
+#[tokio::test]
+async fn a_failed_end_mirrors_its_closed_executions_and_counts_them_in_its_payload() {
+    let world = World::new().await;
+    let store = world.store.clone().mirrored(PREFIX);
+    let id = world.job().await;
+    world.claim(id, "owner-a", LEASE).await;
+    let outcome = failed("the datasource refused the query");
+    let sent = event(id, &outcome);
+    let mut end = record(id, outcome, &sent);
+    end.close = Some(outbox::Close::CANCELED);
+
+    let recorded = store.record_terminal(&end).await.expect("record");
+
+    let Recorded::Inserted { executions, .. } = recorded else {
+        panic!("not recorded: {recorded:?}")
+    };
+    assert_eq!(executions.len(), 1, "the claim queued one execution");
+    let rows = mirror_rows(&store, id).await;
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    let execution = format!(
+        "{PREFIX}/events/jobExecution/{}/canceled",
+        id.as_hyphenated()
+    );
+    assert!(
+        rows.iter()
+            .any(|r| r.get_str("topic") == Ok(execution.as_str())),
+        "{rows:?}"
+    );
+    // A failed job is, to the mirror, a job whose executions all ended: `completed`, with the
+    // execution this transaction closed counted.
+    let job_topic = format!("{PREFIX}/events/job/{}/completed", id.as_hyphenated());
+    let job_row = rows
+        .iter()
+        .find(|r| r.get_str("topic") == Ok(job_topic.as_str()))
+        .unwrap_or_else(|| panic!("no job row: {rows:?}"));
+    let payload: Value =
+        serde_json::from_slice(job_row.get_binary_generic("body").expect("bytes")).expect("JSON");
+    assert_eq!(
+        payload["jobProcessDetails"]["numberOfCanceledThings"], 1,
+        "{payload}"
+    );
+}
