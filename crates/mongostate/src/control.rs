@@ -359,6 +359,7 @@ impl ManagerStore {
             event,
             texts.publisher,
             texts.lease,
+            self.mirror(),
         )
         .await
     }

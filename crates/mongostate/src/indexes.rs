@@ -10,7 +10,8 @@
 //! - The `job` indexes are the Manager's, never created here (§1.3). This Worker's own queries
 //!   on `job` (lapsed leases, objects left) get indexes of its own, named `fetcher_worker_*`
 //!   and partial on its own sub-document, which no Go code reads or names; its own outbox
-//!   (`fetcher_worker_outbox`) gets a unique `ce_id` and the relay's indexes.
+//!   (`fetcher_worker_outbox`) gets a unique `ce_id` and the relay's indexes, and so does the
+//!   MQTT mirror's (`fetcher_worker_mirror`).
 
 use mongodb::bson::{doc, Document};
 use mongodb::options::IndexOptions;
@@ -134,6 +135,33 @@ impl ManagerStore {
         for model in [unique_ce_id, due, by_job] {
             self.store()
                 .worker_rows()
+                .create_index(model)
+                .await
+                .map_err(|e| unavailable(STEP, &e))?;
+        }
+        // The MQTT mirror's rows: one per event, and the relay's due scan. Created whether the
+        // mirror is on or not, so turning it on needs no index build under load.
+        let mirror_ce_id = IndexModel::builder()
+            .keys(doc! {"ce_id": 1})
+            .options(
+                IndexOptions::builder()
+                    .name("fetcher_worker_mirror_ce_id".to_owned())
+                    .unique(true)
+                    .build(),
+            )
+            .build();
+        let mirror_due = IndexModel::builder()
+            .keys(doc! {"next_attempt_at": 1, "id": 1})
+            .options(
+                IndexOptions::builder()
+                    .name("fetcher_worker_mirror_due".to_owned())
+                    .partial_filter_expression(doc! {"published_at": null})
+                    .build(),
+            )
+            .build();
+        for model in [mirror_ce_id, mirror_due] {
+            self.store()
+                .mirror_rows()
                 .create_index(model)
                 .await
                 .map_err(|e| unavailable(STEP, &e))?;

@@ -31,6 +31,9 @@
 //!   what the Manager is shown of them), `read_model.rs` (the job as the control API reads it).
 //! - [`worker_outbox`]: this Worker's own outbox collection, `fetcher_worker_outbox`, for the
 //!   events a Go relay would refuse (executions', cancels' and deletions').
+//! - [`mirror`]: the MQTT mirror's rows, `fetcher_worker_mirror`, written with each event when
+//!   the mirror is on ([`ManagerStore::mirrored`]); [`mirror_queue`]: taken, deleted once
+//!   delivered, backed off, as the PostgreSQL mirror queue's.
 //! - [`outbox_event`]: a `streaming_outbox_events` row as the `outbox::PendingEvent` the
 //!   publisher sends, and a new row leased to its publisher.
 //!
@@ -65,6 +68,8 @@ pub mod job_writes;
 pub mod jobs;
 mod manager_store;
 mod marker_repair;
+pub mod mirror;
+pub mod mirror_queue;
 pub mod outbox;
 pub mod outbox_claim;
 mod outbox_envelope;

@@ -107,11 +107,31 @@ pub struct ManagerConfig {
 pub struct ManagerStore {
     store: Store,
     config: ManagerConfig,
+    /// The MQTT mirror's topic prefix, when the mirror is on (`mirror`).
+    mirror: Option<String>,
 }
 
 impl ManagerStore {
     pub fn new(store: Store, config: ManagerConfig) -> ManagerStore {
-        ManagerStore { store, config }
+        ManagerStore {
+            store,
+            config,
+            mirror: None,
+        }
+    }
+
+    /// The same store with the MQTT mirror on: every event recorded from now on also gets a row
+    /// in `fetcher_worker_mirror` (topics under `prefix`), in its transaction.
+    pub fn mirrored(self, prefix: &str) -> ManagerStore {
+        ManagerStore {
+            mirror: Some(prefix.to_owned()),
+            ..self
+        }
+    }
+
+    /// The mirror's topic prefix, when it is on.
+    pub fn mirror(&self) -> Option<&str> {
+        self.mirror.as_deref()
     }
 
     pub fn store(&self) -> &Store {

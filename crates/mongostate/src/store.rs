@@ -54,6 +54,11 @@ impl Store {
             .collection(crate::worker_outbox::WORKER_OUTBOX_COLLECTION)
     }
 
+    /// The MQTT mirror's rows (`mirror`), beside the jobs.
+    pub fn mirror_rows(&self) -> Collection<Document> {
+        self.jobs.collection(crate::mirror::MIRROR_COLLECTION)
+    }
+
     /// lib-streaming's outbox collection.
     pub fn outbox_rows(&self) -> Collection<Document> {
         self.outbox.collection(OUTBOX_COLLECTION)

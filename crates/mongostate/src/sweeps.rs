@@ -199,6 +199,7 @@ impl ManagerStore {
                 event,
                 events.publisher,
                 events.lease,
+                self.mirror(),
             )
             .await?
             {

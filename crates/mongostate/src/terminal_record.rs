@@ -173,6 +173,14 @@ impl ManagerStore {
                 .insert_one(row)
                 .session(&mut *session)
                 .await?;
+            crate::mirror::record(
+                self.store(),
+                session,
+                self.mirror(),
+                record.job_id,
+                record.event,
+            )
+            .await?;
             clear_marker(self, session, record.job_id).await?;
             Ok(Txn::Commit(Recorded::Inserted {
                 outbox_id: RowId::Uuid(row_id),

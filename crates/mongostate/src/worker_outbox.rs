@@ -14,7 +14,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use contract::event::{CloudEventAttributes, OutboundEvent, TerminalStatus};
 use mongodb::bson::{self, doc, spec::BinarySubtype, Binary, Bson, Document};
-use mongodb::ClientSession;
+use mongodb::{ClientSession, Collection};
 use outbox::{PendingEvent, RowId, Sink};
 use uuid::Uuid;
 
@@ -46,6 +46,7 @@ pub(crate) async fn insert_leased(
     event: OutboundEvent,
     publisher: &str,
     lease: Duration,
+    mirror: Option<&str>,
 ) -> std::result::Result<Option<PendingEvent>, crate::manager_store::Fail> {
     let rows = store.worker_rows();
     let existing = rows
@@ -76,6 +77,7 @@ pub(crate) async fn insert_leased(
         "created_at": bson_time(now),
     };
     rows.insert_one(row).session(&mut *session).await?;
+    crate::mirror::record(store, session, mirror, job_id, &event).await?;
     Ok(Some(PendingEvent {
         id: RowId::Uuid(id),
         job_id,
@@ -104,7 +106,15 @@ pub async fn claim_due(
         "next_attempt_at": {"$lte": bson_time(now)},
         "$or": [{"lease_until": Bson::Null}, {"lease_until": {"$lte": bson_time(now)}}],
     };
-    lease_rows(store, filter, owner, lease, limit).await
+    lease_rows(
+        &store.worker_rows(),
+        filter,
+        owner,
+        lease,
+        limit,
+        pending_event,
+    )
+    .await
 }
 
 /// Leases `job_id`'s unpublished rows to `owner` for `lease`, whatever their age or backoff
@@ -121,17 +131,27 @@ pub async fn claim_for_job(
         "published_at": Bson::Null,
         "$or": [{"lease_until": Bson::Null}, {"lease_until": {"$lte": bson_time(now)}}],
     };
-    lease_rows(store, filter, owner, lease, 1000).await
+    lease_rows(
+        &store.worker_rows(),
+        filter,
+        owner,
+        lease,
+        1000,
+        pending_event,
+    )
+    .await
 }
 
-async fn lease_rows(
-    store: &Store,
+/// Leases the rows of `rows` that `filter` matches (up to `limit`, oldest due first) to `owner`,
+/// each read back by `decode`. Shared with the MQTT mirror's queue (`mirror_queue`).
+pub(crate) async fn lease_rows(
+    rows: &Collection<Document>,
     filter: Document,
     owner: &str,
     lease: Duration,
     limit: i64,
+    decode: fn(&Document) -> Result<PendingEvent>,
 ) -> Result<Vec<PendingEvent>> {
-    let rows = store.worker_rows();
     let mut cursor = rows
         .find(filter)
         .sort(doc! {"next_attempt_at": 1, "id": 1})
@@ -165,7 +185,7 @@ async fn lease_rows(
         if done.modified_count != 1 {
             continue;
         }
-        match pending_event(&row) {
+        match decode(&row) {
             Ok(mut event) => {
                 event.attempts = event.attempts.saturating_add(1);
                 leased.push(event);
@@ -221,7 +241,7 @@ pub async fn mark_failed(
     Ok(done.modified_count == 1)
 }
 
-fn held(id: Uuid, owner: &str) -> Document {
+pub(crate) fn held(id: Uuid, owner: &str) -> Document {
     doc! {
         "id": id.hyphenated().to_string(),
         "published_at": Bson::Null,
@@ -230,7 +250,7 @@ fn held(id: Uuid, owner: &str) -> Document {
 }
 
 /// A row as the event the publisher sends.
-fn pending_event(row: &Document) -> Result<PendingEvent> {
+pub(crate) fn pending_event(row: &Document) -> Result<PendingEvent> {
     let id_text = row.get_str("id").unwrap_or_default().to_owned();
     let corrupt = |reason: &str| Error::UndecodableRow {
         id: id_text.clone(),

@@ -16,17 +16,21 @@
 //! - [`manager`]: the Manager mode's relay ([`ManagerRelay`]) and repairer
 //!   ([`ManagerRepairer`]) over lib-streaming's rows in the Manager's MongoDB, sorting outcomes
 //!   as [`relay`] does.
+//! - [`manager_mirror`]: the Manager mode's MQTT mirror relay ([`ManagerMirror`]) over this
+//!   Worker's own `fetcher_worker_mirror` rows.
 //!
 //! Depends on `outbox`, `mongostate` (the Manager mode's rows) and `publisher` (plus `contract`
 //! for types); knows nothing of jobs' extraction or storage.
 
 pub mod manager;
+pub mod manager_mirror;
 pub mod metrics;
 pub mod relay;
 pub mod repair;
 pub mod sink;
 
 pub use manager::{ManagerPassReport, ManagerRelay, ManagerRepairer, ManagerRepairerConfig};
+pub use manager_mirror::{ManagerMirror, ManagerMirrorConfig, ManagerMirrorReport};
 pub use relay::{relay, RelayReport};
 pub use repair::{PassReport, Repairer, RepairerConfig};
 pub use sink::{Failure, SinkPublisher};

@@ -335,13 +335,17 @@ async fn wire_manager(
         publisher,
         jobs,
     } = services(settings, resolver).await?;
-    let store = mongostate::ManagerStore::new(
+    let mut store = mongostate::ManagerStore::new(
         handle,
         mongostate::ManagerConfig {
             exchange: settings.amqp.events_exchange.clone(),
             source: settings.amqp.cloudevents_source.clone(),
         },
     );
+    // The mirror's rows go in a collection of their own, in each event's transaction.
+    if let Some(mqtt) = &settings.mqtt {
+        store = store.mirrored(&mqtt.topic_prefix);
+    }
     let ports =
         adapters_manager::manager_ports(store.clone(), objects.clone(), publisher.clone(), engine);
     let core = Arc::new(JobCore::new(ports, jobs));
@@ -496,6 +500,14 @@ impl LastRelay for repairer::ManagerRepairer {
     }
 }
 
+impl LastRelay for repairer::ManagerMirror {
+    fn relay_once(&self) -> futures_util::future::BoxFuture<'_, ()> {
+        Box::pin(async move {
+            let _ = self.relay_once(&CancellationToken::new()).await;
+        })
+    }
+}
+
 impl Background {
     fn start(settings: &Settings, jobs: &Jobs, stop: &CancellationToken) -> Background {
         let mut background = Background {
@@ -592,6 +604,20 @@ impl Background {
             move |stop| async move { repairer.run(stop).await }
         });
         self.last_relays.push(repairer);
+        // The mirror's rows (`fetcher_worker_mirror`): relayed at once (no grace: nobody else
+        // publishes them), polled as the PostgreSQL mode polls its MQTT rows.
+        if let Some(mirror) = jobs.mirror.clone() {
+            let mut config =
+                repairer::ManagerMirrorConfig::new(format!("{}/mirror", settings.jobs.worker_id));
+            config.poll = MIRROR_POLL;
+            config.batch = settings.outbox.repair_batch.max(100);
+            let relay = Arc::new(repairer::ManagerMirror::new(store.clone(), mirror, config));
+            self.spawn(stop, {
+                let relay = relay.clone();
+                move |stop| async move { relay.run(stop).await }
+            });
+            self.last_relays.push(relay);
+        }
     }
 
     /// Waits for every loop to stop (`stop` was cancelled), then relays once more.

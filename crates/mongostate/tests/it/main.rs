@@ -5,6 +5,7 @@ mod jobs;
 mod manager_claims;
 mod manager_control;
 mod manager_ends;
+mod manager_mirror;
 mod manager_store;
 mod manager_world;
 mod outbox;

@@ -217,7 +217,7 @@ pub(super) fn read(r: &mut Reader<'_>, vars: &BTreeMap<String, String>) -> Optio
     };
     let state = state?;
     if let StateSettings::MongoDb(_) = state.0 {
-        manager_mode_limits(r, &retention, mqtt.is_some());
+        manager_mode_limits(r, &retention);
     }
     let settings = Settings {
         keys: keys?,
@@ -248,8 +248,9 @@ fn manager_mode(state: &Option<(StateSettings, StateChoice)>) -> bool {
 /// What the Manager mode does not run in this version, each a problem naming its variable:
 /// started anyway, it would answer or publish from a state nobody writes. The control API is
 /// off by default there (the Manager's `GET` is the authority, and upstream's Worker has none)
-/// and served when `API_ENABLED=true` asks for it.
-fn manager_mode_limits(r: &mut Reader<'_>, retention: &RetentionSettings, mirror: bool) {
+/// and served when `API_ENABLED=true` asks for it. The MQTT mirror runs there on a collection of
+/// its own (`fetcher_worker_mirror`).
+fn manager_mode_limits(r: &mut Reader<'_>, retention: &RetentionSettings) {
     let not_yet = |what: &str, variable: &str| {
         format!(
             "{variable} is set, but {what} is not available in the Manager mode (STATE_BACKEND \
@@ -261,9 +262,6 @@ fn manager_mode_limits(r: &mut Reader<'_>, retention: &RetentionSettings, mirror
     }
     if retention.jobs.is_some() {
         r.problem(not_yet("job retention", "JOB_RETENTION_DAYS"));
-    }
-    if mirror {
-        r.problem(not_yet("the MQTT mirror", "MQTT_URL"));
     }
 }
 

@@ -311,7 +311,6 @@ fn the_manager_mode_serves_the_control_api_only_when_asked_and_refuses_what_it_l
     for (name, value) in [
         ("RESULT_RETENTION_DAYS", "30"),
         ("JOB_RETENTION_DAYS", "90"),
-        ("MQTT_URL", "mqtt://broker.internal:1883"),
     ] {
         let error = refused(manager_mode(&[(name, value)]));
         assert_eq!(error.problems.len(), 1, "{name}: {error}");
@@ -322,6 +321,11 @@ fn the_manager_mode_serves_the_control_api_only_when_asked_and_refuses_what_it_l
             "{name}: {problem}"
         );
     }
+    // The MQTT mirror runs in the Manager mode, on a collection of its own.
+    let mirrored =
+        Settings::from_vars(manager_mode(&[("MQTT_URL", "mqtt://broker.internal:1883")]))
+            .expect("the MQTT mirror is served in the Manager mode");
+    assert!(mirrored.mqtt.is_some());
     // The PostgreSQL backend keeps its defaults: the control API on.
     let postgres = Settings::from_vars(minimal()).expect("valid");
     assert!(postgres.http.api_port.is_some());

@@ -35,7 +35,7 @@ impl ManagerWorld {
 
     /// The world's environment with the Manager's MongoDB for the state, as the chart sets it:
     /// no `DATABASE_URL`, no control API.
-    fn env(&self, port: u16) -> BTreeMap<String, String> {
+    pub(super) fn env(&self, port: u16) -> BTreeMap<String, String> {
         let mut env = self.world.env(port);
         env.remove("DATABASE_URL");
         env.remove("API_PORT");

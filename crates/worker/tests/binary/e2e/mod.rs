@@ -14,6 +14,7 @@ mod find_jobs;
 mod lifecycle;
 mod manager;
 mod manager_control;
+mod manager_mirror;
 mod mirror;
 mod provisioned;
 mod requeues;
