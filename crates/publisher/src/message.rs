@@ -51,7 +51,12 @@ pub(crate) fn properties(
     });
 
     let mut headers = FieldTable::default();
-    for (name, value) in event.attributes.headers() {
+    let attributes = &event.attributes;
+    for (name, value) in attributes
+        .headers()
+        .into_iter()
+        .chain(attributes.extension_headers())
+    {
         headers.insert(
             ShortString::from(name),
             AMQPValue::ByteArray(ByteArray::from(value.as_bytes())),

@@ -25,5 +25,6 @@ mod sqlserver;
 mod startup;
 mod streaming;
 mod topology;
+mod traces;
 mod vhost;
 mod world;
