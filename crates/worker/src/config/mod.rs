@@ -20,6 +20,8 @@ mod secret_files;
 mod state_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod traces_tests;
 mod unrecognised;
 mod variables;
 #[cfg(test)]

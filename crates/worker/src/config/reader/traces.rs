@@ -90,9 +90,6 @@ pub(super) fn read(r: &mut Reader<'_>) -> Option<TraceSettings> {
             Vec::new()
         }
     };
-    if service_name.is_empty() {
-        r.problem("OTEL_SERVICE_NAME must not be empty".into());
-    }
     Some(TraceSettings {
         endpoint: endpoint?,
         protocol: protocol?,
