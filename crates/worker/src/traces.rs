@@ -43,8 +43,23 @@ where
         .iter()
         .map(|(name, value)| (name.clone(), value.expose_secret().to_owned()))
         .collect();
+    // http:// and https:// alike, TLS with the system's roots.
+    let connector = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_provider_and_native_roots(std::sync::Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .map_err(|error| {
+            opentelemetry_otlp::ExporterBuildError::InternalFailure(format!(
+                "the system's root certificates could not be read: {error}"
+            ))
+        })?
+        .https_or_http()
+        .enable_http1()
+        .build();
+    let client = opentelemetry_http::hyper::HyperClient::new(connector, EXPORT_TIMEOUT, None);
     let exporter = opentelemetry_otlp::SpanExporter::builder()
         .with_http()
+        .with_http_client(client)
         .with_endpoint(settings.endpoint.clone())
         .with_protocol(match settings.protocol {
             TraceProtocol::Protobuf => Protocol::HttpBinary,

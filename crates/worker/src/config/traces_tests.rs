@@ -78,6 +78,14 @@ fn the_defaults_and_the_standard_variables_decide_the_export() {
         traces.traces.expect("on").endpoint,
         "http://right:9999/custom"
     );
+    let tls = settings(&[
+        ("ENABLE_TELEMETRY", "true"),
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", "https://otlp.example.com"),
+    ]);
+    assert_eq!(
+        tls.traces.expect("on").endpoint,
+        "https://otlp.example.com/v1/traces"
+    );
 }
 
 #[test]
@@ -96,10 +104,16 @@ fn grpc_a_bad_protocol_and_a_bad_url_are_problems_naming_the_variable() {
     ]);
     assert!(bad.contains("OTEL_EXPORTER_OTLP_PROTOCOL must be http/protobuf or http/json"));
     for (url, expected) in [
-        ("collector:4318", "it must be an http:// URL"),
-        ("https://collector:4318", "https is not supported"),
-        ("http://:4318", "must be a URL http://host[:port]"),
-        ("http://collector:99999", "must be a URL http://host[:port]"),
+        ("collector:4318", "it must be an http:// or https:// URL"),
+        (
+            "grpc://collector:4318",
+            "it must be an http:// or https:// URL",
+        ),
+        ("http://:4318", "must be a URL http[s]://host[:port]"),
+        (
+            "https://collector:99999",
+            "must be a URL http[s]://host[:port]",
+        ),
         (
             "http://user:token-secret@collector:4318",
             "no user information",

@@ -250,7 +250,7 @@ pub(super) const VARIABLES: &[Variable] = &[
         Example::Off("true"),
     ),
     example(
-        var("OTEL_EXPORTER_OTLP_ENDPOINT", Unset("`http://localhost:4318`"), "the collector's OTLP/HTTP base URL (`http://` only); `/v1/traces` is appended. Port 4317 (gRPC's) is warned about"),
+        var("OTEL_EXPORTER_OTLP_ENDPOINT", Unset("`http://localhost:4318`"), "the collector's OTLP/HTTP base URL (`http://` or `https://`, TLS with the system's roots); `/v1/traces` is appended. Port 4317 (gRPC's) is warned about"),
         Example::Off("http://otel-collector:4318"),
     ),
     var("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", Unset("from `OTEL_EXPORTER_OTLP_ENDPOINT`"), "the traces URL, used as it is (wins over `OTEL_EXPORTER_OTLP_ENDPOINT`)"),

@@ -99,17 +99,16 @@ pub(super) fn read(r: &mut Reader<'_>) -> Option<TraceSettings> {
     })
 }
 
-/// An endpoint URL: `http://host[:port][/path]`. The general one gets `/v1/traces` appended
+/// An endpoint URL: `http[s]://host[:port][/path]`. The general one gets `/v1/traces` appended
 /// (the specification's rule); the traces one is used as it is. Its value is never repeated.
 fn endpoint(r: &mut Reader<'_>, name: &str, url: &str, general: bool) -> Option<String> {
-    let Some(rest) = url.strip_prefix("http://") else {
-        let why = if url.starts_with("https://") {
-            "https is not supported in this version (the exporter has no TLS client): send to \
-             a local collector over http://"
-        } else {
-            "it must be an http:// URL"
-        };
-        r.problem(format!("{name} cannot be used: {why}"));
+    let Some(rest) = url
+        .strip_prefix("http://")
+        .or_else(|| url.strip_prefix("https://"))
+    else {
+        r.problem(format!(
+            "{name} cannot be used: it must be an http:// or https:// URL"
+        ));
         return None;
     };
     let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
@@ -128,7 +127,7 @@ fn endpoint(r: &mut Reader<'_>, name: &str, url: &str, general: bool) -> Option<
         || url.contains(char::is_whitespace);
     let Some(port) = port.filter(|_| !bad_host) else {
         r.problem(format!(
-            "{name} must be a URL http://host[:port][/path], with a port from 1 to 65535 and \
+            "{name} must be a URL http[s]://host[:port][/path], with a port from 1 to 65535 and \
              no user information (the value is not shown)"
         ));
         return None;
