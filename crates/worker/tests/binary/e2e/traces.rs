@@ -253,3 +253,114 @@ async fn a_malformed_traceparent_never_fails_the_job() {
     drop(worker);
     world.cleanup().await;
 }
+
+/// The span names of every span posted as OTLP/JSON to `/v1/traces`, with their trace ids.
+type JsonSpans = Arc<Mutex<Vec<(String, String)>>>;
+
+async fn receive_json(State(spans): State<JsonSpans>, body: Bytes) -> &'static str {
+    let request: serde_json::Value = serde_json::from_slice(&body).expect("an OTLP JSON request");
+    let mut kept = spans.lock().unwrap();
+    for resource in request["resourceSpans"].as_array().into_iter().flatten() {
+        for scope in resource["scopeSpans"].as_array().into_iter().flatten() {
+            for span in scope["spans"].as_array().into_iter().flatten() {
+                kept.push((
+                    span["traceId"].as_str().unwrap_or_default().to_owned(),
+                    span["name"].as_str().unwrap_or_default().to_owned(),
+                ));
+            }
+        }
+    }
+    ""
+}
+
+#[tokio::test]
+async fn http_json_sends_the_same_trace() {
+    let spans: JsonSpans = Arc::default();
+    let app = axum::Router::new()
+        .route("/v1/traces", post(receive_json))
+        .with_state(spans.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("address");
+    let server = tokio::spawn(async move {
+        axum::serve(listener, app).await.expect("serve");
+    });
+    let world = World::new().await;
+    let worker = world
+        .start_worker_with(vec![
+            ("ENABLE_TELEMETRY".into(), "true".into()),
+            (
+                "OTEL_EXPORTER_OTLP_ENDPOINT".into(),
+                format!("http://{addr}"),
+            ),
+            ("OTEL_EXPORTER_OTLP_PROTOCOL".into(), "http/json".into()),
+        ])
+        .await;
+    let mut events = world.listen().await;
+    let job_id = Uuid::now_v7();
+    world
+        .submit(
+            &world.job_body(job_id, "src", "payments", &["memo", "id", "amount"]),
+            None,
+            &[("traceparent", &format!("00-{TRACE_ID}-{PARENT_SPAN}-01"))],
+        )
+        .await;
+    let event = events.event_for(job_id, Duration::from_secs(30)).await;
+    assert!(event
+        .text("ce-traceparent")
+        .starts_with(&format!("00-{TRACE_ID}-")));
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let names: Vec<String> = spans
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(trace, _)| trace.eq_ignore_ascii_case(TRACE_ID))
+            .map(|(_, name)| name.clone())
+            .collect();
+        if STAGES.iter().all(|stage| names.iter().any(|n| n == stage)) {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "not every stage arrived as JSON: {names:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    server.abort();
+    drop(worker);
+    world.cleanup().await;
+}
+
+#[tokio::test]
+async fn a_collector_that_is_down_never_fails_a_job() {
+    // A port nothing listens on.
+    let closed = crate::harness::free_port();
+    let world = World::new().await;
+    let worker = world
+        .start_worker_with(vec![
+            ("ENABLE_TELEMETRY".into(), "true".into()),
+            (
+                "OTEL_EXPORTER_OTLP_ENDPOINT".into(),
+                format!("http://127.0.0.1:{closed}"),
+            ),
+        ])
+        .await;
+    let mut events = world.listen().await;
+    for _ in 0..3 {
+        let job_id = Uuid::now_v7();
+        world
+            .submit(
+                &world.job_body(job_id, "src", "payments", &["memo", "id", "amount"]),
+                None,
+                &[],
+            )
+            .await;
+        let event = events.event_for(job_id, Duration::from_secs(30)).await;
+        assert_eq!(event.delivery.routing_key.as_str(), "job.completed");
+        assert_eq!(event.text("ce-traceparent").len(), 55);
+    }
+    drop(worker);
+    world.cleanup().await;
+}
