@@ -146,6 +146,24 @@ mod tests {
     }
 
     #[test]
+    fn a_traceparent_is_one_more_ce_header_and_none_adds_nothing() {
+        let mut event = event(None, None);
+        let without = properties(&event, "fetcher.job.events", NOW, &key()).expect("props");
+        assert!(without
+            .headers()
+            .as_ref()
+            .is_some_and(|h| !h.inner().contains_key("ce-traceparent")));
+        let traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+        event.attributes.traceparent = Some(traceparent.to_owned());
+        let with = properties(&event, "fetcher.job.events", NOW, &key()).expect("props");
+        match header(&with, "ce-traceparent") {
+            AMQPValue::ByteArray(bytes) => assert_eq!(bytes.as_slice(), traceparent.as_bytes()),
+            other => panic!("ce-traceparent is not a byte array: {other:?}"),
+        }
+        assert_eq!(with.headers().as_ref().map(|h| h.inner().len()), Some(17));
+    }
+
+    #[test]
     fn properties_are_persistent_json_with_the_ce_id() {
         let event = event(None, None);
         let props = properties(&event, "x", NOW, &key()).expect("props");
