@@ -84,7 +84,13 @@ where
         .with_service_name(settings.service_name.clone())
         .with_attribute(KeyValue::new("service.version", crate::build_info::VERSION))
         .build();
+    // Every job sampled unless its sender's parent says not; pinned, so the SDK's own reading
+    // of OTEL_TRACES_SAMPLER (a variable the Worker does not check) changes nothing.
+    let sampler = opentelemetry_sdk::trace::Sampler::ParentBased(Box::new(
+        opentelemetry_sdk::trace::Sampler::AlwaysOn,
+    ));
     let provider = SdkTracerProvider::builder()
+        .with_sampler(sampler)
         .with_span_processor(processor)
         .with_resource(resource)
         .build();
