@@ -364,3 +364,57 @@ async fn a_collector_that_is_down_never_fails_a_job() {
     drop(worker);
     world.cleanup().await;
 }
+
+#[tokio::test]
+async fn a_parent_not_sampled_gets_no_exported_span() {
+    let receiver = Receiver::start().await;
+    let world = World::new().await;
+    let worker = world
+        .start_worker_with(vec![
+            ("ENABLE_TELEMETRY".into(), "true".into()),
+            (
+                "OTEL_EXPORTER_OTLP_ENDPOINT".into(),
+                format!("http://{}", receiver.addr),
+            ),
+        ])
+        .await;
+    let mut events = world.listen().await;
+    let unsampled_trace = "0af7651916cd43dd8448eb211c80319c";
+    let unsampled = Uuid::now_v7();
+    world
+        .submit(
+            &world.job_body(unsampled, "src", "payments", &["memo", "id", "amount"]),
+            None,
+            &[(
+                "Traceparent",
+                &format!("00-{unsampled_trace}-b7ad6b7169203331-00"),
+            )],
+        )
+        .await;
+    let event = events.event_for(unsampled, Duration::from_secs(30)).await;
+    let carried = event.text("ce-traceparent");
+    assert!(
+        carried.starts_with(&format!("00-{unsampled_trace}-")) && carried.ends_with("-00"),
+        "{carried:?}"
+    );
+    // A sampled job after it: once its spans are in, the first job's would have been too.
+    let sampled = Uuid::now_v7();
+    world
+        .submit(
+            &world.job_body(sampled, "src", "payments", &["memo", "id", "amount"]),
+            None,
+            &[("Traceparent", &format!("00-{TRACE_ID}-{PARENT_SPAN}-01"))],
+        )
+        .await;
+    events.event_for(sampled, Duration::from_secs(30)).await;
+    receiver.wait_for_stages(Duration::from_secs(30)).await;
+    assert!(
+        !receiver
+            .spans()
+            .iter()
+            .any(|span| hex(&span.trace_id) == unsampled_trace),
+        "a span of the unsampled trace was exported"
+    );
+    drop(worker);
+    world.cleanup().await;
+}
