@@ -57,6 +57,7 @@ pub fn pending_event(row: &OutboxRow, request_id: Option<String>) -> Result<Pend
         time: envelope.timestamp,
         subject: envelope.subject,
         tenant: envelope.tenant,
+        traceparent: None,
     };
     if envelope.routing_key != attributes.routing_key() {
         return Err(invalid(

@@ -51,7 +51,12 @@ pub(crate) fn properties(
     });
 
     let mut headers = FieldTable::default();
-    for (name, value) in event.attributes.headers() {
+    let attributes = &event.attributes;
+    for (name, value) in attributes
+        .headers()
+        .into_iter()
+        .chain(attributes.extension_headers())
+    {
         headers.insert(
             ShortString::from(name),
             AMQPValue::ByteArray(ByteArray::from(value.as_bytes())),
@@ -138,6 +143,24 @@ mod tests {
         assert_eq!(text(&props, "signature-version"), b"v1");
         assert_eq!(text(&props, "x-message-signature").len(), 64);
         assert_eq!(props.headers().as_ref().map(|h| h.inner().len()), Some(16));
+    }
+
+    #[test]
+    fn a_traceparent_is_one_more_ce_header_and_none_adds_nothing() {
+        let mut event = event(None, None);
+        let without = properties(&event, "fetcher.job.events", NOW, &key()).expect("props");
+        assert!(without
+            .headers()
+            .as_ref()
+            .is_some_and(|h| !h.inner().contains_key("ce-traceparent")));
+        let traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+        event.attributes.traceparent = Some(traceparent.to_owned());
+        let with = properties(&event, "fetcher.job.events", NOW, &key()).expect("props");
+        match header(&with, "ce-traceparent") {
+            AMQPValue::ByteArray(bytes) => assert_eq!(bytes.as_slice(), traceparent.as_bytes()),
+            other => panic!("ce-traceparent is not a byte array: {other:?}"),
+        }
+        assert_eq!(with.headers().as_ref().map(|h| h.inner().len()), Some(17));
     }
 
     #[test]

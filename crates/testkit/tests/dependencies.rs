@@ -23,6 +23,7 @@ const RULES: &[(&str, &str, &[&str])] = &[
             "aws-sdk-s3",
             "axum",
             "tokio",
+            "opentelemetry",
         ],
     ),
     (
@@ -40,6 +41,7 @@ const RULES: &[(&str, &str, &[&str])] = &[
             "sqlx",
             "aws-sdk-s3",
             "axum",
+            "opentelemetry",
         ],
     ),
     (
@@ -55,6 +57,7 @@ const RULES: &[(&str, &str, &[&str])] = &[
             "aws-sdk-s3",
             "aws-config",
             "axum",
+            "opentelemetry",
         ],
     ),
     (
@@ -70,6 +73,7 @@ const RULES: &[(&str, &str, &[&str])] = &[
             "lapin",
             "sqlx",
             "axum",
+            "opentelemetry",
         ],
     ),
     (
@@ -84,6 +88,7 @@ const RULES: &[(&str, &str, &[&str])] = &[
             "lapin",
             "aws-sdk-s3",
             "axum",
+            "opentelemetry",
         ],
     ),
     (
@@ -98,6 +103,7 @@ const RULES: &[(&str, &str, &[&str])] = &[
             "sqlx",
             "aws-sdk-s3",
             "axum",
+            "opentelemetry",
         ],
     ),
     (
@@ -113,6 +119,7 @@ const RULES: &[(&str, &str, &[&str])] = &[
             "lapin",
             "aws-sdk-s3",
             "axum",
+            "opentelemetry",
         ],
     ),
     (
@@ -120,7 +127,7 @@ const RULES: &[(&str, &str, &[&str])] = &[
         // uses its connection types only; the repairer itself never extracts.
         "repairer",
         "outbox",
-        &["storage", "worker", "aws-sdk-s3", "axum"],
+        &["storage", "worker", "aws-sdk-s3", "axum", "opentelemetry"],
     ),
     (
         "cli",
@@ -134,7 +141,15 @@ const RULES: &[(&str, &str, &[&str])] = &[
             "publisher",
             "repairer",
             "worker",
+            "opentelemetry",
         ],
+    ),
+    (
+        // Traces are the Worker's alone, and go over OTLP/HTTP on the hyper already in the
+        // tree: no gRPC stack, no second HTTP client (and its TLS).
+        "worker",
+        "opentelemetry-otlp",
+        &["tonic", "reqwest", "openssl"],
     ),
 ];
 

@@ -17,7 +17,7 @@
 //! - [`retention`]: deleting old results through the lifecycle, pruning ended jobs' rows.
 //! - [`health`], [`checks`]: `/health`, `/readyz`, `/metrics`; [`http_server`]: the bounded
 //!   listener both servers run on.
-//! - [`metrics`]: metric names and helpers. [`telemetry`]: logs. [`shutdown`]: the signal.
+//! - [`metrics`]: metric names and helpers. [`telemetry`]: logs. [`traces`]: OTLP spans. [`shutdown`]: the signal.
 //!
 //! This crate wires the libraries together; it is the only one that knows every dependency.
 
@@ -41,3 +41,4 @@ pub mod retention;
 pub mod shutdown;
 pub mod startup;
 pub mod telemetry;
+pub mod traces;

@@ -58,7 +58,7 @@ async fn run() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    worker::telemetry::init(&settings.log);
+    let traces = worker::telemetry::init(&settings.log, settings.traces.as_ref());
     for warning in &settings.warnings {
         tracing::warn!(
             warning = %warning,
@@ -79,6 +79,9 @@ async fn run() -> ExitCode {
     let outcome = worker::shutdown::bounded(running, shutdown.clone(), limit)
         .await
         .unwrap_or(Ok(()));
+    if let Some(traces) = traces {
+        traces.flush().await;
+    }
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {

@@ -5,7 +5,10 @@ use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{fmt, EnvFilter};
 
-use crate::config::LogSettings;
+use tracing_subscriber::Layer as _;
+
+use crate::config::{LogSettings, TraceSettings};
+use crate::traces::Traces;
 
 /// lapin logs every message the broker returns (an unroutable event) at WARN with its whole
 /// body and headers: one event body per line for as long as a binding is missing. The Worker
@@ -67,9 +70,11 @@ fn names(level: &str, target: &str) -> bool {
     })
 }
 
-/// Installs the global subscriber. A `LOG_LEVEL` that is not a valid filter falls back to
-/// `info` (and says so), rather than leaving the Worker silent.
-pub fn init(settings: &LogSettings) {
+/// Installs the global subscriber, with the traces' exporter when `traces` is set (the
+/// returned [`Traces`] flushes it at the stop). A `LOG_LEVEL` that is not a valid filter falls
+/// back to `info` (and says so), rather than leaving the Worker silent. `LOG_LEVEL` filters the
+/// log lines only: the traces keep the Worker's spans whatever it says.
+pub fn init(settings: &LogSettings, traces: Option<&TraceSettings>) -> Option<Traces> {
     let (filter, bad_filter) = match filter(&settings.level) {
         Ok(filter) => (filter, false),
         Err(_) => (
@@ -77,14 +82,20 @@ pub fn init(settings: &LogSettings) {
             true,
         ),
     };
-    let registry = tracing_subscriber::registry().with(filter);
+    let (exporter, traces_layer, traces_error) = match traces.map(crate::traces::layer) {
+        Some(Ok((exporter, layer))) => (Some(exporter), Some(layer), None),
+        Some(Err(error)) => (None, None, Some(error)),
+        None => (None, None, None),
+    };
+    let registry = tracing_subscriber::registry().with(traces_layer);
     let installed = if settings.json {
         registry
             .with(
                 fmt::layer()
                     .json()
                     .flatten_event(true)
-                    .with_current_span(true),
+                    .with_current_span(true)
+                    .with_filter(filter),
             )
             .try_init()
     } else {
@@ -92,12 +103,22 @@ pub fn init(settings: &LogSettings) {
         // text.
         let colour = std::io::IsTerminal::is_terminal(&std::io::stdout());
         registry
-            .with(fmt::layer().with_target(false).with_ansi(colour))
+            .with(
+                fmt::layer()
+                    .with_target(false)
+                    .with_ansi(colour)
+                    .with_filter(filter),
+            )
             .try_init()
     };
     if installed.is_ok() && bad_filter {
         tracing::warn!("LOG_LEVEL is not a valid filter; logging at info.");
     }
+    if let Some(error) = traces_error {
+        // The exporter's error names the setting; the headers' values are never in it.
+        tracing::warn!(%error, "Traces are off: the OTLP exporter could not be built.");
+    }
+    exporter
 }
 
 #[cfg(test)]

@@ -12,6 +12,9 @@ use super::TerminalStatus;
 /// `ce-tenantid` (and `X-Tenant-ID`) of an event whose job has no tenant.
 pub const SINGLE_TENANT: &str = "single-tenant";
 
+/// The header of the CloudEvents distributed tracing extension's `traceparent` attribute.
+pub const TRACEPARENT_HEADER: &str = "ce-traceparent";
+
 /// The ce-id of a job's event: `fetcher.job.<operation>.<jobId>` (`fetcher.job.completed.…`
 /// for its terminal event). Deterministic, so it is the consumers' deduplication key across
 /// republishes.
@@ -58,6 +61,11 @@ pub struct CloudEventAttributes {
     /// The job id.
     pub subject: String,
     pub tenant: String,
+    /// The W3C trace context of the run that recorded the event (the CloudEvents distributed
+    /// tracing extension, header `ce-traceparent`), when the Worker's traces are on; absent
+    /// otherwise, so the event is byte for byte what it was without traces.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traceparent: Option<String>,
 }
 
 impl CloudEventAttributes {
@@ -79,6 +87,7 @@ impl CloudEventAttributes {
             time: GoTime::from(time).to_string(),
             subject: job_id.as_hyphenated().to_string(),
             tenant: event_tenant(tenant).to_owned(),
+            traceparent: None,
         }
     }
 
@@ -96,6 +105,14 @@ impl CloudEventAttributes {
             datasource: Some(datasource.to_owned()),
             ..CloudEventAttributes::new(operation, job_id, source, tenant, time)
         }
+    }
+
+    /// The extension attributes' headers (`ce-traceparent`), after [`headers`](Self::headers).
+    pub fn extension_headers(&self) -> impl Iterator<Item = (&'static str, &str)> {
+        self.traceparent
+            .as_deref()
+            .map(|traceparent| (TRACEPARENT_HEADER, traceparent))
+            .into_iter()
     }
 
     /// `job.<operation>`, or `job.execution.<operation>`.
@@ -220,6 +237,28 @@ mod tests {
         let written: serde_json::Value = serde_json::to_value(&attrs).unwrap();
         let old: serde_json::Value = serde_json::from_str(stored).unwrap();
         assert_eq!(written, old, "no new member in a job event's attributes");
+    }
+
+    #[test]
+    fn a_traceparent_is_an_extension_header_and_absent_changes_nothing() {
+        let time = Utc
+            .timestamp_millis_opt(1_784_052_251_204)
+            .single()
+            .unwrap();
+        let mut attrs =
+            CloudEventAttributes::new(TerminalStatus::Completed, job(), "src", None, time);
+        assert_eq!(attrs.extension_headers().count(), 0);
+        let json = serde_json::to_value(&attrs).unwrap();
+        assert!(json.get("traceparent").is_none(), "{json}");
+        let traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+        attrs.traceparent = Some(traceparent.to_owned());
+        assert_eq!(
+            attrs.extension_headers().collect::<Vec<_>>(),
+            vec![("ce-traceparent", traceparent)]
+        );
+        let back: CloudEventAttributes =
+            serde_json::from_value(serde_json::to_value(&attrs).unwrap()).unwrap();
+        assert_eq!(back, attrs);
     }
 
     #[test]

@@ -10,7 +10,9 @@ mod outbound;
 mod status;
 
 pub use body::{event_body, Outcome, StoredResult};
-pub use cloudevents::{ce_id, event_tenant, execution_ce_id, CloudEventAttributes, SINGLE_TENANT};
+pub use cloudevents::{
+    ce_id, event_tenant, execution_ce_id, CloudEventAttributes, SINGLE_TENANT, TRACEPARENT_HEADER,
+};
 pub use lifecycle_body::{CancelBody, DeletionBody, ExecutionBody};
 pub use operation::Operation;
 pub use outbound::OutboundEvent;

@@ -179,6 +179,7 @@ async fn a_row_written_as_lib_streaming_writes_it_is_relayed_and_marked_publishe
             time: timestamp.to_owned(),
             subject: job_id.to_string(),
             tenant: "single-tenant".to_owned(),
+            traceparent: None,
         },
         request_id: None,
         body: body.into_bytes(),

@@ -41,6 +41,13 @@ pub fn read(headers: Option<&FieldTable>) -> InboundHeaders<'_> {
             HeaderValue::Text(bytes) => Some(bytes),
             _ => None,
         }),
+        // Upstream's Manager writes `Traceparent`; W3C's own spelling is lower-case.
+        traceparent: get("Traceparent")
+            .or_else(|| get("traceparent"))
+            .and_then(text),
+        tracestate: get("Tracestate")
+            .or_else(|| get("tracestate"))
+            .and_then(text),
     }
 }
 

@@ -20,6 +20,8 @@ mod secret_files;
 mod state_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod traces_tests;
 mod unrecognised;
 mod variables;
 #[cfg(test)]
@@ -66,6 +68,8 @@ pub struct Settings {
     pub mqtt: Option<MqttSettings>,
     pub jobs: JobSettings,
     pub log: LogSettings,
+    /// Traces to an OTLP/HTTP endpoint, when `ENABLE_TELEMETRY=true`.
+    pub traces: Option<TraceSettings>,
     /// `DATASOURCE_<NAME>_*`, by connection name: the groups without problems.
     pub datasources: BTreeMap<String, ConnectionConfig>,
     /// What was replaced by a default, what protects less than it reads, and the variables set
@@ -260,6 +264,31 @@ pub struct LogSettings {
     pub level: String,
     /// `LOG_FORMAT=json` for JSON lines; human-readable otherwise.
     pub json: bool,
+}
+
+/// Where and how spans are exported (`ENABLE_TELEMETRY=true`).
+#[derive(Debug, Clone)]
+pub struct TraceSettings {
+    /// The traces URL: `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` as it is, else
+    /// `OTEL_EXPORTER_OTLP_ENDPOINT` with `/v1/traces`, else `http://localhost:4318/v1/traces`.
+    pub endpoint: String,
+    /// `OTEL_EXPORTER_OTLP_PROTOCOL`.
+    pub protocol: TraceProtocol,
+    /// `OTEL_EXPORTER_OTLP_HEADERS`, decoded: credentials, never printed.
+    pub headers: Vec<(String, SecretString)>,
+    /// `OTEL_SERVICE_NAME` (default `fetcher-worker`).
+    pub service_name: String,
+    /// `OTEL_RESOURCE_ATTRIBUTES`, decoded.
+    pub resource: Vec<(String, String)>,
+}
+
+/// How spans are encoded over HTTP.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TraceProtocol {
+    /// `http/protobuf` (the default).
+    Protobuf,
+    /// `http/json`.
+    Json,
 }
 
 /// Every problem found in the environment, each naming its variable and never its value.

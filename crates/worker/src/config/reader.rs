@@ -8,6 +8,7 @@ use engine::EngineConfig;
 use secrecy::SecretString;
 
 mod state;
+mod traces;
 
 use super::number::{self, Number, Reading};
 use super::*;
@@ -215,6 +216,7 @@ pub(super) fn read(r: &mut Reader<'_>, vars: &BTreeMap<String, String>) -> Optio
         level: r.text("LOG_LEVEL", "info"),
         json: r.text("LOG_FORMAT", "text").eq_ignore_ascii_case("json"),
     };
+    let traces = traces::read(r);
     let state = state?;
     if let StateSettings::MongoDb(_) = state.0 {
         manager_mode_limits(r, &retention);
@@ -234,6 +236,7 @@ pub(super) fn read(r: &mut Reader<'_>, vars: &BTreeMap<String, String>) -> Optio
         mqtt,
         jobs,
         log,
+        traces,
         datasources,
         warnings: std::mem::take(&mut r.warnings),
     };

@@ -71,6 +71,7 @@ fn everything() -> Vec<(String, String)> {
         ("OBJECT_STORAGE_ACCESS_KEY_ID", "id"),
         ("OBJECT_STORAGE_SECRET_KEY", "secret"),
         ("WORKER_ID", "reference"),
+        ("ENABLE_TELEMETRY", "true"),
         // The Manager mode's variables are read (and checked) whatever the backend; set to
         // their defaults with DATABASE_URL, they would make the backend ambiguous.
         ("STATE_BACKEND", "postgres"),

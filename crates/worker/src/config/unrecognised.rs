@@ -14,12 +14,25 @@ use super::variables::{DATASOURCE_VARIABLES, VARIABLES};
 /// is in both. (`VERSION`, upstream's `/readyz` fallback, is left out: too common a name.)
 pub(super) const UPSTREAM_ONLY: &[(&str, &str)] = &[
     (
-        "ENABLE_TELEMETRY",
-        "OpenTelemetry export; this Worker serves Prometheus metrics",
+        "OTEL_RESOURCE_SERVICE_NAME",
+        "lib-commons' service name (here: OTEL_SERVICE_NAME)",
     ),
     (
-        "OTEL_*",
-        "OpenTelemetry export; this Worker serves Prometheus metrics",
+        "OTEL_RESOURCE_SERVICE_VERSION",
+        "lib-commons' service version (here: the build's version)",
+    ),
+    (
+        "OTEL_RESOURCE_DEPLOYMENT_ENVIRONMENT",
+        "lib-commons' resource attribute (here: OTEL_RESOURCE_ATTRIBUTES)",
+    ),
+    ("OTEL_LIBRARY_NAME", "lib-commons' tracer name"),
+    (
+        "OTEL_INSECURE_EXPORTER",
+        "lib-commons' gRPC TLS switch (here: OTLP over http://)",
+    ),
+    (
+        "OTEL_EXPORTER_OTLP_ENDPOINT_PORT",
+        "the Helm chart's port of the endpoint (here: in OTEL_EXPORTER_OTLP_ENDPOINT)",
     ),
     (
         "MULTI_TENANT_*",

@@ -246,6 +246,19 @@ pub(super) const VARIABLES: &[Variable] = &[
         Example::Value("json"),
     ),
     example(
+        var("ENABLE_TELEMETRY", Value("false"), "`true` exports traces (a `job` span per delivery, a span per stage) over OTLP/HTTP to `OTEL_EXPORTER_OTLP_*`, continuing the message's `Traceparent`; terminal events then carry `ce-traceparent` (upstream's switch)"),
+        Example::Off("true"),
+    ),
+    example(
+        var("OTEL_EXPORTER_OTLP_ENDPOINT", Unset("`http://localhost:4318`"), "the collector's OTLP/HTTP base URL (`http://` or `https://`, TLS with the system's roots); `/v1/traces` is appended. Port 4317 (gRPC's) is warned about"),
+        Example::Off("http://otel-collector:4318"),
+    ),
+    var("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", Unset("from `OTEL_EXPORTER_OTLP_ENDPOINT`"), "the traces URL, used as it is (wins over `OTEL_EXPORTER_OTLP_ENDPOINT`)"),
+    var("OTEL_EXPORTER_OTLP_PROTOCOL", Value("http/protobuf"), "`http/protobuf` or `http/json`; `grpc` is refused"),
+    secret("OTEL_EXPORTER_OTLP_HEADERS", Unset("none"), "headers sent with every export, `name=value,...` (values percent-encoded): credentials, never printed"),
+    var("OTEL_SERVICE_NAME", Value("fetcher-worker"), "the traces' `service.name`"),
+    var("OTEL_RESOURCE_ATTRIBUTES", Unset("none"), "more resource attributes, `key=value,...` (values percent-encoded)"),
+    example(
         var("WORKER_ID", Unset("host-pid-random"), "this replica's name in claims and leases"),
         Example::Off(""),
     ),

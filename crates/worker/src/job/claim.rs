@@ -9,6 +9,7 @@ use outbox::{Claim, ClaimRequest, JobSpec};
 use serde_json::Map;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument as _;
 use uuid::Uuid;
 
 use super::cancel::{self, CancelEnd, Canceled};
@@ -17,6 +18,7 @@ use super::core::{Disposition, JobCore, Requeue};
 use super::finish::Finished;
 use super::inbound::InboundHeaders;
 use super::rejects;
+use super::spans::stage;
 
 /// The longest a delivery waits for another owner's claim to lapse before giving up on it.
 pub(super) const BUSY_WAIT_LIMIT: Duration = Duration::from_secs(300);
@@ -51,6 +53,7 @@ pub(super) async fn claim_and_run(
                 owner: &owner,
                 lease: core.settings.lease,
             })
+            .instrument(stage!("claim"))
             .await;
         match claim {
             Ok(Claim::Acquired {

@@ -32,6 +32,12 @@ impl JobCore {
             tenant = headers.tenant.unwrap_or(""),
             job_id = tracing::field::Empty,
         );
+        if let Some(header) = headers.traceparent.filter(|_| !span.is_disabled()) {
+            match crate::traces::parse_traceparent(header, headers.tracestate) {
+                Some(parent) => crate::traces::continue_trace(&span, parent),
+                None => malformed_traceparent(),
+            }
+        }
         self.handle_delivery(message, stop).instrument(span).await
     }
 
@@ -82,5 +88,14 @@ impl JobCore {
         }
         let digest = digest.unwrap_or_else(|| authenticate::message_digest(body));
         claim::claim_and_run(self, &job, headers, &digest, stop).await
+    }
+}
+
+/// A `Traceparent` that is not W3C's: the job runs in a trace of its own. Said once, at DEBUG
+/// (anyone who can publish chooses the header; it never fails a job).
+fn malformed_traceparent() {
+    static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if !SAID.swap(true, std::sync::atomic::Ordering::Relaxed) {
+        tracing::debug!("A job message's Traceparent is not a W3C traceparent; its job starts a trace of its own (said once).");
     }
 }

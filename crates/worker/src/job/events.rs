@@ -44,8 +44,10 @@ impl EventContext<'_> {
         outcome: &Outcome<'_>,
         at: DateTime<Utc>,
     ) -> anyhow::Result<OutboundEvent> {
-        let attributes =
+        let mut attributes =
             CloudEventAttributes::new(status, self.job_id, self.source, self.tenant, at);
+        // The run's trace, for a consumer's trace to join (traces on only).
+        attributes.traceparent = crate::traces::traceparent(&tracing::Span::current());
         Ok(OutboundEvent::new(
             self.job_id,
             self.metadata,

@@ -17,12 +17,14 @@ use outbox::{
     TerminalRecord,
 };
 use tokio::time::Instant;
+use tracing::Instrument as _;
 use uuid::Uuid;
 
 use super::after_commit::{after_commit, delete_quietly, discard_object, Committed};
 use super::cancel::CancelEnd;
 use super::core::{JobCore, Requeue};
 use super::events::EventContext;
+use super::spans::stage;
 use crate::metrics;
 
 /// A job's end, as whoever ends it knows it.
@@ -116,7 +118,12 @@ pub(super) async fn finish(core: &JobCore, ending: Ending<'_>) -> Finished {
         close: ending.close,
     };
     let recording = Instant::now();
-    let recorded = core.ports.jobs.record_terminal(&record).await;
+    let recorded = core
+        .ports
+        .jobs
+        .record_terminal(&record)
+        .instrument(stage!("record"))
+        .await;
     metrics::stage("record", recording.elapsed());
     let stored = if status == TerminalStatus::Completed {
         ending.stored.as_deref()
@@ -136,7 +143,9 @@ pub(super) async fn finish(core: &JobCore, ending: Ending<'_>) -> Finished {
             {
                 discard_object(core, tenant, job_id).await;
             }
-            publish(core, executions, outbox_id, job_id, event, ending.publisher).await;
+            publish(core, executions, outbox_id, job_id, event, ending.publisher)
+                .instrument(stage!("publish"))
+                .await;
             Finished::Recorded
         }
         Ok(Recorded::AlreadyTerminal { status }) => {

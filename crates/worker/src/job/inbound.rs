@@ -23,6 +23,11 @@ pub struct InboundHeaders<'a> {
     pub tenant: Option<&'a str>,
     pub request_id: Option<&'a str>,
     pub job_id: Option<&'a [u8]>,
+    /// W3C `traceparent` (upstream's Manager sends `Traceparent`): the trace the job's spans
+    /// continue, when traces are on and it parses.
+    pub traceparent: Option<&'a str>,
+    /// W3C `tracestate` (`Tracestate`), carried with the parent.
+    pub tracestate: Option<&'a str>,
 }
 
 impl<'a> InboundHeaders<'a> {

@@ -20,6 +20,7 @@
 //! - `events.rs`: the terminal events of each outcome.
 //! - `executions.rs`: a run's executions, noted as the engine reports them and written as they
 //!   change.
+//! - `spans.rs`: the stage spans of the traces.
 //! - `wakeups.rs`: the runs a cancel announcement wakes at once.
 //! - `sweeper.rs`: failing jobs whose Worker was lost and that no redelivery took over.
 //!
@@ -45,6 +46,7 @@ mod produce;
 mod rejects;
 mod run;
 mod sealing;
+mod spans;
 mod sweeper;
 #[cfg(test)]
 mod tests;

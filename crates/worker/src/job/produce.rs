@@ -19,12 +19,14 @@ use outbox::Lease;
 use storage::{object_key, RetryPolicy, StorageError};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
+use tracing::Instrument as _;
 use uuid::Uuid;
 
 use super::claimed::ClaimedRun;
 use super::core::{JobCore, Requeue};
 use super::ports::ResultUpload;
 use super::sealing::{Sealing, SealingError};
+use super::spans::{stage, DatasourceSpans};
 use crate::metrics;
 
 /// Why a claimed job produced no stored result.
@@ -76,6 +78,11 @@ pub(super) async fn produce(
 
     let (out, chunks) = mpsc::channel(engine::OUTPUT_CHUNKS);
     let extracting = Instant::now();
+    let extract_span = stage!("extract");
+    let watch = Watch {
+        observer: DatasourceSpans::around(watch.observer, &extract_span),
+        graceful: watch.graceful,
+    };
     let extraction = async {
         let extracted = ports
             .extractor
@@ -83,10 +90,12 @@ pub(super) async fn produce(
             .await;
         metrics::stage("extract", extracting.elapsed());
         extracted
-    };
+    }
+    .instrument(extract_span);
+    // Sealing runs as the chunks come (each full part uploaded as it fills): its span covers it.
     let (extracted, written) = tokio::join!(
         extraction,
-        write(job.job_id, chunks, sealing, upload.as_mut())
+        write(job.job_id, chunks, sealing, upload.as_mut()).instrument(stage!("seal"))
     );
     let outcome = match (extracted, written) {
         (_, Err(failure)) => Err(failure),
@@ -110,37 +119,43 @@ pub(super) async fn produce(
 
     let (hmac, tail, sealing_took) = sealing.finish();
     metrics::stage("seal", sealing_took);
-    let storing = Instant::now();
-    if let Err(error) = upload.write(&tail).await {
-        upload.abort().await;
-        return Err(store_failure(job.job_id, error));
+    let stored = async {
+        let storing = Instant::now();
+        if let Err(error) = upload.write(&tail).await {
+            upload.abort().await;
+            return Err(store_failure(job.job_id, error));
+        }
+        // Every run of a job writes the same key. The heartbeat notices a lost claim only a third
+        // of a lease at a time, so the claim is checked (and renewed) right before the object is
+        // published: a run whose claim was taken over while it extracted leaves the object to the
+        // new owner, and a run canceled meanwhile (gracefully: its statements were left to end)
+        // stores nothing.
+        let mut verdict = None;
+        let check = Box::pin(async {
+            let lease = ports
+                .jobs
+                .renew_lease(job.job_id, run.owner, core.settings.lease)
+                .await;
+            let refused = match lease {
+                Ok(Lease::Held) => return Ok(()),
+                Ok(Lease::Canceling { .. }) => Failure::Canceled,
+                Ok(Lease::Lost) => Failure::LostClaim,
+                Err(e) => Failure::Transient(Requeue::StateDatabase, e.to_string()),
+            };
+            verdict = Some(refused);
+            Err("the job's claim is no longer held".to_owned())
+        });
+        let finished = upload.finish(check).await;
+        if let Some(refused) = verdict {
+            return Err(refused);
+        }
+        finished.map_err(|error| store_failure(job.job_id, error))?;
+        metrics::stage("store", storing.elapsed());
+        Ok(())
     }
-    // Every run of a job writes the same key. The heartbeat notices a lost claim only a third
-    // of a lease at a time, so the claim is checked (and renewed) right before the object is
-    // published: a run whose claim was taken over while it extracted leaves the object to the
-    // new owner, and a run canceled meanwhile (gracefully: its statements were left to end)
-    // stores nothing.
-    let mut verdict = None;
-    let check = Box::pin(async {
-        let lease = ports
-            .jobs
-            .renew_lease(job.job_id, run.owner, core.settings.lease)
-            .await;
-        let refused = match lease {
-            Ok(Lease::Held) => return Ok(()),
-            Ok(Lease::Canceling { .. }) => Failure::Canceled,
-            Ok(Lease::Lost) => Failure::LostClaim,
-            Err(e) => Failure::Transient(Requeue::StateDatabase, e.to_string()),
-        };
-        verdict = Some(refused);
-        Err("the job's claim is no longer held".to_owned())
-    });
-    let finished = upload.finish(check).await;
-    if let Some(refused) = verdict {
-        return Err(refused);
-    }
-    finished.map_err(|error| store_failure(job.job_id, error))?;
-    metrics::stage("store", storing.elapsed());
+    .instrument(stage!("store"))
+    .await;
+    stored?;
     Ok((
         StoredResult {
             path: key.path,

@@ -31,6 +31,7 @@ const ORDER: &[&str] = &[
     "core",
     "inbound",
     "wakeups",
+    "spans",
     "ports",
 ];
 

@@ -120,6 +120,7 @@ impl Bench {
                 tenant: None,
                 request_id: Some("req-1"),
                 job_id: message.job_id_header.as_deref().map(str::as_bytes),
+                ..InboundHeaders::default()
             },
             exchange: "",
             routing_key: QUEUE,

@@ -26,5 +26,6 @@ mod sqlserver;
 mod startup;
 mod streaming;
 mod topology;
+mod traces;
 mod vhost;
 mod world;

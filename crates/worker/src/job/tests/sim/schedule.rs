@@ -290,6 +290,7 @@ async fn deliver(core: &JobCore, message: &Message) -> Disposition {
             tenant: None,
             request_id: Some("sim"),
             job_id: None,
+            ..InboundHeaders::default()
         },
         exchange: "",
         routing_key: QUEUE,

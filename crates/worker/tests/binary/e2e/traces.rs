@@ -1,0 +1,420 @@
+//! Traces (issue 37): with `ENABLE_TELEMETRY=true` the job's spans reach an OTLP/HTTP receiver
+//! under the trace of the message's `Traceparent`, and its event carries that trace in
+//! `ce-traceparent`; off, the event has none.
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::routing::post;
+use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+use opentelemetry_proto::tonic::common::v1::any_value::Value;
+use opentelemetry_proto::tonic::trace::v1::Span;
+use prost::Message as _;
+use uuid::Uuid;
+
+use crate::harness::World;
+
+const TRACE_ID: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
+const PARENT_SPAN: &str = "00f067aa0ba902b7";
+const STAGES: [&str; 8] = [
+    "job",
+    "claim",
+    "extract",
+    "extract_datasource",
+    "seal",
+    "store",
+    "record",
+    "publish",
+];
+
+/// An OTLP/HTTP receiver: every span posted to `/v1/traces` (protobuf), kept.
+struct Receiver {
+    addr: SocketAddr,
+    spans: Arc<Mutex<Vec<Span>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Receiver {
+    async fn start() -> Receiver {
+        let spans: Arc<Mutex<Vec<Span>>> = Arc::default();
+        let app = axum::Router::new()
+            .route("/v1/traces", post(receive))
+            .with_state(spans.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("address");
+        let task = tokio::spawn(async move {
+            axum::serve(listener, app).await.expect("serve");
+        });
+        Receiver { addr, spans, task }
+    }
+
+    fn spans(&self) -> Vec<Span> {
+        self.spans.lock().unwrap().clone()
+    }
+
+    /// Waits until the spans of `job_id`'s trace include every stage.
+    async fn wait_for_stages(&self, within: Duration) -> Vec<Span> {
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            let spans: Vec<Span> = self
+                .spans()
+                .into_iter()
+                .filter(|span| hex(&span.trace_id) == TRACE_ID)
+                .collect();
+            if STAGES
+                .iter()
+                .all(|stage| spans.iter().any(|span| span.name == *stage))
+            {
+                return spans;
+            }
+            let names: Vec<String> = spans.iter().map(|s| s.name.clone()).collect();
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "not every stage's span arrived under the trace; got {names:?} (all: {})",
+                self.spans().len()
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+impl Drop for Receiver {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+async fn receive(State(spans): State<Arc<Mutex<Vec<Span>>>>, body: Bytes) -> &'static str {
+    let request = ExportTraceServiceRequest::decode(body).expect("an OTLP protobuf request");
+    let mut kept = spans.lock().unwrap();
+    for resource in request.resource_spans {
+        for scope in resource.scope_spans {
+            kept.extend(scope.spans);
+        }
+    }
+    ""
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn attribute(span: &Span, key: &str) -> Option<String> {
+    span.attributes
+        .iter()
+        .find(|kv| kv.key == key)
+        .and_then(|kv| kv.value.as_ref()?.value.as_ref())
+        .map(|value| match value {
+            Value::StringValue(text) => text.clone(),
+            other => format!("{other:?}"),
+        })
+}
+
+#[tokio::test]
+async fn a_jobs_spans_continue_the_messages_trace_and_its_event_carries_it() {
+    let receiver = Receiver::start().await;
+    let world = World::new().await;
+    let worker = world
+        .start_worker_with(vec![
+            ("ENABLE_TELEMETRY".into(), "true".into()),
+            (
+                "OTEL_EXPORTER_OTLP_ENDPOINT".into(),
+                format!("http://{}", receiver.addr),
+            ),
+            ("OTEL_SERVICE_NAME".into(), "fetcher-worker-e2e".into()),
+            (
+                "OTEL_EXPORTER_OTLP_HEADERS".into(),
+                "authorization=Bearer%20otlp-secret-e2e".into(),
+            ),
+        ])
+        .await;
+    let mut events = world.listen().await;
+
+    let job_id = Uuid::now_v7();
+    let traceparent = format!("00-{TRACE_ID}-{PARENT_SPAN}-01");
+    world
+        .submit(
+            &world.job_body(job_id, "src", "payments", &["memo", "id", "amount"]),
+            Some("acme"),
+            &[("Traceparent", &traceparent), ("Tracestate", "vendor=e2e")],
+        )
+        .await;
+    let event = events.event_for(job_id, Duration::from_secs(30)).await;
+    assert_eq!(event.delivery.routing_key.as_str(), "job.completed");
+    let carried = event.text("ce-traceparent");
+    assert!(
+        carried.starts_with(&format!("00-{TRACE_ID}-")) && carried.len() == 55,
+        "ce-traceparent {carried:?}"
+    );
+    assert_ne!(carried, traceparent, "the event names the Worker's span");
+    event.verify(&world.keys).expect("the event still verifies");
+
+    let spans = receiver.wait_for_stages(Duration::from_secs(30)).await;
+    let job = spans.iter().find(|s| s.name == "job").expect("job span");
+    assert_eq!(
+        hex(&job.parent_span_id),
+        PARENT_SPAN,
+        "continues the sender's span"
+    );
+    assert_eq!(attribute(job, "job_id"), Some(job_id.to_string()));
+    assert_eq!(attribute(job, "tenant").as_deref(), Some("acme"));
+    for span in spans
+        .iter()
+        .filter(|s| s.name != "job" && s.name != "extract_datasource")
+    {
+        assert_eq!(
+            span.parent_span_id, job.span_id,
+            "{} is the job's child",
+            span.name
+        );
+    }
+    let extract = spans.iter().find(|s| s.name == "extract").expect("extract");
+    let datasource = spans
+        .iter()
+        .find(|s| s.name == "extract_datasource")
+        .expect("extract_datasource");
+    assert_eq!(datasource.parent_span_id, extract.span_id);
+    assert_eq!(attribute(datasource, "datasource").as_deref(), Some("src"));
+    // The event's traceparent names one of the job's spans.
+    let named = &carried[36..52];
+    assert!(
+        spans.iter().any(|s| hex(&s.span_id) == named),
+        "ce-traceparent's span {named} is one of the job's"
+    );
+    // No secret, no row in any span, and the header's value in no log line.
+    let everything = format!("{spans:?}");
+    for secret in ["otlp-secret-e2e", "first <ok>", "10.50"] {
+        assert!(!everything.contains(secret), "{secret:?} in the spans");
+    }
+    assert!(!worker.output().contains("otlp-secret-e2e"));
+    drop(worker);
+    world.cleanup().await;
+}
+
+#[tokio::test]
+async fn without_telemetry_the_event_has_no_traceparent() {
+    let world = World::new().await;
+    let worker = world.start_worker().await;
+    let mut events = world.listen().await;
+    let job_id = Uuid::now_v7();
+    world
+        .submit(
+            &world.job_body(job_id, "src", "payments", &["memo", "id", "amount"]),
+            None,
+            &[(
+                "Traceparent",
+                "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+            )],
+        )
+        .await;
+    let event = events.event_for(job_id, Duration::from_secs(30)).await;
+    assert_eq!(event.delivery.routing_key.as_str(), "job.completed");
+    assert!(event.header("ce-traceparent").is_none());
+    assert!(event.body().get("traceparent").is_none());
+    drop(worker);
+    world.cleanup().await;
+}
+
+#[tokio::test]
+async fn a_malformed_traceparent_never_fails_the_job() {
+    let receiver = Receiver::start().await;
+    let world = World::new().await;
+    let worker = world
+        .start_worker_with(vec![
+            ("ENABLE_TELEMETRY".into(), "true".into()),
+            (
+                "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT".into(),
+                format!("http://{}/v1/traces", receiver.addr),
+            ),
+        ])
+        .await;
+    let mut events = world.listen().await;
+    let job_id = Uuid::now_v7();
+    world
+        .submit(
+            &world.job_body(job_id, "src", "payments", &["memo", "id", "amount"]),
+            None,
+            &[
+                ("Traceparent", "00-NOT-A-TRACE-01"),
+                ("Tracestate", "bad state"),
+            ],
+        )
+        .await;
+    let event = events.event_for(job_id, Duration::from_secs(30)).await;
+    assert_eq!(event.delivery.routing_key.as_str(), "job.completed");
+    // A trace of its own: valid, and not the malformed one.
+    let carried = event.text("ce-traceparent");
+    assert_eq!(carried.len(), 55, "{carried:?}");
+    drop(worker);
+    world.cleanup().await;
+}
+
+/// The span names of every span posted as OTLP/JSON to `/v1/traces`, with their trace ids.
+type JsonSpans = Arc<Mutex<Vec<(String, String)>>>;
+
+async fn receive_json(State(spans): State<JsonSpans>, body: Bytes) -> &'static str {
+    let request: serde_json::Value = serde_json::from_slice(&body).expect("an OTLP JSON request");
+    let mut kept = spans.lock().unwrap();
+    for resource in request["resourceSpans"].as_array().into_iter().flatten() {
+        for scope in resource["scopeSpans"].as_array().into_iter().flatten() {
+            for span in scope["spans"].as_array().into_iter().flatten() {
+                kept.push((
+                    span["traceId"].as_str().unwrap_or_default().to_owned(),
+                    span["name"].as_str().unwrap_or_default().to_owned(),
+                ));
+            }
+        }
+    }
+    ""
+}
+
+#[tokio::test]
+async fn http_json_sends_the_same_trace() {
+    let spans: JsonSpans = Arc::default();
+    let app = axum::Router::new()
+        .route("/v1/traces", post(receive_json))
+        .with_state(spans.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("address");
+    let server = tokio::spawn(async move {
+        axum::serve(listener, app).await.expect("serve");
+    });
+    let world = World::new().await;
+    let worker = world
+        .start_worker_with(vec![
+            ("ENABLE_TELEMETRY".into(), "true".into()),
+            (
+                "OTEL_EXPORTER_OTLP_ENDPOINT".into(),
+                format!("http://{addr}"),
+            ),
+            ("OTEL_EXPORTER_OTLP_PROTOCOL".into(), "http/json".into()),
+        ])
+        .await;
+    let mut events = world.listen().await;
+    let job_id = Uuid::now_v7();
+    world
+        .submit(
+            &world.job_body(job_id, "src", "payments", &["memo", "id", "amount"]),
+            None,
+            &[("traceparent", &format!("00-{TRACE_ID}-{PARENT_SPAN}-01"))],
+        )
+        .await;
+    let event = events.event_for(job_id, Duration::from_secs(30)).await;
+    assert!(event
+        .text("ce-traceparent")
+        .starts_with(&format!("00-{TRACE_ID}-")));
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let names: Vec<String> = spans
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(trace, _)| trace.eq_ignore_ascii_case(TRACE_ID))
+            .map(|(_, name)| name.clone())
+            .collect();
+        if STAGES.iter().all(|stage| names.iter().any(|n| n == stage)) {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "not every stage arrived as JSON: {names:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    server.abort();
+    drop(worker);
+    world.cleanup().await;
+}
+
+#[tokio::test]
+async fn a_collector_that_is_down_never_fails_a_job() {
+    // A port nothing listens on.
+    let closed = crate::harness::free_port();
+    let world = World::new().await;
+    let worker = world
+        .start_worker_with(vec![
+            ("ENABLE_TELEMETRY".into(), "true".into()),
+            (
+                "OTEL_EXPORTER_OTLP_ENDPOINT".into(),
+                format!("http://127.0.0.1:{closed}"),
+            ),
+        ])
+        .await;
+    let mut events = world.listen().await;
+    for _ in 0..3 {
+        let job_id = Uuid::now_v7();
+        world
+            .submit(
+                &world.job_body(job_id, "src", "payments", &["memo", "id", "amount"]),
+                None,
+                &[],
+            )
+            .await;
+        let event = events.event_for(job_id, Duration::from_secs(30)).await;
+        assert_eq!(event.delivery.routing_key.as_str(), "job.completed");
+        assert_eq!(event.text("ce-traceparent").len(), 55);
+    }
+    drop(worker);
+    world.cleanup().await;
+}
+
+#[tokio::test]
+async fn a_parent_not_sampled_gets_no_exported_span() {
+    let receiver = Receiver::start().await;
+    let world = World::new().await;
+    let worker = world
+        .start_worker_with(vec![
+            ("ENABLE_TELEMETRY".into(), "true".into()),
+            (
+                "OTEL_EXPORTER_OTLP_ENDPOINT".into(),
+                format!("http://{}", receiver.addr),
+            ),
+        ])
+        .await;
+    let mut events = world.listen().await;
+    let unsampled_trace = "0af7651916cd43dd8448eb211c80319c";
+    let unsampled = Uuid::now_v7();
+    world
+        .submit(
+            &world.job_body(unsampled, "src", "payments", &["memo", "id", "amount"]),
+            None,
+            &[(
+                "Traceparent",
+                &format!("00-{unsampled_trace}-b7ad6b7169203331-00"),
+            )],
+        )
+        .await;
+    let event = events.event_for(unsampled, Duration::from_secs(30)).await;
+    let carried = event.text("ce-traceparent");
+    assert!(
+        carried.starts_with(&format!("00-{unsampled_trace}-")) && carried.ends_with("-00"),
+        "{carried:?}"
+    );
+    // A sampled job after it: once its spans are in, the first job's would have been too.
+    let sampled = Uuid::now_v7();
+    world
+        .submit(
+            &world.job_body(sampled, "src", "payments", &["memo", "id", "amount"]),
+            None,
+            &[("Traceparent", &format!("00-{TRACE_ID}-{PARENT_SPAN}-01"))],
+        )
+        .await;
+    events.event_for(sampled, Duration::from_secs(30)).await;
+    receiver.wait_for_stages(Duration::from_secs(30)).await;
+    assert!(
+        !receiver
+            .spans()
+            .iter()
+            .any(|span| hex(&span.trace_id) == unsampled_trace),
+        "a span of the unsampled trace was exported"
+    );
+    drop(worker);
+    world.cleanup().await;
+}
