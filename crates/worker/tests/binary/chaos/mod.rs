@@ -12,7 +12,8 @@
 //! `CHAOS_JOBS` (2000), `CHAOS_RATE` (jobs per second submitted, 25), `CHAOS_CONTROLS` (1; 0
 //! leaves out the slow jobs and the cancels and deletes of `controls.rs`), `CHAOS_RABBIT_RESTARTS`
 //! (1; 0 leaves RabbitMQ running: its restarts disturb every other test on the machine),
-//! `CHAOS_S3_OUTAGE` (1; 0 leaves S3 up).
+//! `CHAOS_S3_OUTAGE` (1; 0 leaves S3 up), `CHAOS_SETTLE_SEC` (how long the end waits for every
+//! job and event: 240, 720 in the Manager mode).
 //!
 //! The same scenario, checks and report run in the Manager mode (`manager.rs`): state in a
 //! private MongoDB (secantusdb) that is stopped and started instead of PostgreSQL.
@@ -1050,10 +1051,16 @@ async fn scenario(world: &World, backend: &Backend) -> Summary {
         answers.unanswered.len()
     );
 
-    // Wait for the outcome: every job at its end and its events seen, or give up after 4
-    // minutes.
+    // Wait for the outcome: every job at its end and its events seen, or give up after
+    // `CHAOS_SETTLE_SEC`: 4 minutes, or in the Manager mode 12, more than lib-streaming's
+    // 10-minute takeover of an outbox row a SIGKILLed replica left `PROCESSING` (and its
+    // 5-minute retry of a `FAILED` one; mongostate's outbox_claim.rs).
     let ids: Vec<Uuid> = jobs.iter().map(|j| j.id).collect();
-    let settle_deadline = Instant::now() + Duration::from_secs(240);
+    let settle = match backend {
+        Backend::Postgres => env_num("CHAOS_SETTLE_SEC", 240),
+        Backend::Manager(_) => env_num("CHAOS_SETTLE_SEC", 720),
+    };
+    let settle_deadline = Instant::now() + Duration::from_secs(settle);
     let mut states: HashMap<Uuid, JobEnd>;
     loop {
         states = backend.states(world, &ids).await;
@@ -1075,6 +1082,9 @@ async fn scenario(world: &World, backend: &Backend) -> Summary {
     // A little longer, for late duplicates.
     tokio::time::sleep(Duration::from_secs(6)).await;
     listener.abort();
+    // The states as they are now, with the events seen by now: a job that ended meanwhile
+    // (after a deadline) is judged by its end, not by the state read before it.
+    states = backend.states(world, &ids).await;
 
     // Count.
     let seen = std::mem::take(&mut *seen.lock().unwrap_or_else(|e| e.into_inner()));
