@@ -9,19 +9,29 @@
 # part failed.
 # Knobs: CHAOS_SEED (42), CHAOS_JOBS (2000), CHAOS_RATE (jobs/s submitted, 25),
 # CHAOS_FUZZ_SEC (seconds per fuzz target, 60; 0 skips fuzzing), CHAOS_CONTROLS (1; 0 leaves
-# out the soak's slow jobs, cancels and deletes).
+# out the soak's slow jobs, cancels and deletes), CHAOS_RABBIT_RESTARTS (1; 0 leaves RabbitMQ
+# running), CHAOS_S3_OUTAGE (1; 0 leaves S3 up), CHAOS_MANAGER (1; 0 leaves out the soak in the
+# Manager mode, whose state is a private MongoDB the test stops and starts instead of PostgreSQL).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
 CARGO=${CARGO:-cargo}
 LOG=${CHAOS_LOG:-/tmp/fetcher-chaos.log}
 
-bash scripts/services.sh postgres rabbitmq s3 mosquitto || exit 1
+bash scripts/services.sh postgres rabbitmq s3 mosquitto mongodb || exit 1
 
 status=0
-$CARGO test -p worker --test binary -- --ignored --nocapture chaos:: 2>&1 | tee "$LOG"
+# The PostgreSQL soak, then (unless CHAOS_MANAGER=0) the Manager mode's, one at a time: each
+# restarts servers the other would see go down.
+$CARGO test -p worker --test binary -- --ignored --nocapture --skip chaos::manager chaos:: 2>&1 | tee "$LOG"
 soak=${PIPESTATUS[0]}
 [ "$soak" -eq 0 ] || status=$soak
+manager=skipped
+if [ "${CHAOS_MANAGER:-1}" != 0 ]; then
+  $CARGO test -p worker --test binary -- --ignored --nocapture chaos::manager 2>&1 | tee -a "$LOG"
+  manager=${PIPESTATUS[0]}
+  [ "$manager" -eq 0 ] || status=$manager
+fi
 
 hostile=skipped
 if [ -d crates/worker/tests/binary/hostile ]; then
@@ -47,7 +57,8 @@ if [ "$fuzz_sec" -gt 0 ]; then
   done
 fi
 
-table=$(sed -n '/^CHAOS-SUMMARY-BEGIN$/,/^CHAOS-SUMMARY-END$/p' "$LOG" | sed '1d;$d')
+# Each soak's table (the Manager mode's, when it ran, after a blank line).
+table=$(sed -n '/^CHAOS-SUMMARY-BEGIN$/,/^CHAOS-SUMMARY-END$/p' "$LOG" | sed 's/^CHAOS-SUMMARY-BEGIN$//;/^CHAOS-SUMMARY-END$/d' | sed '1{/^$/d}')
 if [ -n "$table" ]; then
   cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
   [ -f RELIABILITY.md ] || printf '# Reliability\n' > RELIABILITY.md
@@ -60,7 +71,7 @@ DOC
   run=$(mktemp)
   {
     printf '### Soak run %s — %s CPUs, %s\n\n' "$(date -u '+%Y-%m-%d %H:%M UTC')" "$(nproc)" "${cpu:-unknown CPU}"
-    printf 'Soak test exit code %s; hostile-input test: %s.\n\n' "$soak" "$hostile"
+    printf 'Soak test exit code %s; Manager-mode soak exit code: %s; hostile-input test: %s.\n\n' "$soak" "$manager" "$hostile"
     printf '%s\n' "$table"
     flood=$(grep '^hostile flood: [0-9]* messages\|^hostile flood: [0-9]* dead-lettered' "$LOG" | sed 's/^hostile flood: /- /')
     [ -z "$flood" ] || printf '\nHostile flood:\n\n%s\n' "$flood"

@@ -45,9 +45,11 @@
 
 mod connection_source;
 pub mod connections;
+mod durability;
 mod store;
 
 pub use connection_source::ManagerConnections;
+pub use durability::journaled_writes;
 
 pub use store::{binary_id, Store, CONNECTION_COLLECTION, JOB_COLLECTION, OUTBOX_COLLECTION};
 

@@ -24,6 +24,8 @@
 //!   server (`TEST_MYSQL_URL`).
 //! - [`mongo`]: [`mongo::MongoDb`], a fresh database per test on the MongoDB test server
 //!   (`TEST_MONGO_URL`), and the server's open cursors on it.
+//! - [`secantus`]: [`secantus::PrivateSecantus`], a private secantusdb a test may stop
+//!   (SIGTERM or SIGKILL) and start again on the same data.
 //! - [`manager`]: [`manager::Manager`], a stand-in for the Go Manager of a Fetcher deployment:
 //!   its job indexes and documents in MongoDB, and a job read back as its `GET` reads it.
 //! - [`wide_table`]: the benchmarks' eight-column PostgreSQL table, generated server-side.
@@ -43,6 +45,7 @@ pub mod metrics;
 pub mod mongo;
 pub mod mqtt;
 pub mod pg;
+pub mod secantus;
 pub mod sqlbridge;
 pub mod wide_table;
 

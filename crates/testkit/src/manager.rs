@@ -128,7 +128,16 @@ impl Manager {
     /// true, a UUIDv7 `_id` of binary subtype 0). Fails as the Manager's insert does on a
     /// duplicate active `request_hash` (the `Err` is the driver's).
     pub async fn create_job(&self, job: &NewJob) -> Result<Uuid, mongodb::error::Error> {
-        let id = Uuid::now_v7();
+        self.create_job_as(Uuid::now_v7(), job).await
+    }
+
+    /// [`create_job`](Self::create_job) with the `_id` chosen by the test (a UUIDv7, as the
+    /// Manager's): for a test that builds its messages before the Manager's documents.
+    pub async fn create_job_as(
+        &self,
+        id: Uuid,
+        job: &NewJob,
+    ) -> Result<Uuid, mongodb::error::Error> {
         let mut document = doc! { "_id": id_bson(id) };
         if !job.metadata.is_empty() {
             document.insert("metadata", job.metadata.clone());

@@ -8,6 +8,8 @@
 //!   read whenever it opens a connection. They are public certificates, not a secret.
 //! - `MONGO_MAX_POOL_SIZE` bounds the pool, as upstream does; the rest keeps the driver's
 //!   defaults, and the application name says which process holds a connection.
+//! - Writes are journaled (`j: true`) unless `MONGO_PARAMETERS` sets a write concern
+//!   (`mongostate::journaled_writes`).
 
 use std::future::Future;
 use std::io::Write as _;
@@ -54,6 +56,8 @@ pub async fn client(settings: &MongoSettings) -> anyhow::Result<mongodb::Client>
     options.max_pool_size = Some(settings.max_pool_size);
     options.app_name = Some("fetcher-worker".to_owned());
     options.server_selection_timeout = Some(ANSWER);
+    // Acknowledged state writes survive a server crash (durability.rs says why).
+    mongostate::journaled_writes(&mut options);
     if let Some(pem) = &settings.tls_ca_pem {
         let mut tls = match options.tls.take() {
             Some(Tls::Enabled(tls)) => tls,

@@ -1,6 +1,7 @@
 //! The crate against the MongoDB test server (secantusdb), a private database per test.
 
 mod connections;
+mod durability;
 mod jobs;
 mod manager_claims;
 mod manager_control;

@@ -10,10 +10,17 @@
 //! Long: `#[ignore]`d; run with `make chaos` (or
 //! `cargo test -p worker --test binary -- --ignored --nocapture chaos::`). Knobs: `CHAOS_SEED` (42),
 //! `CHAOS_JOBS` (2000), `CHAOS_RATE` (jobs per second submitted, 25), `CHAOS_CONTROLS` (1; 0
-//! leaves out the slow jobs and the cancels and deletes of `controls.rs`).
+//! leaves out the slow jobs and the cancels and deletes of `controls.rs`), `CHAOS_RABBIT_RESTARTS`
+//! (1; 0 leaves RabbitMQ running: its restarts disturb every other test on the machine),
+//! `CHAOS_S3_OUTAGE` (1; 0 leaves S3 up), `CHAOS_SETTLE_SEC` (how long the end waits for every
+//! job and event: 240, 720 in the Manager mode).
+//!
+//! The same scenario, checks and report run in the Manager mode (`manager.rs`): state in a
+//! private MongoDB (secantusdb) that is stopped and started instead of PostgreSQL.
 
 mod controls;
 mod cuts;
+mod manager;
 mod mirror;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -119,7 +126,10 @@ fn make_jobs(world: &World, rng: &mut Rng, count: usize, controls: bool) -> Vec<
 
 struct Replica {
     index: usize,
+    /// To PostgreSQL: the state database (PostgreSQL soak) and the datasource (both soaks).
     pg: FaultProxy,
+    /// To the Manager's MongoDB, in the Manager mode.
+    mongo: Option<manager::MongoLink>,
     amqp: FaultProxy,
     s3: FaultProxy,
     process: Option<WorkerProcess>,
@@ -158,8 +168,16 @@ impl Replica {
                 format!("chaos-r{}-g{}", self.index, self.generation),
             ),
         ];
-        for (k, v) in overrides.into_iter().chain(mirror::env(world)) {
+        for (k, v) in overrides {
             env.insert(k.to_owned(), v);
+        }
+        match &self.mongo {
+            Some(link) => link.env(&mut env),
+            None => {
+                for (k, v) in mirror::env(world) {
+                    env.insert(k.to_owned(), v);
+                }
+            }
         }
         env
     }
@@ -170,8 +188,12 @@ impl Replica {
         self.process = Some(WorkerProcess::spawn(self.env(world, port), port));
     }
 
-    fn proxies(&self) -> [(&'static str, &FaultProxy); 3] {
-        [("pg", &self.pg), ("amqp", &self.amqp), ("s3", &self.s3)]
+    fn proxies(&self) -> Vec<(&'static str, &FaultProxy)> {
+        let mut proxies = vec![("pg", &self.pg), ("amqp", &self.amqp), ("s3", &self.s3)];
+        if let Some(link) = &self.mongo {
+            proxies.push(("mongo", &link.proxy));
+        }
+        proxies
     }
 }
 
@@ -497,6 +519,10 @@ async fn submit_all(
 enum Fault {
     RabbitRestart,
     PostgresRestart,
+    /// The Manager's MongoDB stopped (SIGKILL or SIGTERM) and started again.
+    MongoRestart {
+        kill: bool,
+    },
     S3Down,
     KillReplica,
     ProxyCut,
@@ -509,6 +535,7 @@ async fn run_fault(
     fault: Fault,
     rng: &mut Rng,
     world: &World,
+    backend: &Backend,
     replicas: &Arc<tokio::sync::Mutex<Vec<Replica>>>,
     log: &mut Vec<String>,
     t0: Instant,
@@ -541,6 +568,21 @@ async fn run_fault(
                 .await
                 .expect("start PostgreSQL");
         }
+        Fault::MongoRestart { kill } => {
+            let outage = rng.range_ms(4000, 6000);
+            let Backend::Manager(side) = backend else {
+                panic!("a MongoDB restart in the PostgreSQL soak");
+            };
+            log.push(format!(
+                "{at:6.1}s MongoDB {} for {outage:?}, then started",
+                if kill {
+                    "SIGKILLed"
+                } else {
+                    "stopped (SIGTERM)"
+                }
+            ));
+            side.restart(kill, outage).await;
+        }
         Fault::S3Down => {
             log.push(format!(
                 "{at:6.1}s S3 server stopped (s3s-fs killed) for 20 s, then started"
@@ -569,7 +611,7 @@ async fn run_fault(
         }
         Fault::ProxyCut => {
             let r = rng.below(3) as usize;
-            let which = rng.below(3) as usize;
+            let which = rng.below(proxy_count(replicas).await) as usize;
             let bytes = 100 + rng.below(4000);
             let hold = rng.range_ms(1000, 3000);
             let reps = replicas.lock().await;
@@ -585,7 +627,7 @@ async fn run_fault(
         Fault::ProxyStall => {
             // Longer than the job lease: another replica may take the job over meanwhile.
             let r = rng.below(3) as usize;
-            let which = rng.below(3) as usize;
+            let which = rng.below(proxy_count(replicas).await) as usize;
             let hold = rng.range_ms(6000, 9000);
             let reps = replicas.lock().await;
             let (name, proxy) = reps[r].proxies()[which];
@@ -599,7 +641,7 @@ async fn run_fault(
         }
         Fault::ProxyLatency => {
             let r = rng.below(3) as usize;
-            let which = rng.below(3) as usize;
+            let which = rng.below(proxy_count(replicas).await) as usize;
             let latency = rng.range_ms(100, 600);
             let hold = rng.range_ms(4000, 8000);
             let reps = replicas.lock().await;
@@ -614,13 +656,82 @@ async fn run_fault(
         }
         Fault::ProxyReset => {
             let r = rng.below(3) as usize;
-            let which = rng.below(3) as usize;
+            let which = rng.below(proxy_count(replicas).await) as usize;
             let reps = replicas.lock().await;
             let (name, proxy) = reps[r].proxies()[which];
             log.push(format!(
                 "{at:6.1}s replica {r} {name} proxy: every connection reset"
             ));
             proxy.reset_all();
+        }
+    }
+}
+
+/// How many proxies each replica has (the PostgreSQL soak's three, and MongoDB's in the Manager
+/// mode): the seeded choice of a proxy is among them.
+async fn proxy_count(replicas: &Arc<tokio::sync::Mutex<Vec<Replica>>>) -> u64 {
+    replicas.lock().await[0].proxies().len() as u64
+}
+
+// ---------------------------------------------------------------------------------------------
+// Where the state is: the soak's one difference between its two modes
+
+enum Backend {
+    /// The PostgreSQL state database of the world.
+    Postgres,
+    /// The Manager mode: the Manager's MongoDB (a private secantusdb).
+    Manager(manager::ManagerSide),
+}
+
+impl Backend {
+    fn name(&self) -> &'static str {
+        match self {
+            Backend::Postgres => "PostgreSQL",
+            Backend::Manager(_) => "Manager mode (MongoDB)",
+        }
+    }
+
+    /// Every job's end as the state holds it.
+    async fn states(&self, world: &World, ids: &[Uuid]) -> HashMap<Uuid, JobEnd> {
+        match self {
+            Backend::Postgres => {
+                let rows: Vec<EndRow> = sqlx::query_as(
+                    "SELECT job_id, status, result_path, result_hmac, status_before_deletion
+                         FROM jobs WHERE job_id = ANY($1)",
+                )
+                .bind(ids)
+                .fetch_all(&world.state)
+                .await
+                .expect("jobs");
+                rows.into_iter()
+                    .map(|(id, status, path, hmac, before)| {
+                        (
+                            id,
+                            JobEnd {
+                                status,
+                                path,
+                                hmac,
+                                before,
+                            },
+                        )
+                    })
+                    .collect()
+            }
+            Backend::Manager(side) => side.states(ids).await,
+        }
+    }
+
+    /// The distinct error messages of `ids`.
+    async fn errors(&self, world: &World, ids: &[Uuid]) -> Vec<String> {
+        match self {
+            Backend::Postgres => sqlx::query_scalar(
+                "SELECT DISTINCT coalesce(error_message, '') FROM jobs WHERE job_id = ANY($1)",
+            )
+            .bind(ids)
+            .fetch_all(&world.state)
+            .await
+            .expect("errors"),
+            Backend::Manager(side) => side.errors(ids).await,
         }
     }
 }
@@ -774,24 +885,38 @@ async fn list_all_keys(bucket: &str) -> Vec<String> {
     keys
 }
 
-async fn scenario(world: &World) -> Summary {
+async fn scenario(world: &World, backend: &Backend) -> Summary {
     let seed = env_num("CHAOS_SEED", 42);
     let count = env_num("CHAOS_JOBS", 2000) as usize;
     let rate = env_num("CHAOS_RATE", 25);
-    let controls = env_num("CHAOS_CONTROLS", 1) != 0;
+    // The control API's cancels and deletes are the PostgreSQL soak's: the Manager soak's
+    // checks read the four statuses the Manager knows.
+    let controls = env_num("CHAOS_CONTROLS", 1) != 0 && matches!(backend, Backend::Postgres);
+    let rabbit_restarts = env_num("CHAOS_RABBIT_RESTARTS", 1) != 0;
+    let s3_outage = env_num("CHAOS_S3_OUTAGE", 1) != 0;
     let mut rng = Rng::new(seed);
     let jobs = make_jobs(world, &mut rng, count, controls);
     let kinds: HashMap<Uuid, Kind> = jobs.iter().map(|j| (j.id, j.kind)).collect();
+    if let Backend::Manager(side) = backend {
+        // The Manager creates every job's document before its message is published.
+        side.create_jobs(&jobs).await;
+    }
 
-    // The MQTT mirror's subscriber, before any replica publishes.
-    let mirror_subscriber = mirror::subscribe(world);
+    // The MQTT mirror's subscriber, before any replica publishes (the PostgreSQL soak's: the
+    // Manager mode's mirror is another change's).
+    let mirror_subscriber = matches!(backend, Backend::Postgres).then(|| mirror::subscribe(world));
     // Replicas, each behind its own proxies.
     let target = |port: u16| SocketAddr::from(([127, 0, 0, 1], port));
     let mut replicas = Vec::new();
     for index in 0..3 {
+        let mongo = match backend {
+            Backend::Manager(side) => Some(side.link().await),
+            Backend::Postgres => None,
+        };
         let mut r = Replica {
             index,
             pg: FaultProxy::start(target(5432)).await,
+            mongo,
             amqp: FaultProxy::start(target(5672)).await,
             s3: FaultProxy::start(target(9000)).await,
             process: None,
@@ -851,11 +976,21 @@ async fn scenario(world: &World) -> Summary {
     ));
 
     // The faults, in a seeded order at seeded moments.
-    let mut faults = vec![
-        Fault::RabbitRestart,
-        Fault::RabbitRestart,
-        Fault::PostgresRestart,
-        Fault::S3Down,
+    let mut faults = Vec::new();
+    if rabbit_restarts {
+        faults.extend([Fault::RabbitRestart, Fault::RabbitRestart]);
+    }
+    match backend {
+        Backend::Postgres => faults.push(Fault::PostgresRestart),
+        Backend::Manager(_) => faults.extend([
+            Fault::MongoRestart { kill: false },
+            Fault::MongoRestart { kill: true },
+        ]),
+    }
+    if s3_outage {
+        faults.push(Fault::S3Down);
+    }
+    faults.extend([
         Fault::KillReplica,
         Fault::KillReplica,
         Fault::KillReplica,
@@ -866,7 +1001,7 @@ async fn scenario(world: &World) -> Summary {
         Fault::ProxyReset,
         Fault::ProxyStall,
         Fault::ProxyLatency,
-    ];
+    ]);
     for i in (1..faults.len()).rev() {
         let j = rng.below(i as u64 + 1) as usize;
         faults.swap(i, j);
@@ -878,7 +1013,7 @@ async fn scenario(world: &World) -> Summary {
     // (outage, when it ended): what each outage cost is read off these.
     let mut outages: Vec<(Fault, Instant)> = Vec::new();
     for (i, fault) in faults.iter().enumerate() {
-        run_fault(*fault, &mut rng, world, &replicas, &mut log, t0).await;
+        run_fault(*fault, &mut rng, world, backend, &replicas, &mut log, t0).await;
         last_fault = Instant::now();
         if !matches!(
             fault,
@@ -916,34 +1051,19 @@ async fn scenario(world: &World) -> Summary {
         answers.unanswered.len()
     );
 
-    // Wait for the outcome: every job at its end and its events seen, or give up after 4
-    // minutes.
+    // Wait for the outcome: every job at its end and its events seen, or give up after
+    // `CHAOS_SETTLE_SEC`: 4 minutes, or in the Manager mode 12, more than lib-streaming's
+    // 10-minute takeover of an outbox row a SIGKILLed replica left `PROCESSING` (and its
+    // 5-minute retry of a `FAILED` one; mongostate's outbox_claim.rs).
     let ids: Vec<Uuid> = jobs.iter().map(|j| j.id).collect();
-    let settle_deadline = Instant::now() + Duration::from_secs(240);
+    let settle = match backend {
+        Backend::Postgres => env_num("CHAOS_SETTLE_SEC", 240),
+        Backend::Manager(_) => env_num("CHAOS_SETTLE_SEC", 720),
+    };
+    let settle_deadline = Instant::now() + Duration::from_secs(settle);
     let mut states: HashMap<Uuid, JobEnd>;
     loop {
-        let rows: Vec<EndRow> = sqlx::query_as(
-            "SELECT job_id, status, result_path, result_hmac, status_before_deletion
-                 FROM jobs WHERE job_id = ANY($1)",
-        )
-        .bind(&ids)
-        .fetch_all(&world.state)
-        .await
-        .expect("jobs");
-        states = rows
-            .into_iter()
-            .map(|(id, status, path, hmac, before)| {
-                (
-                    id,
-                    JobEnd {
-                        status,
-                        path,
-                        hmac,
-                        before,
-                    },
-                )
-            })
-            .collect();
+        states = backend.states(world, &ids).await;
         let ended = states.values().filter(|j| j.is_end()).count();
         let expected: usize = states.iter().map(|(id, j)| j.events(*id).len()).sum();
         let distinct = {
@@ -962,6 +1082,9 @@ async fn scenario(world: &World) -> Summary {
     // A little longer, for late duplicates.
     tokio::time::sleep(Duration::from_secs(6)).await;
     listener.abort();
+    // The states as they are now, with the events seen by now: a job that ended meanwhile
+    // (after a deadline) is judged by its end, not by the state read before it.
+    states = backend.states(world, &ids).await;
 
     // Count.
     let seen = std::mem::take(&mut *seen.lock().unwrap_or_else(|e| e.into_inner()));
@@ -969,6 +1092,7 @@ async fn scenario(world: &World) -> Summary {
         rows: Vec::new(),
         failures: Vec::new(),
     };
+    s.row("state", backend.name());
     s.row("seed", seed);
     s.row("replicas", 3);
     s.row("jobs submitted", count);
@@ -1011,13 +1135,7 @@ async fn scenario(world: &World) -> Summary {
         success_failed.len(),
     );
     if !success_failed.is_empty() {
-        let errors: Vec<String> = sqlx::query_scalar(
-            "SELECT DISTINCT coalesce(error_message, '') FROM jobs WHERE job_id = ANY($1)",
-        )
-        .bind(&success_failed)
-        .fetch_all(&world.state)
-        .await
-        .expect("errors");
+        let errors = backend.errors(world, &success_failed).await;
         s.row("their errors", errors.join(" / ").replace('|', "\\|"));
     }
     s.must(
@@ -1071,19 +1189,30 @@ async fn scenario(world: &World) -> Summary {
         seen.events.len() - distinct.len(),
     );
     s.must("events with a bad signature", seen.bad_signatures, 0);
+    let missing: Vec<&String> = expected
+        .iter()
+        .filter(|ce| !distinct.contains(ce))
+        .collect();
+    let unexpected: Vec<&String> = distinct
+        .iter()
+        .copied()
+        .filter(|ce| !expected.contains(ce.as_str()))
+        .collect();
     s.must(
         "expected events not received (terminal, cancel, deletion)",
-        expected.iter().filter(|ce| !distinct.contains(ce)).count(),
+        missing.len(),
         0,
     );
-    s.must(
-        "events contradicting the job's state",
-        distinct
-            .iter()
-            .filter(|ce| !expected.contains(ce.as_str()))
-            .count(),
-        0,
-    );
+    s.must("events contradicting the job's state", unexpected.len(), 0);
+    if let Backend::Manager(side) = backend {
+        // What the state holds of each: the job's document, its outbox rows, its markers.
+        for (what, ces) in [("missing", &missing), ("unexpected", &unexpected)] {
+            for ce in ces.iter() {
+                eprintln!("[chaos] {what} event {ce}: {}", side.explain(ce).await);
+            }
+        }
+        side.checks(&mut s, &states).await;
+    }
 
     // Stored objects.
     let mut bad_objects = 0;
@@ -1132,7 +1261,9 @@ async fn scenario(world: &World) -> Summary {
         0,
     );
     s.row("stored objects", keys.len());
-    mirror::account(&mut s, world, &mirror_subscriber, &states).await;
+    if let Some(subscriber) = &mirror_subscriber {
+        mirror::account(&mut s, world, subscriber, &states).await;
+    }
     s.row(
         "time from the last fault to the last event",
         match seen.last {
@@ -1221,9 +1352,22 @@ async fn scenario(world: &World) -> Summary {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "long chaos soak: run with `make chaos`"]
 async fn soak_under_faults() {
+    soak(|_| async { Backend::Postgres }).await;
+}
+
+/// Runs the scenario on the state `backend` makes for the world, prints its report and fails
+/// on any must-row.
+async fn soak<F, Fut>(backend: F)
+where
+    F: FnOnce(Arc<World>) -> Fut,
+    Fut: std::future::Future<Output = Backend>,
+{
     let world = Arc::new(World::new().await);
+    let backend = Arc::new(backend(world.clone()).await);
     let w = world.clone();
-    let outcome = tokio::spawn(async move { scenario(&w).await }).await;
+    let b = backend.clone();
+    let outcome = tokio::spawn(async move { scenario(&w, &b).await }).await;
+    drop(backend);
     // The world is cleaned up whatever happened.
     if let Ok(world) = Arc::try_unwrap(world) {
         world.cleanup().await;
