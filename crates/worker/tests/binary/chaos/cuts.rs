@@ -21,9 +21,9 @@ enum Dependency {
     Broker,
 }
 
-/// The terminal transaction's own statement, before its events' outbox rows (sent as text on a
-/// connection's first use of it; the outbox insert is shared with the executions' events).
-const TERMINAL_STATE: &[u8] = b"result_path = $3";
+/// A job's end on its normal path: one statement writes its state, its executions and its
+/// events' outbox rows together (sent as text on a connection's first use of it).
+const TERMINAL_STATE: &[u8] = b"result_path = $8";
 
 /// A World with one Worker whose state database and broker connections go through proxies.
 struct Setup {
@@ -222,7 +222,8 @@ async fn check_outcome(world: &World, job_id: Uuid, events: &[Event], worker: &W
 
 #[tokio::test]
 async fn a_terminal_transaction_cut_before_its_outbox_insert_is_redone() {
-    // The connection dies inside the transaction: PostgreSQL rolls it back, the Worker retries.
+    // The connection dies before the one terminal statement reaches PostgreSQL: nothing is
+    // written, the Worker records the end again.
     let arrivals =
         one_job_through(Dependency::StateDatabase, |_| Trap::before(TERMINAL_STATE)).await;
     assert_eq!(arrivals, 1);
@@ -230,9 +231,10 @@ async fn a_terminal_transaction_cut_before_its_outbox_insert_is_redone() {
 
 #[tokio::test]
 async fn a_commit_whose_answer_is_lost_keeps_the_object_and_publishes_once() {
-    // PostgreSQL commits; the Worker cannot know. The job is completed and must keep its object.
+    // PostgreSQL commits the one statement; the Worker cannot know. The job is completed and
+    // must keep its object.
     let arrivals = one_job_through(Dependency::StateDatabase, |_| {
-        Trap::reply_lost(b"COMMIT").after(TERMINAL_STATE)
+        Trap::reply_lost(TERMINAL_STATE)
     })
     .await;
     assert_eq!(arrivals, 1);

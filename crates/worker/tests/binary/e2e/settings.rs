@@ -180,7 +180,7 @@ async fn zero_settings_a_typo_and_upstream_only_variables_are_warned_about_and_s
         ("OUTBOX_REPAIR_INTERVAL_SEC", "0"),
         ("ENGINE_EXTRACTION_TIMEOUT_SEC", "0"),
         ("RABBITMQ_NUMBER_OF_WORKERS", "8"),
-        ("ENABLE_TELEMETRY", "true"),
+        ("OTEL_LIBRARY_NAME", "fetcher"),
         ("MULTI_TENANT_REDIS_PASSWORD", "mongo-secret-pw"),
     ] {
         env.insert(name.into(), value.into());
@@ -216,7 +216,7 @@ async fn zero_settings_a_typo_and_upstream_only_variables_are_warned_about_and_s
         "ENGINE_EXTRACTION_TIMEOUT_SEC is 0, not above 0: using the default, 300 seconds",
         "RABBITMQ_NUMBER_OF_WORKERS is not a variable the Worker reads, it is ignored: did you \
          mean RABBITMQ_NUMBERS_OF_WORKERS?",
-        "ENABLE_TELEMETRY is ignored (upstream only: ",
+        "OTEL_LIBRARY_NAME is ignored (upstream only: ",
         "MULTI_TENANT_REDIS_PASSWORD is ignored (upstream only: ",
     ] {
         assert!(
