@@ -17,7 +17,7 @@ use uuid::Uuid;
 
 use crate::claims::chrono_duration;
 use crate::jobs::bson_time;
-use crate::worker_outbox::{held, lease_rows, pending_event};
+use crate::worker_outbox::{give_back, held, lease_rows, pending_event};
 use crate::{Error, Result, Store};
 
 /// Leases up to `limit` due rows to `owner` for `lease`: recorded at least `grace` ago, due, and
@@ -72,20 +72,7 @@ pub async fn mark_failed(
     error: &str,
     retry_after: Duration,
 ) -> Result<bool> {
-    let done = store
-        .mirror_rows()
-        .update_one(
-            held(id, owner),
-            doc! {"$set": {
-                "leased_by": Bson::Null,
-                "lease_until": Bson::Null,
-                "next_attempt_at": bson_time(Utc::now() + chrono_duration(retry_after)),
-                "last_error": contract::redact(error),
-            }},
-        )
-        .await
-        .map_err(|e| Error::unavailable(&e))?;
-    Ok(done.modified_count == 1)
+    give_back(&store.mirror_rows(), id, owner, error, retry_after).await
 }
 
 /// The mirror's backlog, as the PostgreSQL mode reports its MQTT rows (`outbox::Store::stats`):

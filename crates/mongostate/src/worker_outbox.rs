@@ -225,8 +225,19 @@ pub async fn mark_failed(
     error: &str,
     retry_after: Duration,
 ) -> Result<bool> {
-    let done = store
-        .worker_rows()
+    give_back(&store.worker_rows(), id, owner, error, retry_after).await
+}
+
+/// Gives the row `id` of `rows` (this Worker's outbox or the mirror's) back while `owner` holds
+/// it: lease cleared, due again after `retry_after`, `error` (redacted) kept.
+pub(crate) async fn give_back(
+    rows: &Collection<Document>,
+    id: Uuid,
+    owner: &str,
+    error: &str,
+    retry_after: Duration,
+) -> Result<bool> {
+    let done = rows
         .update_one(
             held(id, owner),
             doc! {"$set": {
