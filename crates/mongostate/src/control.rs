@@ -86,6 +86,7 @@ impl ManagerStore {
                 publisher: request.publisher,
                 lease: request.lease,
                 executions: &[],
+                traceparent: None,
             };
             let done = self.apply(session, &seen, transition, &texts).await?;
             Ok(Txn::Commit(done))
@@ -133,6 +134,7 @@ impl ManagerStore {
                 publisher: request.publisher,
                 lease: request.lease,
                 executions: request.executions,
+                traceparent: request.traceparent,
             };
             let done = self.apply(session, &seen, transition, &texts).await?;
             Ok(Txn::Commit(done))
@@ -172,6 +174,7 @@ impl ManagerStore {
                 publisher,
                 lease,
                 executions: &[],
+                traceparent: None,
             };
             let done = self.apply(session, &seen, transition, &texts).await?;
             Ok(Txn::Commit(done))
@@ -267,6 +270,7 @@ impl ManagerStore {
             source: texts.source,
             publisher: texts.publisher,
             lease: texts.lease,
+            traceparent: texts.traceparent,
         };
         // The executions end (or go, with the job's deletion) before the job's own events.
         let mut events = self
@@ -321,8 +325,9 @@ impl ManagerStore {
                     detail: e.to_string(),
                 })
             })?;
-            let attributes =
+            let mut attributes =
                 CloudEventAttributes::new(*event, job_id, texts.source, seen.tenant.as_deref(), at);
+            attributes.traceparent = texts.traceparent.map(str::to_owned);
             let outbound = OutboundEvent {
                 attributes,
                 request_id: texts.request_id.clone(),
@@ -378,6 +383,9 @@ pub(crate) struct Texts<'a> {
     pub lease: Duration,
     /// A run's last reports of its executions, for a transition that ends its cancel.
     pub executions: &'a [ExecutionReport],
+    /// The trace of the delivery or run that ends a cancel (telemetry on). A request through
+    /// the control API has none: the Manager's job document keeps no trace.
+    pub traceparent: Option<&'a str>,
 }
 
 /// `metadata.error` of a canceled job: that it was canceled, how, and the request's reason

@@ -135,7 +135,9 @@ pub(crate) fn event_of(
         .ok()
         .and_then(|n| u32::try_from(n).ok())
         .unwrap_or(0);
-    let details = outbox::status_details(text("error"), attempts, text("last_error"));
+    // The job's runs are not known here: an execution's event in the Manager mode says no
+    // `deliveries` (its job's document, read through the API, does).
+    let details = outbox::status_details(text("error"), attempts, text("last_error"), 0);
     let date = |key: &str| match execution.get(key) {
         Some(Bson::DateTime(at)) => DateTime::from_timestamp_millis(at.timestamp_millis()),
         _ => None,
@@ -151,7 +153,7 @@ pub(crate) fn event_of(
     }
     .to_bytes()
     .map_err(|e| invalid(e.to_string()))?;
-    let attributes = CloudEventAttributes::execution(
+    let mut attributes = CloudEventAttributes::execution(
         operation,
         job_id,
         datasource,
@@ -159,6 +161,7 @@ pub(crate) fn event_of(
         events.tenant,
         Utc::now(),
     );
+    attributes.traceparent = events.traceparent.map(str::to_owned);
     Ok(Some(OutboundEvent {
         attributes,
         request_id: events.request_id.map(str::to_owned),

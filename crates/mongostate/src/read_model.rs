@@ -29,9 +29,17 @@ impl ManagerStore {
         let Some(seen) = self.seen(job_id).await? else {
             return Ok(Vec::new());
         };
-        let mut rows: Vec<ExecutionRow> = executions::stored(&seen.worker())
+        let worker = seen.worker();
+        // The job's runs so far, as the PostgreSQL store shows them.
+        let deliveries = worker
+            .get_i32(crate::manager_store::field::ATTEMPTS)
+            .unwrap_or(0);
+        let mut rows: Vec<ExecutionRow> = executions::stored(&worker)
             .iter()
-            .map(execution_row)
+            .map(|execution| ExecutionRow {
+                deliveries,
+                ..execution_row(execution)
+            })
             .collect();
         rows.sort_by(|a, b| a.datasource.cmp(&b.datasource));
         Ok(rows)
@@ -133,6 +141,7 @@ fn execution_row(execution: &Document) -> ExecutionRow {
         error: text("error"),
         attempts: i32::try_from(number("attempts")).unwrap_or(0),
         last_error: text("last_error"),
+        deliveries: 0,
     }
 }
 

@@ -108,6 +108,7 @@ impl ManagerStore {
                         publisher: record.publisher,
                         lease: record.lease,
                         executions: record.executions,
+                        traceparent: record.event.attributes.traceparent.as_deref(),
                     };
                     return match self.apply(session, &seen, transition, &texts).await? {
                         Controlled::Done {
@@ -159,6 +160,7 @@ impl ManagerStore {
                 source: &record.event.attributes.source,
                 publisher: record.publisher,
                 lease: record.lease,
+                traceparent: record.event.attributes.traceparent.as_deref(),
             };
             let mut update = terminal_update(record, status, body, now, row_id, tenant);
             if let Ok(set) = update.get_document_mut("$set") {

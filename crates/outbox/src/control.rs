@@ -81,6 +81,8 @@ struct Locked {
     lapsed: bool,
     /// Who holds (or last held) its claim.
     owner: Option<String>,
+    /// The trace of its run (telemetry on), which every event of the job carries.
+    traceparent: Option<String>,
 }
 
 /// A delivery of a job whose cancel came first ([`crate::Claim::CancelRequested`]): it ends the
@@ -101,6 +103,8 @@ pub struct EndCancel<'a> {
     /// The run's last reports of its executions (with `owner`), written before the others
     /// still open end `CANCELED`.
     pub executions: &'a [ExecutionReport],
+    /// The delivery's trace (telemetry on): kept with the job, carried by the events.
+    pub traceparent: Option<&'a str>,
 }
 
 impl Store {
@@ -186,6 +190,7 @@ impl Store {
             publisher: request.publisher,
             lease: request.lease,
             executions: &[],
+            traceparent: job.traceparent.as_deref(),
         };
         commit(tx, request.job_id, &job, transition, texts).await
     }
@@ -233,6 +238,7 @@ impl Store {
             publisher,
             lease,
             executions: &[],
+            traceparent: job.traceparent.as_deref(),
         };
         commit(tx, job_id, &job, transition, texts).await
     }
@@ -271,11 +277,14 @@ pub(crate) async fn end_cancel_in(
         job.metadata = request.metadata.clone();
     }
     sqlx::query(
-        "UPDATE jobs SET metadata = $2, request_id = COALESCE(request_id, $3) WHERE job_id = $1",
+        "UPDATE jobs SET metadata = $2, request_id = COALESCE(request_id, $3),
+                         traceparent = COALESCE($4, traceparent)
+         WHERE job_id = $1",
     )
     .bind(request.job_id)
     .bind(Json(&job.metadata))
     .bind(request.request_id)
+    .bind(request.traceparent)
     .execute(&mut *tx)
     .await
     .map_err(db)?;
@@ -290,6 +299,7 @@ pub(crate) async fn end_cancel_in(
         publisher: request.publisher,
         lease: request.lease,
         executions: request.executions,
+        traceparent: request.traceparent.or(job.traceparent.as_deref()),
     };
     commit(tx, request.job_id, &job, transition, texts).await
 }
@@ -317,6 +327,8 @@ struct Commit<'a> {
     executions: &'a [ExecutionReport],
     /// The MQTT mirror's topic prefix, when it is on.
     mirror: Option<&'a str>,
+    /// The job's trace (telemetry on), for every event's `ce-traceparent`.
+    traceparent: Option<&'a str>,
 }
 
 /// Writes the transition's state, announces a cancel a running job must learn, records the
@@ -354,6 +366,7 @@ async fn commit(
         source: texts.source,
         publisher: texts.publisher,
         lease: texts.lease,
+        traceparent: texts.traceparent,
     };
     let mut events = Vec::new();
     if transition.events.contains(&Event::Canceled) {
@@ -375,6 +388,7 @@ async fn commit(
         reason_code: texts.reason_code,
         force: transition.to.force,
         result_deleted: texts.result_deleted,
+        traceparent: texts.traceparent,
     };
     events.extend(
         record_events(
@@ -401,7 +415,7 @@ async fn lock(tx: &mut Transaction<'static, Postgres>, job_id: Uuid) -> Result<O
     let db = |e| OutboxError::sqlx(STEP, e);
     let row = sqlx::query(
         "SELECT status, cancel_requested, force_canceled, delete_requested, metadata, comment,
-                reason_code, request_id, tenant_id, owner,
+                reason_code, request_id, tenant_id, owner, traceparent,
                 COALESCE(lease_expires_at <= now(), false) AS lapsed
          FROM jobs WHERE job_id = $1 FOR UPDATE",
     )
@@ -432,6 +446,7 @@ fn locked(row: &PgRow) -> Result<Locked> {
         tenant: row.try_get("tenant_id").map_err(db)?,
         lapsed: row.try_get("lapsed").map_err(db)?,
         owner: row.try_get("owner").map_err(db)?,
+        traceparent: row.try_get("traceparent").map_err(db)?,
         metadata: metadata.0,
         comment: row.try_get("comment").map_err(db)?,
         reason_code: row.try_get("reason_code").map_err(db)?,
@@ -539,6 +554,7 @@ struct EventContext<'a> {
     reason_code: Option<&'a str>,
     force: bool,
     result_deleted: bool,
+    traceparent: Option<&'a str>,
 }
 
 /// Inserts the outbox row of each event, in order, leased to `publisher`. An event already
@@ -586,8 +602,9 @@ async fn record_events(
             }
         }
         .map_err(|e| OutboxError::invalid(STEP, e.to_string()))?;
-        let attributes =
+        let mut attributes =
             CloudEventAttributes::new(*event, context.job_id, context.source, context.tenant, at);
+        attributes.traceparent = context.traceparent.map(str::to_owned);
         let outbound = OutboundEvent {
             attributes,
             request_id: context.request_id.map(str::to_owned),

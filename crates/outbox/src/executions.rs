@@ -49,6 +49,9 @@ pub struct ExecutionEvents<'a> {
     pub source: &'a str,
     pub publisher: &'a str,
     pub lease: Duration,
+    /// The W3C `traceparent` of the job's trace (telemetry on), carried by the events as
+    /// `ce-traceparent`; `None` leaves them as they are without traces.
+    pub traceparent: Option<&'a str>,
 }
 
 /// How the executions a job's end leaves open are closed: the waiting ones `CANCELED`, the
@@ -173,7 +176,7 @@ pub(crate) async fn apply(
         .map(|r| i32::try_from(r.attempts).unwrap_or(i32::MAX))
         .collect();
     let last_errors: Vec<Option<&str>> = reports.iter().map(|r| r.last_error.as_deref()).collect();
-    let written = sqlx::query(
+    let sql = format!(
         "INSERT INTO job_executions AS e
              (job_id, datasource, status, row_count, started_at, ended_at, error, attempts,
               last_error)
@@ -186,21 +189,21 @@ pub(crate) async fn apply(
              attempts = EXCLUDED.attempts, last_error = EXCLUDED.last_error,
              updated_at = now()
          WHERE e.status IN ('QUEUED', 'IN_PROGRESS')
-         RETURNING datasource, status, row_count, started_at, ended_at, error, attempts,
-                   last_error",
-    )
-    .bind(job_id)
-    .bind(&names)
-    .bind(&statuses)
-    .bind(&rows)
-    .bind(&started)
-    .bind(&ended)
-    .bind(&errors)
-    .bind(&attempts)
-    .bind(&last_errors)
-    .fetch_all(&mut **tx)
-    .await
-    .map_err(|e| OutboxError::sqlx(STEP, e))?;
+         RETURNING {RETURNED}"
+    );
+    let written = sqlx::query(&sql)
+        .bind(job_id)
+        .bind(&names)
+        .bind(&statuses)
+        .bind(&rows)
+        .bind(&started)
+        .bind(&ended)
+        .bind(&errors)
+        .bind(&attempts)
+        .bind(&last_errors)
+        .fetch_all(&mut **tx)
+        .await
+        .map_err(|e| OutboxError::sqlx(STEP, e))?;
     let mut recorded = Vec::new();
     for row in sorted(written)? {
         recorded.extend(ended_event(tx, job_id, &row, None, events).await?);
@@ -209,13 +212,16 @@ pub(crate) async fn apply(
 }
 
 /// An execution's `statusDetails` (lifecycle §3): `error`, the redacted error it ended with;
-/// and once it was tried more than once (`JOB_RETRY_ATTEMPTS`), `attempts` and `lastError`, the
-/// redacted error of its last attempt that failed and was retried. A datasource read at its
-/// first attempt shows no `attempts`, so the details of a run without retries are as before.
+/// once it was tried more than once (`JOB_RETRY_ATTEMPTS`), `attempts` and `lastError`, the
+/// redacted error of its last attempt that failed and was retried; and once the job's message
+/// was delivered again and ran (a requeue, a Worker that died mid-job), `deliveries`, the runs
+/// of the job so far (its claims, this one included). A datasource read at its first attempt
+/// of a first delivery shows none of these, so the details of such a run are as before.
 pub fn status_details(
     error: Option<String>,
     attempts: u32,
     last_error: Option<String>,
+    deliveries: u32,
 ) -> Map<String, Value> {
     let mut details = Map::new();
     if let Some(error) = error {
@@ -227,8 +233,17 @@ pub fn status_details(
             details.insert("lastError".to_owned(), Value::String(last_error));
         }
     }
+    if deliveries > 1 {
+        details.insert("deliveries".to_owned(), Value::from(deliveries));
+    }
     details
 }
+
+/// The `RETURNING` columns an execution's event is built from ([`ended_event`]): the row's,
+/// and its job's runs so far (`deliveries`).
+const RETURNED: &str = "datasource, status, row_count, started_at, ended_at, error, attempts,
+                   last_error,
+                   (SELECT j.attempts FROM jobs j WHERE j.job_id = $1) AS deliveries";
 
 /// Whether `reports` leave nothing to close: every datasource reported, each ended.
 pub(crate) fn all_ended(reports: &[ExecutionReport]) -> bool {
@@ -242,21 +257,21 @@ pub(crate) async fn close(
     close: Close<'_>,
     events: &ExecutionEvents<'_>,
 ) -> Result<Vec<PendingEvent>> {
-    let rows = sqlx::query(
+    let sql = format!(
         "UPDATE job_executions SET
              status = CASE WHEN status = 'IN_PROGRESS' THEN $2 ELSE 'CANCELED' END,
              error = CASE WHEN status = 'IN_PROGRESS' THEN $3 ELSE NULL END,
              ended_at = now(), updated_at = now()
          WHERE job_id = $1 AND status IN ('QUEUED', 'IN_PROGRESS')
-         RETURNING datasource, status, row_count, started_at, ended_at, error, attempts,
-                   last_error",
-    )
-    .bind(job_id)
-    .bind(close.running.as_str())
-    .bind(close.error)
-    .fetch_all(&mut **tx)
-    .await
-    .map_err(|e| OutboxError::sqlx(STEP, e))?;
+         RETURNING {RETURNED}"
+    );
+    let rows = sqlx::query(&sql)
+        .bind(job_id)
+        .bind(close.running.as_str())
+        .bind(close.error)
+        .fetch_all(&mut **tx)
+        .await
+        .map_err(|e| OutboxError::sqlx(STEP, e))?;
     let mut recorded = Vec::new();
     for row in sorted(rows)? {
         recorded.extend(ended_event(tx, job_id, &row, None, events).await?);
@@ -270,15 +285,12 @@ pub(crate) async fn remove(
     job_id: Uuid,
     events: &ExecutionEvents<'_>,
 ) -> Result<Vec<PendingEvent>> {
-    let rows = sqlx::query(
-        "DELETE FROM job_executions WHERE job_id = $1
-         RETURNING datasource, status, row_count, started_at, ended_at, error, attempts,
-                   last_error",
-    )
-    .bind(job_id)
-    .fetch_all(&mut **tx)
-    .await
-    .map_err(|e| OutboxError::sqlx(STEP, e))?;
+    let sql = format!("DELETE FROM job_executions WHERE job_id = $1 RETURNING {RETURNED}");
+    let rows = sqlx::query(&sql)
+        .bind(job_id)
+        .fetch_all(&mut **tx)
+        .await
+        .map_err(|e| OutboxError::sqlx(STEP, e))?;
     let mut recorded = Vec::new();
     for row in sorted(rows)? {
         recorded.extend(ended_event(tx, job_id, &row, Some(Operation::Deleted), events).await?);
@@ -323,7 +335,13 @@ async fn ended_event(
     let error: Option<String> = row.try_get("error").map_err(db)?;
     let attempts: i32 = row.try_get("attempts").map_err(db)?;
     let last_error: Option<String> = row.try_get("last_error").map_err(db)?;
-    let details = status_details(error, u32::try_from(attempts).unwrap_or(0), last_error);
+    let deliveries: Option<i32> = row.try_get("deliveries").map_err(db)?;
+    let details = status_details(
+        error,
+        u32::try_from(attempts).unwrap_or(0),
+        last_error,
+        deliveries.map_or(0, i32::unsigned_abs),
+    );
     let body = ExecutionBody {
         job_id,
         datasource: &datasource,
@@ -335,7 +353,7 @@ async fn ended_event(
     }
     .to_bytes()
     .map_err(|e| OutboxError::invalid(STEP, e.to_string()))?;
-    let attributes = CloudEventAttributes::execution(
+    let mut attributes = CloudEventAttributes::execution(
         operation,
         job_id,
         &datasource,
@@ -343,6 +361,7 @@ async fn ended_event(
         events.tenant,
         Utc::now(),
     );
+    attributes.traceparent = events.traceparent.map(str::to_owned);
     let event = OutboundEvent {
         attributes,
         request_id: events.request_id.map(str::to_owned),

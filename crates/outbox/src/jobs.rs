@@ -42,6 +42,10 @@ pub struct ClaimRequest<'a> {
     pub owner: &'a str,
     /// How long the claim holds without [`Store::renew_lease`].
     pub lease: Duration,
+    /// The W3C `traceparent` of the delivery's trace (telemetry on): kept with the job (the
+    /// latest run's), so the events recorded for it later (a cancel through the API, the
+    /// deletion) carry the same trace.
+    pub traceparent: Option<&'a str>,
 }
 
 /// What a job asks for, stored with it as `{"filters": ..., "mappedFields": ...}`: borrowed from
@@ -328,8 +332,9 @@ fn claim_statement<'q>(
         "WITH claimed AS (
          INSERT INTO jobs AS j (job_id, tenant_id, status, request_id, metadata, spec, \
                                 attempts, owner, lease_expires_at, started_at, message_sha256, \
-                                first_started_at, timeout_seconds)
-         VALUES ($1, $2, 'processing', $3, $4, $5, 1, $6, now() + $7, now(), $8, now(), $9)
+                                first_started_at, timeout_seconds, traceparent)
+         VALUES ($1, $2, 'processing', $3, $4, $5, 1, $6, now() + $7, now(), $8, now(), $9,
+                 $12)
          ON CONFLICT (job_id) DO UPDATE SET
              status = 'processing',
              -- The stored message wins; a gap is filled from this delivery.
@@ -344,6 +349,7 @@ fn claim_statement<'q>(
              started_at = now(),
              first_started_at = COALESCE(j.first_started_at, now()),
              timeout_seconds = COALESCE(j.timeout_seconds, EXCLUDED.timeout_seconds),
+             traceparent = COALESCE(EXCLUDED.traceparent, j.traceparent),
              updated_at = now()
          WHERE ((j.status = 'pending' AND NOT j.cancel_requested)
                 OR (j.status = 'processing' AND j.lease_expires_at <= now()))
@@ -381,6 +387,7 @@ fn claim_statement<'q>(
     )
     .bind(names)
     .bind(tables)
+    .bind(request.traceparent)
 }
 
 /// The claim a taken job's row answers.

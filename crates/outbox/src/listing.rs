@@ -61,8 +61,9 @@ impl Store {
         let db = |e| OutboxError::sqlx("reading jobs' executions", e);
         let rows = sqlx::query(
             "SELECT job_id, datasource, status, row_count, tables, started_at, ended_at, error,
-                    attempts, last_error
-             FROM job_executions WHERE job_id = ANY($1) ORDER BY job_id, datasource",
+                    attempts, last_error,
+                    (SELECT j.attempts FROM jobs j WHERE j.job_id = e.job_id) AS deliveries
+             FROM job_executions e WHERE job_id = ANY($1) ORDER BY job_id, datasource",
         )
         .bind(job_ids)
         .fetch_all(self.pool())

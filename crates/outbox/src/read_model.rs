@@ -60,6 +60,8 @@ pub struct ExecutionRow {
     pub attempts: i32,
     /// The redacted error of its last attempt that failed and was retried.
     pub last_error: Option<String>,
+    /// Its job's runs so far (the job's claims: more than 1 once its message came back).
+    pub deliveries: i32,
 }
 
 impl ExecutionRow {
@@ -69,6 +71,7 @@ impl ExecutionRow {
             self.error.clone(),
             u32::try_from(self.attempts).unwrap_or(0),
             self.last_error.clone(),
+            self.deliveries.unsigned_abs(),
         )
     }
 }
@@ -89,7 +92,7 @@ impl Store {
     pub async fn executions(&self, job_id: Uuid) -> Result<Vec<ExecutionRow>> {
         let rows = sqlx::query(
             "SELECT datasource, status, row_count, tables, started_at, ended_at, error, attempts,
-                    last_error
+                    last_error, (SELECT j.attempts FROM jobs j WHERE j.job_id = $1) AS deliveries
              FROM job_executions WHERE job_id = $1 ORDER BY datasource",
         )
         .bind(job_id)
@@ -115,6 +118,7 @@ pub(crate) fn execution_row(row: &PgRow) -> Result<ExecutionRow, sqlx::Error> {
         error: row.try_get("error")?,
         attempts: row.try_get("attempts")?,
         last_error: row.try_get("last_error")?,
+        deliveries: row.try_get::<Option<i32>, _>("deliveries")?.unwrap_or(0),
     })
 }
 

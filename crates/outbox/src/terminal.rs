@@ -167,6 +167,7 @@ impl Store {
             source: &record.event.attributes.source,
             publisher: record.publisher,
             lease: record.lease,
+            traceparent: record.event.attributes.traceparent.as_deref(),
         };
         let mut executions =
             executions::apply(&mut tx, record.job_id, record.executions, &events).await?;
@@ -212,6 +213,7 @@ impl Store {
             lease: record.lease,
             owner: record.owner,
             executions: record.executions,
+            traceparent: record.event.attributes.traceparent.as_deref(),
         };
         Ok(match end_cancel_in(tx, self.mirror(), &request).await? {
             Controlled::Done {

@@ -3,8 +3,9 @@
 //! while the caller still holds the job in the state the lifecycle machine was asked about.
 //!
 //! Every other case (a cancel requested or in progress, a claim lost, the MQTT mirror on, open
-//! executions to close, an event already recorded) writes nothing here and is left to the
-//! locked-row transaction of `terminal.rs`, which answers it as before.
+//! executions to close, an event already recorded, a job whose message ran before: its
+//! executions' events say how many runs it took, which only the row knows) writes nothing here
+//! and is left to the locked-row transaction of `terminal.rs`, which answers it as before.
 
 use chrono::{DateTime, Utc};
 use contract::event::{
@@ -41,7 +42,7 @@ WITH job AS (
                     result_row_count = $11, error_message = $12, lease_expires_at = NULL,
                     object_left = $13, finished_at = now(), updated_at = now()
     WHERE job_id = $1 AND owner = $2 AND status = $3 AND cancel_requested = $4
-      AND force_canceled = $5 AND delete_requested = $6
+      AND force_canceled = $5 AND delete_requested = $6 AND attempts <= 1
     RETURNING job_id),
 written AS (
     INSERT INTO job_executions AS e
@@ -251,10 +252,12 @@ fn execution_event(
     rows: i64,
 ) -> Option<OutboundEvent> {
     let attempts = i32::try_from(report.attempts).unwrap_or(i32::MAX);
+    // The statement writes only a job's first run (`attempts <= 1`): one delivery.
     let details = status_details(
         report.error.clone(),
         u32::try_from(attempts).unwrap_or(0),
         report.last_error.clone(),
+        1,
     );
     let body = ExecutionBody {
         job_id: record.job_id,
@@ -268,7 +271,7 @@ fn execution_event(
     .to_bytes()
     // A body that cannot be built: the locked-row path reports it.
     .ok()?;
-    let attributes = CloudEventAttributes::execution(
+    let mut attributes = CloudEventAttributes::execution(
         operation,
         record.job_id,
         &report.datasource,
@@ -276,6 +279,8 @@ fn execution_event(
         record.tenant,
         Utc::now(),
     );
+    // The trace of the job's own event (telemetry on).
+    attributes.traceparent = record.event.attributes.traceparent.clone();
     Some(OutboundEvent {
         attributes,
         request_id: record.event.request_id.clone(),

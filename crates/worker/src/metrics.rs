@@ -44,7 +44,8 @@ pub const REDELIVERED: &str = "fetcher_messages_redelivered_total";
 pub const STORAGE_RETRIES: &str = "fetcher_storage_write_retries_total";
 /// Counter: retries of datasources whose attempt failed transiently (`JOB_RETRY_ATTEMPTS`), by
 /// `outcome` ([`RetryOutcome`]: `retried` each time one is read again, then once per retried
-/// datasource `recovered` or `exhausted`).
+/// datasource `recovered` or `exhausted`; `redelivered` for each datasource of a job whose
+/// message came back and ran again).
 pub const DATASOURCE_RETRIES: &str = "fetcher_datasource_retries_total";
 /// Counter: temporary files parts of results waiting their turn spilled to (`ENGINE_SPILL_DIR`).
 pub const SPILL_FILES: &str = "fetcher_engine_spill_files_total";
@@ -332,13 +333,17 @@ pub(crate) enum RetryOutcome {
     /// A datasource read again still failed (its retries ran out, or a later attempt failed
     /// permanently).
     Exhausted,
+    /// A datasource run again because its job's message came back and ran again (a requeue,
+    /// a Worker that died mid-job): once per datasource of each such run.
+    Redelivered,
 }
 
 impl RetryOutcome {
-    const ALL: [RetryOutcome; 3] = [
+    const ALL: [RetryOutcome; 4] = [
         RetryOutcome::Retried,
         RetryOutcome::Recovered,
         RetryOutcome::Exhausted,
+        RetryOutcome::Redelivered,
     ];
 
     fn as_str(self) -> &'static str {
@@ -346,12 +351,17 @@ impl RetryOutcome {
             RetryOutcome::Retried => "retried",
             RetryOutcome::Recovered => "recovered",
             RetryOutcome::Exhausted => "exhausted",
+            RetryOutcome::Redelivered => "redelivered",
         }
     }
 }
 
 pub(crate) fn datasource_retry(outcome: RetryOutcome) {
-    metrics::counter!(DATASOURCE_RETRIES, "outcome" => outcome.as_str()).increment(1);
+    datasource_retries(outcome, 1);
+}
+
+pub(crate) fn datasource_retries(outcome: RetryOutcome, datasources: u64) {
+    metrics::counter!(DATASOURCE_RETRIES, "outcome" => outcome.as_str()).increment(datasources);
 }
 
 pub(crate) fn storage_retry() {

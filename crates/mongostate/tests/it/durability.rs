@@ -67,6 +67,7 @@ async fn acknowledged_claims_and_terminal_records_survive_a_sigkill_of_the_serve
                 timeout_seconds: None,
                 owner: "worker-1",
                 lease: LEASE,
+                traceparent: None,
             })
             .await
             .expect("claim");

@@ -139,6 +139,7 @@ async fn a_job_without_a_document_is_never_inserted() {
             timeout_seconds: None,
             owner: "owner-a",
             lease: LEASE,
+            traceparent: None,
         })
         .await;
 

@@ -225,6 +225,7 @@ async fn a_cancel_of_a_running_job_is_learned_by_its_lease_and_ended_by_its_run(
             lease: LEASE,
             owner: Some("owner-a"),
             executions: &[],
+            traceparent: None,
         })
         .await
         .unwrap();
@@ -283,6 +284,7 @@ async fn a_cancel_whose_owner_died_is_listed_canceling_and_ended_without_it() {
             lease: LEASE,
             owner: None,
             executions: &[],
+            traceparent: None,
         })
         .await
         .unwrap();
@@ -393,6 +395,7 @@ async fn a_forced_delete_of_a_running_job_cancels_it_then_deletes_it() {
             lease: LEASE,
             owner: Some("owner-a"),
             executions: &[],
+            traceparent: None,
         })
         .await
         .unwrap();

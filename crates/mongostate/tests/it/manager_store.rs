@@ -107,6 +107,7 @@ async fn executions_are_kept_on_the_job_only_while_its_owner_holds_it() {
         source: SOURCE,
         publisher: "owner-a",
         lease: LEASE,
+        traceparent: None,
     };
     let report = |status, ended| ExecutionReport {
         datasource: "orders".to_owned(),

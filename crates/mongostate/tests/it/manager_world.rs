@@ -65,6 +65,7 @@ impl World {
                 timeout_seconds: None,
                 owner,
                 lease,
+                traceparent: None,
             })
             .await
             .expect("claim")

@@ -296,6 +296,7 @@ fn end<'a>(job_id: Uuid, metadata: &'a serde_json::Map<String, Value>) -> outbox
         lease: LONG,
         owner: None,
         executions: &[],
+        traceparent: None,
     }
 }
 

@@ -37,6 +37,7 @@ const EVENTS: ExecutionEvents<'static> = ExecutionEvents {
     source: SOURCE,
     publisher: "worker-a",
     lease: LONG,
+    traceparent: None,
 };
 
 fn report(datasource: &str, status: ExecutionStatus, rows: u64) -> ExecutionReport {
@@ -283,6 +284,7 @@ async fn a_cancel_closes_the_executions_counted_in_its_event_and_a_delete_remove
         lease: LONG,
         owner: Some("worker-a"),
         executions: &[report("b", ExecutionStatus::InProgress, 2)],
+        traceparent: None,
     };
     assert!(matches!(
         store.end_cancel(&end).await.expect("end"),
@@ -447,6 +449,11 @@ async fn a_retried_executions_attempts_reach_its_event_and_the_read_model_and_a_
     ));
     let b = &store.executions(job_id).await.expect("executions")[1];
     assert_eq!((b.status.as_str(), b.attempts), ("QUEUED", 0));
-    assert!(b.last_error.is_none() && b.status_details().is_empty());
+    assert!(b.last_error.is_none());
+    // The retries are cleared; the run it is now counts as the job's second.
+    assert_eq!(
+        serde_json::Value::Object(b.status_details()),
+        serde_json::json!({"deliveries": 2})
+    );
     db.drop().await;
 }

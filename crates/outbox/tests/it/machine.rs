@@ -228,6 +228,7 @@ async fn store_answer(store: &Store, job_id: Uuid, caller: Caller, step: Step) -
             lease: LONG,
             owner,
             executions: &[],
+            traceparent: None,
         })
         .await
         .expect("end cancel");

@@ -9,6 +9,7 @@ mod mirror_batch;
 mod objects_left;
 mod relay;
 mod retention;
+mod runs_and_traces;
 mod support;
 mod terminal;
 mod terminal_claimed;

@@ -79,6 +79,7 @@ pub fn claim_request<'a>(
         timeout_seconds: None,
         owner,
         lease,
+        traceparent: None,
     }
 }
 

@@ -247,6 +247,7 @@ async fn a_recorded_end_is_published_by_its_publisher_as_the_postgresql_mode_pub
             timeout_seconds: None,
             owner: "owner-a",
             lease: Duration::from_secs(60),
+            traceparent: None,
         })
         .await
         .unwrap();
@@ -377,6 +378,7 @@ async fn an_executions_event_goes_through_this_workers_own_outbox_and_a_lost_one
             timeout_seconds: None,
             owner: "owner-a",
             lease: Duration::from_secs(60),
+            traceparent: None,
         })
         .await
         .unwrap();
@@ -396,6 +398,7 @@ async fn an_executions_event_goes_through_this_workers_own_outbox_and_a_lost_one
         source: SOURCE,
         publisher,
         lease,
+        traceparent: None,
     };
     // Delivered by its publisher right after the commit.
     let delivered = world
@@ -493,6 +496,7 @@ async fn a_recorded_end_whose_publisher_failed_is_republished_with_its_request_i
             timeout_seconds: None,
             owner: "owner-a",
             lease: Duration::from_secs(60),
+            traceparent: None,
         })
         .await
         .unwrap();

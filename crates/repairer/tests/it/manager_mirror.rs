@@ -59,6 +59,7 @@ async fn recorded_end(prefix: &str) -> (MongoDb, ManagerStore, uuid::Uuid) {
             timeout_seconds: None,
             owner: "owner-a",
             lease: Duration::from_secs(60),
+            traceparent: None,
         })
         .await
         .expect("claim");

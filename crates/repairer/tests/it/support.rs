@@ -256,6 +256,7 @@ pub async fn claim(store: &Store, job_id: Uuid, tenant: Option<&str>) {
             timeout_seconds: None,
             owner: RECORDER,
             lease: Duration::from_secs(600),
+            traceparent: None,
         })
         .await
         .expect("claim");

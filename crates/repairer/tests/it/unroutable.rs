@@ -193,6 +193,7 @@ async fn an_execution_event_nobody_binds_is_not_retried_but_a_job_event_is() {
         timeout_seconds: None,
         owner: "run-1",
         lease: Duration::from_secs(60),
+        traceparent: None,
     };
     db.store.claim(&claim).await.expect("claim");
     let ended = ExecutionReport {
@@ -211,6 +212,7 @@ async fn an_execution_event_nobody_binds_is_not_retried_but_a_job_event_is() {
         source: "//test",
         publisher: "run-1",
         lease: Duration::ZERO,
+        traceparent: None,
     };
     let recorded = db
         .store

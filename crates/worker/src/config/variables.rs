@@ -246,7 +246,7 @@ pub(super) const VARIABLES: &[Variable] = &[
         Example::Value("json"),
     ),
     example(
-        var("ENABLE_TELEMETRY", Value("false"), "`true` exports traces (a `job` span per delivery, a span per stage) over OTLP/HTTP to `OTEL_EXPORTER_OTLP_*`, continuing the message's `Traceparent`; terminal events then carry `ce-traceparent` (upstream's switch)"),
+        var("ENABLE_TELEMETRY", Value("false"), "`true` exports traces (a `job` span per delivery, a span per stage) over OTLP/HTTP to `OTEL_EXPORTER_OTLP_*`, continuing the message's `Traceparent`; the job's events then carry `ce-traceparent` (upstream's switch)"),
         Example::Off("true"),
     ),
     example(

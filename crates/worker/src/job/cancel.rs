@@ -41,6 +41,7 @@ pub(super) enum CancelEnd {
 /// owner may have stored (and records the deletion that was waiting on the cancel).
 pub(super) async fn end_cancel(core: &JobCore, job: &Canceled<'_>) -> CancelEnd {
     let publisher = core.owner();
+    let traceparent = crate::traces::traceparent(&tracing::Span::current());
     let request = EndCancel {
         job_id: job.job_id,
         tenant: job.tenant,
@@ -51,6 +52,8 @@ pub(super) async fn end_cancel(core: &JobCore, job: &Canceled<'_>) -> CancelEnd 
         lease: core.settings.lease,
         owner: job.owner,
         executions: job.executions,
+        // The delivery's or the run's trace; none for the sweeper (the store keeps the job's).
+        traceparent: traceparent.as_deref(),
     };
     let committed = match core
         .ports

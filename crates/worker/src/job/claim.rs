@@ -37,6 +37,9 @@ pub(super) async fn claim_and_run(
         filters: &job.filters,
     };
     let waited_since = Instant::now();
+    // The delivery's trace (telemetry on), kept with the job for the events recorded outside
+    // this run.
+    let traceparent = crate::traces::traceparent(&tracing::Span::current());
     loop {
         let owner = core.owner();
         let claim = core
@@ -52,6 +55,7 @@ pub(super) async fn claim_and_run(
                 timeout_seconds: job.timeout_seconds,
                 owner: &owner,
                 lease: core.settings.lease,
+                traceparent: traceparent.as_deref(),
             })
             .instrument(stage!("claim"))
             .await;
@@ -61,6 +65,14 @@ pub(super) async fn claim_and_run(
                 running_for,
             }) => {
                 tracing::info!(job_id = %job.job_id, tenant = headers.tenant.unwrap_or(""), attempt, "Job claimed.");
+                if attempt > 1 {
+                    // Its message came back and runs the job again: every datasource is read
+                    // again, counted where the retries within a run are.
+                    crate::metrics::datasource_retries(
+                        crate::metrics::RetryOutcome::Redelivered,
+                        u64::try_from(job.mapped_fields.len()).unwrap_or(u64::MAX),
+                    );
+                }
                 let run = ClaimedRun {
                     job,
                     tenant: headers.tenant,

@@ -209,12 +209,15 @@ impl Recorder<'_> {
     /// Writes what changed in `ledger`, as it changes, and publishes the events of the ends it
     /// wrote. Runs until dropped (the run's end).
     pub(super) async fn record(self, ledger: Arc<Ledger>) -> Infallible {
+        // Polled within the run's `job` span: its trace (telemetry on) goes with the events.
+        let traceparent = crate::traces::traceparent(&tracing::Span::current());
         let events = ExecutionEvents {
             tenant: self.tenant,
             request_id: self.request_id,
             source: &self.core.settings.source,
             publisher: self.owner,
             lease: self.core.settings.lease,
+            traceparent: traceparent.as_deref(),
         };
         loop {
             ledger.changed.notified().await;
@@ -340,7 +343,7 @@ mod tests {
         assert_eq!(reports[1].attempts, 1, "read at its first attempt");
         assert_eq!(reports[1].last_error, None);
         let details = |r: &ExecutionReport| {
-            outbox::status_details(r.error.clone(), r.attempts, r.last_error.clone())
+            outbox::status_details(r.error.clone(), r.attempts, r.last_error.clone(), 1)
         };
         assert_eq!(details(&reports[0])["attempts"], 3);
         assert!(details(&reports[1]).is_empty(), "no retry, no details");

@@ -342,6 +342,7 @@ async fn one_job_commits(store: &outbox::Store) {
             timeout_seconds: None,
             owner: &owner,
             lease: Duration::from_secs(30),
+            traceparent: None,
         })
         .await
         .expect("claim");

@@ -25,6 +25,16 @@ enum Dependency {
 /// events' outbox rows together (sent as text on a connection's first use of it).
 const TERMINAL_STATE: &[u8] = b"result_path = $8";
 
+/// The locked-row terminal transaction (`outbox::record_terminal_locked`, taken when the MQTT
+/// mirror is on or executions are still open): its first statement, the job's row read under
+/// its lock (as text on the connection's first use of it), then its `COMMIT`.
+const LOCKED_VERDICT: &[u8] = b"now() AS expired";
+const COMMIT: &[u8] = b"COMMIT";
+
+/// The Worker's settings that send a job's end through the locked-row transaction: the MQTT
+/// mirror on (its copies are written in that transaction).
+const MIRROR_ON: &[(&str, &str)] = &[("MQTT_URL", "mqtt://127.0.0.1:1883")];
+
 /// A World with one Worker whose state database and broker connections go through proxies.
 struct Setup {
     world: World,
@@ -109,7 +119,16 @@ fn addr(port: u16) -> SocketAddr {
 /// Arms `trap` in front of `dependency`, runs one job and checks its one outcome; returns how
 /// many times its event arrived.
 async fn one_job_through(dependency: Dependency, trap: impl FnOnce(&World) -> Trap) -> usize {
-    let setup = Setup::start().await;
+    one_job_through_with(&[], dependency, trap).await
+}
+
+/// [`one_job_through`] with `overrides` of the Worker's environment.
+async fn one_job_through_with(
+    overrides: &[(&str, &str)],
+    dependency: Dependency,
+    trap: impl FnOnce(&World) -> Trap,
+) -> usize {
+    let setup = Setup::start_with(overrides).await;
     let world = &setup.world;
     let mut listener = world.listen().await;
     let proxy = setup.proxy(dependency);
@@ -180,14 +199,15 @@ async fn one_job_through(dependency: Dependency, trap: impl FnOnce(&World) -> Tr
     arrivals
 }
 
-/// One terminal outcome: `completed`, one job-level outbox row, every arrival the same signed event, and
-/// the bucket holds exactly the object the event's HMAC names.
+/// One terminal outcome: `completed`, one job-level AMQP outbox row, every arrival the same
+/// signed event, and the bucket holds exactly the object the event's HMAC names.
 async fn check_outcome(world: &World, job_id: Uuid, events: &[Event], worker: &WorkerProcess) {
     let output = || worker.output();
     let status = world.job_status(job_id).await;
     assert_eq!(status.as_deref(), Some("completed"), "{}", output());
     let rows: i64 = sqlx::query_scalar(
-        "SELECT count(*) FROM outbox WHERE job_id = $1 AND ce_id NOT LIKE 'fetcher.job.execution.%'",
+        "SELECT count(*) FROM outbox
+         WHERE job_id = $1 AND sink = 'amqp' AND ce_id NOT LIKE 'fetcher.job.execution.%'",
     )
     .bind(job_id)
     .fetch_one(&world.state)
@@ -235,6 +255,30 @@ async fn a_commit_whose_answer_is_lost_keeps_the_object_and_publishes_once() {
     // must keep its object.
     let arrivals = one_job_through(Dependency::StateDatabase, |_| {
         Trap::reply_lost(TERMINAL_STATE)
+    })
+    .await;
+    assert_eq!(arrivals, 1);
+}
+
+#[tokio::test]
+async fn a_locked_terminal_transaction_cut_before_its_commit_is_redone() {
+    // The connection dies before the locked transaction's COMMIT reaches PostgreSQL: the
+    // server rolls it back, and the Worker, which cannot know, finds nothing recorded and
+    // records the end again.
+    let arrivals = one_job_through_with(MIRROR_ON, Dependency::StateDatabase, |_| {
+        Trap::before(COMMIT).after(LOCKED_VERDICT)
+    })
+    .await;
+    assert_eq!(arrivals, 1);
+}
+
+#[tokio::test]
+async fn a_locked_terminal_commit_whose_answer_is_lost_keeps_the_object_and_publishes_once() {
+    // PostgreSQL commits the locked transaction (the end, its event and its mirror copies);
+    // its answer never comes back. The Worker finds its event recorded, keeps the object and
+    // publishes the event once.
+    let arrivals = one_job_through_with(MIRROR_ON, Dependency::StateDatabase, |_| {
+        Trap::reply_lost(COMMIT).after(LOCKED_VERDICT)
     })
     .await;
     assert_eq!(arrivals, 1);

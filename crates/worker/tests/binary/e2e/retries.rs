@@ -196,3 +196,89 @@ async fn a_missing_table_fails_at_once_whatever_the_retries() {
     drop(worker);
     world.cleanup().await;
 }
+
+/// A job message that comes back and runs again (its Worker was killed mid-job) counts where a
+/// run's retries count: `deliveries` in its execution's `statusDetails`, in the execution's
+/// event and the job's document, and `redelivered` in `fetcher_datasource_retries_total`.
+#[tokio::test]
+async fn a_job_run_again_after_its_worker_was_killed_counts_the_delivery() {
+    let world = World::new().await;
+    let mut victim = world.start_worker().await;
+    let mut events = world.listen_to("job.#").await;
+    let job_id = Uuid::now_v7();
+    world
+        .submit(&world.job_body(job_id, "src", "slow", &["id"]), None, &[])
+        .await;
+    world
+        .wait_status(job_id, "processing", Duration::from_secs(20))
+        .await;
+    victim.signal("KILL");
+    victim.wait_exit(Duration::from_secs(10)).await;
+    // The broker gives the unsettled message to the next Worker, which takes the job over once
+    // the dead one's lease lapsed.
+    let (worker, api) = world.start_worker_with_api(Vec::new()).await;
+    let (execution, end) = execution_and_end(&mut events, &world, job_id).await;
+    assert_eq!(end, "job.completed");
+    assert_eq!(execution["status"], "SUCCEEDED", "{execution}");
+    assert_eq!(execution["statusDetails"]["deliveries"], 2, "{execution}");
+    assert!(
+        execution["statusDetails"].get("attempts").is_none(),
+        "read at its first attempt of that run: {execution}"
+    );
+
+    let (status, document) = api.send("GET", job_id, "", None, b"", Signing::Valid);
+    assert_eq!(status, 200, "{document}");
+    assert_eq!(document["attempts"], 2, "{document}");
+    assert_eq!(
+        document["executions"][0]["statusDetails"]["deliveries"], 2,
+        "{document}"
+    );
+    let metrics = worker.get("/metrics").expect("metrics").1;
+    assert_eq!(
+        metric_sum(
+            &metrics,
+            "fetcher_datasource_retries_total",
+            "outcome=\"redelivered\""
+        ),
+        1.0,
+        "{metrics}"
+    );
+    drop(worker);
+    world.cleanup().await;
+}
+
+/// A job read once shows no `deliveries`: its details are as before.
+#[tokio::test]
+async fn a_job_run_once_shows_no_deliveries() {
+    let world = World::new().await;
+    let (worker, api) = world.start_worker_with_api(Vec::new()).await;
+    let mut events = world.listen_to("job.#").await;
+    let job_id = Uuid::now_v7();
+    world
+        .submit(
+            &world.job_body(job_id, "src", "payments", &["id"]),
+            None,
+            &[],
+        )
+        .await;
+    let (execution, end) = execution_and_end(&mut events, &world, job_id).await;
+    assert_eq!(end, "job.completed");
+    assert!(execution.get("statusDetails").is_none(), "{execution}");
+    let (_, document) = api.send("GET", job_id, "", None, b"", Signing::Valid);
+    assert_eq!(
+        document["executions"][0]["statusDetails"],
+        serde_json::json!({})
+    );
+    let metrics = worker.get("/metrics").expect("metrics").1;
+    assert_eq!(
+        metric_sum(
+            &metrics,
+            "fetcher_datasource_retries_total",
+            "outcome=\"redelivered\""
+        ),
+        0.0,
+        "{metrics}"
+    );
+    drop(worker);
+    world.cleanup().await;
+}

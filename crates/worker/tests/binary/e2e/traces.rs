@@ -418,3 +418,168 @@ async fn a_parent_not_sampled_gets_no_exported_span() {
     drop(worker);
     world.cleanup().await;
 }
+
+/// Waits for `job_id`'s events until one has `routing_key`; every event seen on the way, in
+/// order, that one last.
+async fn events_until(
+    events: &mut crate::harness::Listener,
+    job_id: Uuid,
+    routing_key: &str,
+) -> Vec<crate::harness::Event> {
+    let mut seen = Vec::new();
+    loop {
+        let event = events.event_for(job_id, Duration::from_secs(30)).await;
+        let last = event.delivery.routing_key.as_str() == routing_key;
+        seen.push(event);
+        if last {
+            return seen;
+        }
+    }
+}
+
+#[tokio::test]
+async fn every_event_of_a_traced_job_carries_its_trace_cancel_and_delete_too() {
+    let receiver = Receiver::start().await;
+    let world = World::new().await;
+    let (worker, api) = world
+        .start_worker_with_api(vec![
+            ("ENABLE_TELEMETRY".into(), "true".into()),
+            (
+                "OTEL_EXPORTER_OTLP_ENDPOINT".into(),
+                format!("http://{}", receiver.addr),
+            ),
+        ])
+        .await;
+    let mut events = world.listen_to("job.#").await;
+    let traceparent = format!("00-{TRACE_ID}-{PARENT_SPAN}-01");
+    let traced = |event: &crate::harness::Event| {
+        let carried = event.text("ce-traceparent");
+        assert!(
+            carried.starts_with(&format!("00-{TRACE_ID}-")) && carried.len() == 55,
+            "{} carries {carried:?}",
+            event.delivery.routing_key
+        );
+        event.verify(&world.keys).expect("the event still verifies");
+    };
+
+    // A job that completes: its execution's event as its own.
+    let done = Uuid::now_v7();
+    world
+        .submit(
+            &world.job_body(done, "src", "payments", &["memo", "id", "amount"]),
+            None,
+            &[("Traceparent", &traceparent)],
+        )
+        .await;
+    let seen = events_until(&mut events, done, "job.completed").await;
+    let keys: Vec<&str> = seen
+        .iter()
+        .map(|e| e.delivery.routing_key.as_str())
+        .collect();
+    assert_eq!(keys, ["job.execution.succeeded", "job.completed"]);
+    seen.iter().for_each(traced);
+
+    // A job force-canceled through the API while its query runs: the request's event (recorded
+    // by the API, from the job's stored trace), the execution's, and the run's end.
+    let canceled = Uuid::now_v7();
+    world
+        .submit(
+            &world.job_body(canceled, "src", "slow", &["id"]),
+            None,
+            &[("Traceparent", &traceparent)],
+        )
+        .await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while world.slow_queries().await == 0 {
+        assert!(std::time::Instant::now() < deadline, "the query never ran");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let (status, document) = api.send(
+        "POST",
+        canceled,
+        "/cancel",
+        None,
+        br#"{"force":true}"#,
+        crate::harness::Signing::Valid,
+    );
+    assert_eq!(status, 202, "{document}");
+    let seen = events_until(&mut events, canceled, "job.canceled").await;
+    let keys: Vec<&str> = seen
+        .iter()
+        .map(|e| e.delivery.routing_key.as_str())
+        .collect();
+    for key in [
+        "job.cancellation_in_progress",
+        "job.execution.canceled",
+        "job.canceled",
+    ] {
+        assert!(keys.contains(&key), "{key} among {keys:?}");
+    }
+    seen.iter().for_each(traced);
+
+    // Its deletion, long after the run: both events and the execution's removal.
+    let (status, document) = api.send(
+        "DELETE",
+        canceled,
+        "",
+        None,
+        b"",
+        crate::harness::Signing::Valid,
+    );
+    assert_eq!(status, 202, "{document}");
+    let seen = events_until(&mut events, canceled, "job.deleted").await;
+    let keys: Vec<&str> = seen
+        .iter()
+        .map(|e| e.delivery.routing_key.as_str())
+        .collect();
+    for key in [
+        "job.deletion_in_progress",
+        "job.execution.deleted",
+        "job.deleted",
+    ] {
+        assert!(keys.contains(&key), "{key} among {keys:?}");
+    }
+    seen.iter().for_each(traced);
+    drop(worker);
+    world.cleanup().await;
+}
+
+#[tokio::test]
+async fn without_telemetry_no_event_of_a_job_has_a_traceparent() {
+    let world = World::new().await;
+    let (worker, api) = world.start_worker_with_api(Vec::new()).await;
+    let mut events = world.listen_to("job.#").await;
+    let job_id = Uuid::now_v7();
+    world
+        .submit(
+            &world.job_body(job_id, "src", "payments", &["memo", "id", "amount"]),
+            None,
+            &[("Traceparent", &format!("00-{TRACE_ID}-{PARENT_SPAN}-01"))],
+        )
+        .await;
+    let mut seen = events_until(&mut events, job_id, "job.completed").await;
+    let (status, document) = api.send(
+        "DELETE",
+        job_id,
+        "",
+        None,
+        b"",
+        crate::harness::Signing::Valid,
+    );
+    assert_eq!(status, 202, "{document}");
+    seen.extend(events_until(&mut events, job_id, "job.deleted").await);
+    assert_eq!(
+        seen.len(),
+        5,
+        "execution, end, deletion's two, execution's removal"
+    );
+    for event in &seen {
+        assert!(
+            event.header("ce-traceparent").is_none(),
+            "{}",
+            event.delivery.routing_key
+        );
+    }
+    drop(worker);
+    world.cleanup().await;
+}

@@ -333,6 +333,7 @@ impl World {
             lease: record.lease,
             owner: record.owner,
             executions: record.executions,
+            traceparent: None,
         };
         match self.end_cancel(&request) {
             Controlled::Done {
