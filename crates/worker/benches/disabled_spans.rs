@@ -36,7 +36,7 @@ fn bare(job: u64) -> u64 {
 /// (disabled) span, the observer's check, and the three `traceparent` look-ups.
 fn traced_off(job: u64) -> u64 {
     let mut sum = 0;
-    let look_up = || u64::from(worker::traces::traceparent(&tracing::Span::current()).is_some());
+    let look_up = || u64::from(worker::traces::current_traceparent().is_some());
     sum += look_up();
     sum += stage(job)
         .instrument(tracing::debug_span!("claim"))

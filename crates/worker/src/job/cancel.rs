@@ -41,7 +41,7 @@ pub(super) enum CancelEnd {
 /// owner may have stored (and records the deletion that was waiting on the cancel).
 pub(super) async fn end_cancel(core: &JobCore, job: &Canceled<'_>) -> CancelEnd {
     let publisher = core.owner();
-    let traceparent = crate::traces::traceparent(&tracing::Span::current());
+    let traceparent = crate::traces::current_traceparent();
     let request = EndCancel {
         job_id: job.job_id,
         tenant: job.tenant,

@@ -39,7 +39,7 @@ pub(super) async fn claim_and_run(
     let waited_since = Instant::now();
     // The delivery's trace (telemetry on), kept with the job for the events recorded outside
     // this run.
-    let traceparent = crate::traces::traceparent(&tracing::Span::current());
+    let traceparent = crate::traces::current_traceparent();
     loop {
         let owner = core.owner();
         let claim = core

@@ -47,7 +47,7 @@ impl EventContext<'_> {
         let mut attributes =
             CloudEventAttributes::new(status, self.job_id, self.source, self.tenant, at);
         // The run's trace, for a consumer's trace to join (traces on only).
-        attributes.traceparent = crate::traces::traceparent(&tracing::Span::current());
+        attributes.traceparent = crate::traces::current_traceparent();
         Ok(OutboundEvent::new(
             self.job_id,
             self.metadata,

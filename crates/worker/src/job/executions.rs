@@ -210,7 +210,7 @@ impl Recorder<'_> {
     /// wrote. Runs until dropped (the run's end).
     pub(super) async fn record(self, ledger: Arc<Ledger>) -> Infallible {
         // Polled within the run's `job` span: its trace (telemetry on) goes with the events.
-        let traceparent = crate::traces::traceparent(&tracing::Span::current());
+        let traceparent = crate::traces::current_traceparent();
         let events = ExecutionEvents {
             tenant: self.tenant,
             request_id: self.request_id,
