@@ -59,6 +59,7 @@ const EMBEDDED: &[Embedded] = &[
     embed!(8, "jobs listing", "0008_jobs_listing.sql"),
     embed!(9, "retention and listing", "0009_retention_and_listing.sql"),
     embed!(10, "execution attempts", "0010_execution_attempts.sql"),
+    embed!(11, "datasource slots", "0011_datasource_slots.sql"),
 ];
 
 /// The embedded migrations as sqlx runs them.

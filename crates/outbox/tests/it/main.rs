@@ -9,6 +9,7 @@ mod mirror_batch;
 mod objects_left;
 mod relay;
 mod retention;
+mod slots;
 mod support;
 mod terminal;
 mod terminal_claimed;
