@@ -28,6 +28,8 @@ pub fn manager_ports(
         objects: Arc::new(objects),
         events: Arc::new(ManagerEvents(repairer::ManagerRelay::new(store, publisher))),
         extractor: Arc::new(engine),
+        // No slots in the Manager's MongoDB yet: its settings refuse a concurrency cap.
+        slots: None,
     }
 }
 

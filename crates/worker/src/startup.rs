@@ -107,6 +107,7 @@ impl Application {
             }
         };
         crate::metrics::prefetch(settings.amqp.consumers);
+        crate::metrics::capped_datasources(settings.jobs.datasource_caps.keys());
         let consumer = ConsumerConfig {
             uri: settings.amqp.uri.clone(),
             work_queue: settings.amqp.work_queue.clone(),
@@ -386,6 +387,7 @@ async fn services(settings: &Settings, resolver: Resolver) -> anyhow::Result<Ser
             ..VerifyPolicy::default()
         },
         storage_retry: settings.jobs.storage_retry,
+        datasource_caps: Arc::new(settings.jobs.datasource_caps.clone()),
         limits: MessageLimits {
             max_message_bytes: settings.amqp.max_message_bytes,
             max_metadata_bytes: settings.amqp.max_metadata_bytes,

@@ -6,6 +6,8 @@
 //! that looks like one of the Worker's, or is upstream's only, is a warning.
 
 #[cfg(test)]
+mod caps_tests;
+#[cfg(test)]
 mod chart_tests;
 mod checks;
 #[cfg(test)]
@@ -256,6 +258,10 @@ pub struct JobSettings {
     /// `OBJECT_STORAGE_RETRY_SEC` (default 60): how long a result that could not be written is
     /// retried in the same run before the job fails (never past the job's timeout).
     pub storage_retry: Duration,
+    /// `DATASOURCE_<NAME>_MAX_CONCURRENT` (1 to 1000; unset: no cap), by connection name: how
+    /// many reads of the datasource run at once across every replica (slots in the state
+    /// database). A group of the cap alone caps the stored connection of its name.
+    pub datasource_caps: BTreeMap<String, u32>,
 }
 
 #[derive(Debug, Clone)]

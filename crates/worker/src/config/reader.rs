@@ -7,6 +7,7 @@ use std::time::Duration;
 use engine::EngineConfig;
 use secrecy::SecretString;
 
+mod caps;
 mod state;
 mod traces;
 
@@ -166,7 +167,8 @@ pub(super) fn read(r: &mut Reader<'_>, vars: &BTreeMap<String, String>) -> Optio
     let state = state::read(r);
     let storage = storage(r);
     let engine = engine(r);
-    let datasources = datasources(r, vars);
+    let (datasource_caps, datasource_vars) = caps::read(r, vars);
+    let datasources = datasources(r, &datasource_vars);
     // Everything is read before anything is required, so every problem is reported at once.
     let key_version = r.text("APP_ENC_KEY_VERSION", "1");
     let http = HttpSettings {
@@ -210,6 +212,7 @@ pub(super) fn read(r: &mut Reader<'_>, vars: &BTreeMap<String, String>) -> Optio
             .get("WORKER_ID")
             .map_or_else(default_worker_id, str::to_owned),
         storage_retry: r.seconds(&number::OBJECT_STORAGE_RETRY_SEC),
+        datasource_caps,
     };
     let mqtt = mqtt(r, &jobs.worker_id);
     let log = LogSettings {
@@ -219,7 +222,7 @@ pub(super) fn read(r: &mut Reader<'_>, vars: &BTreeMap<String, String>) -> Optio
     let traces = traces::read(r);
     let state = state?;
     if let StateSettings::MongoDb(_) = state.0 {
-        manager_mode_limits(r, &retention);
+        manager_mode_limits(r, &retention, &jobs);
     }
     let settings = Settings {
         keys: keys?,
@@ -253,7 +256,7 @@ fn manager_mode(state: &Option<(StateSettings, StateChoice)>) -> bool {
 /// off by default there (the Manager's `GET` is the authority, and upstream's Worker has none)
 /// and served when `API_ENABLED=true` asks for it. The MQTT mirror runs there on a collection of
 /// its own (`fetcher_worker_mirror`).
-fn manager_mode_limits(r: &mut Reader<'_>, retention: &RetentionSettings) {
+fn manager_mode_limits(r: &mut Reader<'_>, retention: &RetentionSettings, jobs: &JobSettings) {
     let not_yet = |what: &str, variable: &str| {
         format!(
             "{variable} is set, but {what} is not available in the Manager mode (STATE_BACKEND \
@@ -265,6 +268,14 @@ fn manager_mode_limits(r: &mut Reader<'_>, retention: &RetentionSettings) {
     }
     if retention.jobs.is_some() {
         r.problem(not_yet("job retention", "JOB_RETENTION_DAYS"));
+    }
+    // Never read without its cap: the slots live in the PostgreSQL state database only.
+    for connection in jobs.datasource_caps.keys() {
+        r.problem(format!(
+            "a concurrency cap is set for datasource {connection:?} \
+             (DATASOURCE_<NAME>_MAX_CONCURRENT), but caps are not available in the Manager mode \
+             (STATE_BACKEND mongodb) in this version: unset it, or run with the PostgreSQL backend"
+        ));
     }
 }
 

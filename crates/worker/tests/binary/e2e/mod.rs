@@ -3,6 +3,7 @@
 //! consumer would.
 
 mod cancel_first;
+mod caps;
 mod command_line;
 mod consume;
 mod control;
