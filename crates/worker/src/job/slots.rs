@@ -59,6 +59,7 @@ impl SlotGate {
         // answer was lost may have taken.
         let mut abandoned = Abandoned(Some(self.release_of(datasource)));
         let mut asks = 0;
+        let mut counted = false;
         loop {
             let holder = SlotHolder {
                 owner: &self.owner,
@@ -73,19 +74,22 @@ impl SlotGate {
                     abandoned.0 = None;
                     let waited = waiting.elapsed();
                     metrics::slot_taken(datasource, waited);
-                    if asks > 0 {
+                    if counted {
                         tracing::info!(%job_id, datasource, slot, waited_ms = waited.as_millis() as u64, "Took a slot of the capped datasource; reading it.");
                     }
                     return self.hold(datasource);
                 }
-                Ok(None) if asks == 0 => {
+                Ok(None) if !counted => {
+                    counted = true;
                     metrics::slot_wait(datasource);
                     tracing::info!(%job_id, datasource, cap, "Every slot of the capped datasource is held; the datasource waits, queued.");
                 }
                 Ok(None) => {}
-                Err(error) => {
-                    tracing::warn!(%job_id, datasource, %error, "Could not take a slot of the capped datasource; asking again.");
+                // Once, then every tenth ask: an outage of the state database is loud enough.
+                Err(error) if asks % 10 == 0 => {
+                    tracing::warn!(%job_id, datasource, %error, asks, "Could not take a slot of the capped datasource; asking again.");
                 }
+                Err(_) => {}
             }
             asks += 1;
             tokio::time::sleep(WAIT_BACKOFF.delay(asks)).await;

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use uuid::Uuid;
 
-use crate::harness::{metric_sum, World};
+use crate::harness::{metric_sum, Signing, World};
 
 /// A view each read of which takes 0.4 s: the jobs' statements overlap unless held apart.
 const CAPPED_VIEW: &str = "CREATE VIEW capped AS SELECT id FROM payments, pg_sleep(0.4)";
@@ -85,6 +85,7 @@ async fn three_replicas_never_run_more_reads_of_a_capped_datasource_than_its_cap
     sampler.await.expect("sampler");
 
     let most = most.load(Ordering::Relaxed);
+    println!("caps: at most {most} statements on the capped view at once");
     assert!(
         most <= 2,
         "the source ran {most} of the jobs' statements at once"
@@ -99,6 +100,7 @@ async fn three_replicas_never_run_more_reads_of_a_capped_datasource_than_its_cap
         .iter()
         .map(|m| metric_sum(m, "fetcher_datasource_slot_waits_total", label))
         .sum();
+    println!("caps: {waits} waits counted over the three replicas");
     assert!(waits >= 1.0, "ten jobs on two slots waited: {waits}");
     let in_use: f64 = metrics
         .iter()
@@ -125,5 +127,105 @@ async fn three_replicas_never_run_more_reads_of_a_capped_datasource_than_its_cap
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     drop(workers);
+    world.cleanup().await;
+}
+
+/// Polls `check` every 50 ms until it holds, failing after `within`.
+async fn wait_for(what: &str, within: Duration, mut check: impl AsyncFnMut() -> bool) {
+    let deadline = Instant::now() + within;
+    while !check().await {
+        assert!(Instant::now() < deadline, "never: {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_job_waiting_for_a_slot_stays_queued_and_ends_by_its_cancel_or_its_timeout() {
+    let world = World::new().await;
+    let capped = vec![("DATASOURCE_SRC_MAX_CONCURRENT".to_owned(), "1".to_owned())];
+    let (worker, api) = world.start_worker_with_api(capped).await;
+    let mut events = world.listen().await;
+
+    // The one slot, held by a 6-second read.
+    let holder = Uuid::now_v7();
+    world
+        .submit(&world.job_body(holder, "src", "slow", &["id"]), None, &[])
+        .await;
+    wait_for(
+        "the holder's statement",
+        Duration::from_secs(20),
+        async || world.slow_queries().await == 1,
+    )
+    .await;
+
+    // A job that waits: processing, its execution QUEUED, the wait counted.
+    let waiting = Uuid::now_v7();
+    world
+        .submit(
+            &world.job_body(waiting, "src", "payments", &["id"]),
+            None,
+            &[],
+        )
+        .await;
+    wait_for("the wait counted", Duration::from_secs(20), async || {
+        let metrics = worker.get("/metrics").expect("metrics").1;
+        metric_sum(
+            &metrics,
+            "fetcher_datasource_slot_waits_total",
+            "datasource=\"src\"",
+        ) >= 1.0
+    })
+    .await;
+    assert_eq!(
+        world.job_status(waiting).await.as_deref(),
+        Some("processing")
+    );
+    assert_eq!(
+        world.executions(waiting).await,
+        [("src".to_owned(), "QUEUED".to_owned())]
+    );
+
+    // A job whose time runs out while it waits fails as any timeout does.
+    let hurried = Uuid::now_v7();
+    let body = serde_json::json!({
+        "jobId": hurried,
+        "mappedFields": {"src": {"payments": ["id"]}},
+        "metadata": {"source": "e2e"},
+        "timeoutSeconds": 1,
+    });
+    world.submit(body.to_string().as_bytes(), None, &[]).await;
+    let failed = events.event_for(hurried, Duration::from_secs(20)).await;
+    assert_eq!(failed.delivery.routing_key.as_str(), "job.failed");
+    let error = failed.body()["metadata"]["error"].to_string();
+    assert!(error.contains("timed out"), "{}", failed.body());
+
+    // A graceful cancel ends the waiting job at once, its execution CANCELED, nothing read.
+    let (status, document) = api.send("POST", waiting, "/cancel", None, b"{}", Signing::Valid);
+    assert_eq!(status, 202, "{document}");
+    let first = events.event_for(waiting, Duration::from_secs(10)).await;
+    assert_eq!(
+        first.delivery.routing_key.as_str(),
+        "job.cancellation_in_progress"
+    );
+    let second = events.event_for(waiting, Duration::from_secs(10)).await;
+    assert_eq!(second.delivery.routing_key.as_str(), "job.canceled");
+    assert_eq!(
+        world.executions(waiting).await,
+        [("src".to_owned(), "CANCELED".to_owned())]
+    );
+    assert_eq!(world.slow_queries().await, 1, "the holder still reads");
+
+    // The holder ends; its slot is freed, and the slots are all free.
+    let completed = events.event_for(holder, Duration::from_secs(20)).await;
+    assert_eq!(completed.delivery.routing_key.as_str(), "job.completed");
+    wait_for("every slot freed", Duration::from_secs(2), async || {
+        sqlx::query_scalar::<_, i64>("SELECT count(*) FROM datasource_slots")
+            .fetch_one(&world.state)
+            .await
+            .expect("slots")
+            == 0
+    })
+    .await;
+    drop(worker);
     world.cleanup().await;
 }
