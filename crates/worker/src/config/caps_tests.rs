@@ -1,6 +1,6 @@
 //! Concurrency caps (`DATASOURCE_<NAME>_MAX_CONCURRENT`): by connection name, for a group that
-//! defines its datasource and for one that only caps a stored connection; a cap out of range, a
-//! name capped twice and a cap in the Manager mode refuse the start.
+//! defines its datasource and for one that only caps a stored connection, in either state
+//! backend; a cap out of range and a name capped twice refuse the start.
 
 use super::tests::with;
 use super::*;
@@ -103,7 +103,7 @@ fn a_connection_capped_twice_is_refused() {
 }
 
 #[test]
-fn a_cap_in_the_manager_mode_refuses_the_start_rather_than_being_ignored() {
+fn a_cap_holds_in_the_manager_mode_too() {
     let mut vars = with(&[
         ("MONGO_URI", "mongodb"),
         ("MONGO_HOST", "fetcher-mongodb"),
@@ -115,11 +115,10 @@ fn a_cap_in_the_manager_mode_refuses_the_start_rather_than_being_ignored() {
         ("DATASOURCE_CRM_MAX_CONCURRENT", "2"),
     ]);
     vars.retain(|(name, _)| name != "DATABASE_URL");
-    let found = problems(vars);
-    assert_eq!(found.len(), 1, "{found:?}");
-    assert!(
-        found[0].contains("datasource \"crm\"")
-            && found[0].contains("not available in the Manager mode"),
-        "{found:?}"
+    let settings = Settings::from_vars(vars).expect("valid");
+    assert!(matches!(settings.state, StateSettings::MongoDb(_)));
+    assert_eq!(
+        settings.jobs.datasource_caps,
+        BTreeMap::from([("crm".into(), 2)])
     );
 }

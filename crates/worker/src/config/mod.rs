@@ -260,7 +260,8 @@ pub struct JobSettings {
     pub storage_retry: Duration,
     /// `DATASOURCE_<NAME>_MAX_CONCURRENT` (1 to 1000; unset: no cap), by connection name: how
     /// many reads of the datasource run at once across every replica (slots in the state
-    /// database). A group of the cap alone caps the stored connection of its name.
+    /// database, either backend). A group of the cap alone caps the stored connection of its
+    /// name.
     pub datasource_caps: BTreeMap<String, u32>,
 }
 

@@ -222,7 +222,7 @@ pub(super) fn read(r: &mut Reader<'_>, vars: &BTreeMap<String, String>) -> Optio
     let traces = traces::read(r);
     let state = state?;
     if let StateSettings::MongoDb(_) = state.0 {
-        manager_mode_limits(r, &retention, &jobs);
+        manager_mode_limits(r, &retention);
     }
     let settings = Settings {
         keys: keys?,
@@ -256,7 +256,7 @@ fn manager_mode(state: &Option<(StateSettings, StateChoice)>) -> bool {
 /// off by default there (the Manager's `GET` is the authority, and upstream's Worker has none)
 /// and served when `API_ENABLED=true` asks for it. The MQTT mirror runs there on a collection of
 /// its own (`fetcher_worker_mirror`).
-fn manager_mode_limits(r: &mut Reader<'_>, retention: &RetentionSettings, jobs: &JobSettings) {
+fn manager_mode_limits(r: &mut Reader<'_>, retention: &RetentionSettings) {
     let not_yet = |what: &str, variable: &str| {
         format!(
             "{variable} is set, but {what} is not available in the Manager mode (STATE_BACKEND \
@@ -268,14 +268,6 @@ fn manager_mode_limits(r: &mut Reader<'_>, retention: &RetentionSettings, jobs: 
     }
     if retention.jobs.is_some() {
         r.problem(not_yet("job retention", "JOB_RETENTION_DAYS"));
-    }
-    // Never read without its cap: the slots live in the PostgreSQL state database only.
-    for connection in jobs.datasource_caps.keys() {
-        r.problem(format!(
-            "a concurrency cap is set for datasource {connection:?} \
-             (DATASOURCE_<NAME>_MAX_CONCURRENT), but caps are not available in the Manager mode \
-             (STATE_BACKEND mongodb) in this version: unset it, or run with the PostgreSQL backend"
-        ));
     }
 }
 

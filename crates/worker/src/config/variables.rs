@@ -300,7 +300,7 @@ pub(super) const DATASOURCE_VARIABLES: &[Variable] = &[
         Example::Off(""),
     ),
     example(
-        var("DATASOURCE_<NAME>_MAX_CONCURRENT", Unset("no cap"), "how many jobs read this datasource at once across every replica, 1 to 1000 (slots in the PostgreSQL state database; a job waiting for one stays `QUEUED`); set alone (or with `_CONFIG_NAME`), it caps the stored connection of that name (see \"Concurrency caps\")"),
+        var("DATASOURCE_<NAME>_MAX_CONCURRENT", Unset("no cap"), "how many jobs read this datasource at once across every replica, 1 to 1000 (slots in the state database; a job waiting for one stays `QUEUED`); set alone (or with `_CONFIG_NAME`), it caps the stored connection of that name (see \"Concurrency caps\")"),
         Example::Off("4"),
     ),
     example(

@@ -244,7 +244,7 @@ pub struct Ports {
     pub objects: Arc<dyn ResultStore>,
     pub events: Arc<dyn EventSink>,
     pub extractor: Arc<dyn Extractor>,
-    /// The capped datasources' slots; `None` where the state backend has none (the Manager
-    /// mode, whose settings refuse a cap).
+    /// The capped datasources' slots; `None`: no datasource is capped (tests without a state
+    /// backend).
     pub slots: Option<Arc<dyn SlotStore>>,
 }

@@ -146,7 +146,7 @@ impl ClaimedRun<'_> {
                 job_id: self.job.job_id,
                 lease: core.settings.lease,
             }),
-            // The settings refuse a cap where the state backend keeps no slots.
+            // Both state backends keep slots: only the core's tests run without.
             _ => Arc::new(engine::Unlimited),
         }
     }
