@@ -14,6 +14,7 @@ mod failures;
 mod find_jobs;
 mod lifecycle;
 mod manager;
+mod manager_caps;
 mod manager_control;
 mod manager_mirror;
 mod mirror;
