@@ -342,7 +342,11 @@ async fn wire_manager(
             exchange: settings.amqp.events_exchange.clone(),
             source: settings.amqp.cloudevents_source.clone(),
         },
-    );
+    )
+    .with_windows(mongostate::outbox_claim::ClaimWindows {
+        claim_timeout: settings.outbox.manager_claim_timeout,
+        retry_after: settings.outbox.manager_retry_after,
+    });
     // The mirror's rows go in a collection of their own, in each event's transaction.
     if let Some(mqtt) = &settings.mqtt {
         store = store.mirrored(&mqtt.topic_prefix);

@@ -207,6 +207,13 @@ pub struct OutboxSettings {
     pub repair_grace: Duration,
     /// `OUTBOX_RETENTION_HOURS` (default 168): published rows are deleted after this long.
     pub retention: Duration,
+    /// `MANAGER_OUTBOX_CLAIM_TIMEOUT_SEC` (default 600, lib-commons' `ProcessingTimeout`): the
+    /// Manager mode's relay takes over a claimed row of lib-streaming's outbox left this long.
+    /// Read in every mode, used in the Manager mode only.
+    pub manager_claim_timeout: Duration,
+    /// `MANAGER_OUTBOX_RETRY_AFTER_SEC` (default 300, lib-commons' `RetryWindow`): the Manager
+    /// mode's relay retries a failed row of lib-streaming's outbox left this long.
+    pub manager_retry_after: Duration,
 }
 
 /// Retention (issue 37): each part off unless set.

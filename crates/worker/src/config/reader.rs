@@ -199,6 +199,8 @@ pub(super) fn read(r: &mut Reader<'_>, vars: &BTreeMap<String, String>) -> Optio
         repair_batch: signed(r.number(&number::OUTBOX_REPAIR_BATCH)),
         repair_grace: r.seconds(&number::OUTBOX_REPAIR_GRACE_SEC),
         retention: Duration::from_secs(3600 * r.number(&number::OUTBOX_RETENTION_HOURS)),
+        manager_claim_timeout: r.seconds(&number::MANAGER_OUTBOX_CLAIM_TIMEOUT_SEC),
+        manager_retry_after: r.seconds(&number::MANAGER_OUTBOX_RETRY_AFTER_SEC),
     };
     let day = |days: u64| Duration::from_secs(86_400 * days);
     let retention = RetentionSettings {
