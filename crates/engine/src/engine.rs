@@ -73,6 +73,8 @@ struct DatasourceJob {
     graceful: CancellationToken,
     /// Where its part of the document goes ([`Assembly`]).
     chunks: mpsc::Sender<Vec<u8>>,
+    /// Waited on before the read ([`crate::Admission`]).
+    admission: Arc<dyn crate::Admission>,
 }
 
 /// A failed attempt at one datasource.
@@ -216,6 +218,7 @@ impl Engine {
                         observer: watch.observer.clone(),
                         graceful: watch.graceful.clone(),
                         chunks,
+                        admission: watch.admission.clone(),
                     },
                 )
             })
@@ -283,8 +286,19 @@ impl Engine {
 }
 
 impl Inner {
-    /// One datasource, its start and end told to the job's observer.
+    /// One datasource, once admitted (its concurrency cap), its start and end told to the
+    /// job's observer. The permit is held until the read ends, its retries included. The wait
+    /// is inside the extraction's time limit, a forced stop drops it, and a graceful stop ends
+    /// it at once, the datasource never started ([`DatasourceEnd::Canceled`]).
     async fn watched_datasource(&self, job: DatasourceJob) -> Result<Part> {
+        let _permit = tokio::select! {
+            biased;
+            _ = job.graceful.cancelled() => {
+                job.observer.ended(&job.connection, &DatasourceEnd::Canceled);
+                return Err(EngineError::Canceled);
+            }
+            permit = job.admission.admit(&job.connection) => permit,
+        };
         job.observer.started(&job.connection);
         let part = self.retried_datasource(&job).await;
         let end = match &part {

@@ -13,6 +13,8 @@
 //!   `search.*` rewrite with hashed values, when rows are decrypted); its MongoDB reads are to
 //!   come with the MongoDB datasource (issue 15).
 //! - the private `mongo` module: MongoDB datasources (collections, document paths, BSON values).
+//! - [`admission`]: what the engine waits on before each datasource's read (the caller's
+//!   concurrency caps).
 //! - [`watch`]: what an extraction tells its caller about each datasource, and its graceful
 //!   stop.
 //! - the private `retry` and `transient` modules: a datasource whose attempt failed
@@ -29,6 +31,7 @@
 //! The engine knows datasources only: it must not depend on `lapin`, `aws-sdk-*`, `axum` or the
 //! `outbox` crate (a test checks the dependency tree).
 
+pub mod admission;
 mod cancel;
 pub mod catalog;
 mod cleartext;
@@ -51,6 +54,7 @@ mod sqlserver;
 mod transient;
 pub mod watch;
 
+pub use admission::{Admission, Permit, Unlimited};
 pub use config::EngineConfig;
 pub use engine::{Engine, TimeLimit, OUTPUT_CHUNKS};
 pub use error::{EngineError, Result};

@@ -11,11 +11,12 @@ use contract::lifecycle::ExecutionStatus;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::admission::{Admission, Unlimited};
 use crate::error::EngineError;
 
 /// Told about each datasource of an extraction as it starts, reads rows and ends.
 pub trait Observer: Send + Sync {
-    /// The datasource's task began (its connection is being resolved).
+    /// The datasource's read began (its connection is being resolved), once admitted.
     fn started(&self, datasource: &str);
 
     /// Rows read so far: at least every [`PROGRESS_ROWS`] rows or [`PROGRESS_EVERY`], whichever
@@ -78,6 +79,9 @@ pub struct Watch {
     /// [`DatasourceEnd::Canceled`]), let the running ones finish, then end with
     /// [`EngineError::Canceled`]. Dropping the extraction is the forced stop.
     pub graceful: CancellationToken,
+    /// Waited on before each datasource's read (its concurrency cap); the datasource stays
+    /// queued meanwhile ([`Observer::started`] comes once it is admitted).
+    pub admission: Arc<dyn Admission>,
 }
 
 impl Watch {
@@ -86,6 +90,7 @@ impl Watch {
         Watch {
             observer: Arc::new(Unwatched),
             graceful: CancellationToken::new(),
+            admission: Arc::new(Unlimited),
         }
     }
 }

@@ -174,6 +174,7 @@ async fn extract(
     let watch = Watch {
         observer: seen.clone(),
         graceful,
+        ..Watch::none()
     };
     let extraction = engine
         .extract_within(

@@ -34,6 +34,9 @@
 //! - [`mirror`]: the MQTT mirror's rows, `fetcher_worker_mirror`, written with each event when
 //!   the mirror is on ([`ManagerStore::mirrored`]); [`mirror_queue`]: taken, deleted once
 //!   delivered, backed off, as the PostgreSQL mirror queue's.
+//! - `slots`: the capped datasources' slots (`fetcher_worker_slots`, a collection of this
+//!   Worker's own): [`ManagerStore::take_slot`], [`ManagerStore::renew_slot`],
+//!   [`ManagerStore::release_slot`].
 //! - [`outbox_event`]: a `streaming_outbox_events` row as the `outbox::PendingEvent` the
 //!   publisher sends, and a new row leased to its publisher.
 //!
@@ -77,6 +80,7 @@ pub mod outbox_claim;
 mod outbox_envelope;
 pub mod outbox_event;
 mod read_model;
+mod slots;
 mod sweeps;
 mod terminal_record;
 mod unpublished;

@@ -25,6 +25,7 @@ use outbox::OutboxError;
 use uuid::Uuid;
 
 use crate::jobs::{self, JobDocument, ManagerStatus, WORKER_FIELD};
+use crate::outbox_claim::ClaimWindows;
 use crate::{binary_id, Error, Store};
 
 /// `$store.transaction($step, ...)` around `$body`, a block that sees the transaction's session
@@ -109,6 +110,8 @@ pub struct ManagerStore {
     config: ManagerConfig,
     /// The MQTT mirror's topic prefix, when the mirror is on (`mirror`).
     mirror: Option<String>,
+    /// When a relay of this Worker's takes a claimed or failed row of lib-streaming's outbox.
+    windows: ClaimWindows,
 }
 
 impl ManagerStore {
@@ -117,7 +120,18 @@ impl ManagerStore {
             store,
             config,
             mirror: None,
+            windows: ClaimWindows::default(),
         }
+    }
+
+    /// The same store taking lib-streaming's claimed and failed rows after `windows` instead of
+    /// lib-commons' defaults (its repairer's passes and a redelivery's republish alike).
+    pub fn with_windows(self, windows: ClaimWindows) -> ManagerStore {
+        ManagerStore { windows, ..self }
+    }
+
+    pub fn windows(&self) -> &ClaimWindows {
+        &self.windows
     }
 
     /// The same store with the MQTT mirror on: every event recorded from now on also gets a row

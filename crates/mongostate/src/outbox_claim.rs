@@ -9,8 +9,15 @@
 //! - lib-commons rescans up to 8 times when rivals took candidates; here one scan per call, the
 //!   relay's next pass taking what is left.
 //! - Published and invalid rows are never pruned upstream (§4.8); nothing here prunes them.
+//! - A relay that fails after its claim (the server restarted, the network cut) gives the rows
+//!   it still holds back at once with [`release`], guarded by its claim's token; lib-commons
+//!   leaves them `PROCESSING` until its 10-minute takeover.
+//! - The takeover and the retry delay are [`ClaimWindows`] (lib-commons' defaults unless the
+//!   deployment sets them): they govern this Worker's relay only; Go relays keep theirs.
 
-use chrono::{DateTime, Duration, Utc};
+use std::time::Duration;
+
+use chrono::{DateTime, TimeDelta, Utc};
 use mongodb::bson::{doc, Document};
 use uuid::Uuid;
 
@@ -20,20 +27,63 @@ use crate::{Error, Result, Store};
 
 /// `attempts` at which a row becomes `INVALID` (`lc:commons/outbox/config.go:13-24`).
 pub const MAX_DISPATCH_ATTEMPTS: i32 = 10;
-/// A `FAILED` row is retried once it has been left this long.
-pub const RETRY_WINDOW: Duration = Duration::minutes(5);
-/// A `PROCESSING` row is taken over once it has been left this long.
-pub const PROCESSING_TIMEOUT: Duration = Duration::minutes(10);
+/// lib-commons' `RetryWindow`: a `FAILED` row is retried once it has been left this long.
+pub const RETRY_WINDOW: Duration = Duration::from_secs(5 * 60);
+/// lib-commons' `ProcessingTimeout`: a `PROCESSING` row is taken over once it has been left
+/// this long.
+pub const PROCESSING_TIMEOUT: Duration = Duration::from_secs(10 * 60);
 /// `last_error` is cut at this many bytes, then marked.
 const MAX_ERROR: usize = 512;
+
+/// How long a relay leaves a row before taking it (lib-commons' `DispatcherConfig`, whose
+/// defaults Fetcher's Go Worker keeps: UPSTREAM-MANAGER §4.5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClaimWindows {
+    /// `ProcessingTimeout` (10 min): a `PROCESSING` row not updated for this long is taken
+    /// over, its publisher presumed gone. Shorter than a live relay's publish, it duplicates
+    /// that relay's events (delivery is at least once either way).
+    pub claim_timeout: Duration,
+    /// `RetryWindow` (5 min): a `FAILED` row is retried once it has been left this long.
+    pub retry_after: Duration,
+}
+
+impl Default for ClaimWindows {
+    fn default() -> ClaimWindows {
+        ClaimWindows {
+            claim_timeout: PROCESSING_TIMEOUT,
+            retry_after: RETRY_WINDOW,
+        }
+    }
+}
+
+impl ClaimWindows {
+    /// When a `PROCESSING` row last updated at or before this, seen at `now`, is taken over.
+    pub fn stuck_before(&self, now: DateTime<Utc>) -> DateTime<Utc> {
+        before(now, self.claim_timeout)
+    }
+
+    /// When a `FAILED` row last updated at or before this, seen at `now`, is retried.
+    pub fn retry_before(&self, now: DateTime<Utc>) -> DateTime<Utc> {
+        before(now, self.retry_after)
+    }
+}
+
+/// `now - window`, the earliest time there is for a window longer than the calendar.
+fn before(now: DateTime<Utc>, window: Duration) -> DateTime<Utc> {
+    TimeDelta::from_std(window)
+        .ok()
+        .and_then(|window| now.checked_sub_signed(window))
+        .unwrap_or(DateTime::<Utc>::MIN_UTC)
+}
 
 /// Which rows a claim takes, in lib-commons' order of a pass (`dispatcher.go:652-720`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Candidates {
-    /// `PROCESSING` rows not updated for [`PROCESSING_TIMEOUT`]: reclaimed with `attempts + 1`,
-    /// or made `INVALID` when that reaches [`MAX_DISPATCH_ATTEMPTS`].
+    /// `PROCESSING` rows not updated for [`ClaimWindows::claim_timeout`]: reclaimed with
+    /// `attempts + 1`, or made `INVALID` when that reaches [`MAX_DISPATCH_ATTEMPTS`].
     Stuck,
-    /// `FAILED` rows under [`MAX_DISPATCH_ATTEMPTS`] not updated for [`RETRY_WINDOW`].
+    /// `FAILED` rows under [`MAX_DISPATCH_ATTEMPTS`] not updated for
+    /// [`ClaimWindows::retry_after`].
     Failed,
     /// `PENDING` rows, oldest first.
     Pending,
@@ -46,18 +96,22 @@ pub struct Claimed {
     pub rows: Vec<OutboxRow>,
     /// Stuck rows made `INVALID` instead (attempts exhausted).
     pub invalidated: usize,
+    /// The claim's `claim_token`: what [`release`] gives back.
+    pub token: String,
 }
 
 /// Claims up to `limit` rows of `tenant` (`""` for the default scope): a scan, then one
 /// conditional update per candidate on the version it saw (`{id, tenant_id, status, attempts,
 /// updated_at}`), so of two relays claiming one row only one matches; then the claimed rows
 /// re-read by token. A row that cannot be decoded fails the claim, as it fails lib-streaming's.
+/// A claim that fails once it took rows gives them back before answering (best effort).
 pub async fn claim(
     store: &Store,
     tenant: &str,
     which: Candidates,
     limit: i64,
     now: DateTime<Utc>,
+    windows: &ClaimWindows,
 ) -> Result<Claimed> {
     let rows = store.outbox_rows();
     let (filter, sort) = match which {
@@ -66,14 +120,14 @@ pub async fn claim(
             doc! {
                 "status": "FAILED",
                 "attempts": {"$lt": MAX_DISPATCH_ATTEMPTS},
-                "updated_at": {"$lte": bson_time(now - RETRY_WINDOW)},
+                "updated_at": {"$lte": bson_time(windows.retry_before(now))},
             },
             doc! {"updated_at": 1, "id": 1},
         ),
         Candidates::Stuck => (
             doc! {
                 "status": "PROCESSING",
-                "updated_at": {"$lte": bson_time(now - PROCESSING_TIMEOUT)},
+                "updated_at": {"$lte": bson_time(windows.stuck_before(now))},
             },
             doc! {"updated_at": 1, "id": 1},
         ),
@@ -129,7 +183,7 @@ pub async fn claim(
             Ok(done) if done.modified_count == 1 => claimed.push(row.id.clone()),
             Ok(_) => {}
             Err(error) => {
-                release(store, tenant, &token, which).await;
+                roll_back(store, tenant, &token, which).await;
                 return Err(Error::unavailable(&error));
             }
         }
@@ -138,12 +192,34 @@ pub async fn claim(
         return Ok(Claimed {
             rows: Vec::new(),
             invalidated,
+            token,
         });
     }
-    let mut cursor = rows
+    match read_claimed(store, tenant, &token, &claimed).await {
+        Ok(taken) => Ok(Claimed {
+            rows: taken,
+            invalidated,
+            token,
+        }),
+        Err(error) => {
+            roll_back(store, tenant, &token, which).await;
+            Err(error)
+        }
+    }
+}
+
+/// The rows claimed under `token`, read back in the order they are published.
+async fn read_claimed(
+    store: &Store,
+    tenant: &str,
+    token: &str,
+    claimed: &[String],
+) -> Result<Vec<OutboxRow>> {
+    let mut cursor = store
+        .outbox_rows()
         .find(doc! {
-            "claim_token": &token,
-            "id": {"$in": &claimed},
+            "claim_token": token,
+            "id": {"$in": claimed},
             "tenant_id": tenant,
             "status": "PROCESSING",
         })
@@ -157,10 +233,7 @@ pub async fn claim(
             .map_err(|e| Error::unavailable(&e))?;
         taken.push(OutboxRow::from_document(&document)?);
     }
-    Ok(Claimed {
-        rows: taken,
-        invalidated,
-    })
+    Ok(taken)
 }
 
 /// The tenants a dispatcher pass visits (`ListTenants`, single-tenant: `distinct("tenant_id")`
@@ -190,8 +263,8 @@ pub async fn due_tenants(store: &Store) -> Result<Vec<String>> {
 }
 
 /// Gives back what a failed claim took (`claim.go:100-135`): its rows return to the status they
-/// were claimed from. Best effort: what it misses is taken over after [`PROCESSING_TIMEOUT`].
-async fn release(store: &Store, tenant: &str, token: &str, which: Candidates) {
+/// were claimed from. Best effort: what it misses is taken over after the claim timeout.
+async fn roll_back(store: &Store, tenant: &str, token: &str, which: Candidates) {
     let from = match which {
         Candidates::Pending => "PENDING",
         Candidates::Failed => "FAILED",
@@ -210,6 +283,36 @@ async fn release(store: &Store, tenant: &str, token: &str, which: Candidates) {
             "Could not release an outbox claim; its rows are taken over later."
         );
     }
+}
+
+/// Gives back the rows of `tenant` a relay claimed under `token` and has not settled (`only`:
+/// that row alone), as `PENDING`: the state any relay, Go or this Worker's, claims at once
+/// (lib-commons' own roll-back of a claim writes it). Only a row still `PROCESSING` under
+/// `token` changes: one another relay took over carries that relay's token, one settled carries
+/// none, so neither is touched. `attempts` stays as the claim left it. The rows given back.
+pub async fn release(
+    store: &Store,
+    tenant: &str,
+    token: &str,
+    only: Option<&str>,
+    now: DateTime<Utc>,
+) -> Result<u64> {
+    let mut filter = doc! {"tenant_id": tenant, "status": "PROCESSING", "claim_token": token};
+    if let Some(id) = only {
+        filter.insert("id", id);
+    }
+    let done = store
+        .outbox_rows()
+        .update_many(
+            filter,
+            doc! {
+                "$set": {"status": "PENDING", "updated_at": bson_time(now)},
+                "$unset": {"claim_token": ""},
+            },
+        )
+        .await
+        .map_err(|e| Error::unavailable(&e))?;
+    Ok(done.modified_count)
 }
 
 /// `MarkPublished`: `PROCESSING` → `PUBLISHED` with `published_at`, the token unset. `false`
@@ -231,7 +334,7 @@ pub async fn mark_published(store: &Store, row: &OutboxRow, now: DateTime<Utc>) 
 }
 
 /// `MarkFailed`: reads the row's `attempts`, then on that version `PROCESSING` → `FAILED`
-/// (retried after [`RETRY_WINDOW`]) or `INVALID` once `attempts + 1` reaches
+/// (retried after [`ClaimWindows::retry_after`]) or `INVALID` once `attempts + 1` reaches
 /// [`MAX_DISPATCH_ATTEMPTS`], with `last_error` redacted and cut. The status written, or `None`
 /// when the row was no longer this version.
 pub async fn mark_failed(

@@ -59,6 +59,11 @@ impl Store {
         self.jobs.collection(crate::mirror::MIRROR_COLLECTION)
     }
 
+    /// The capped datasources' slots (`slots`), beside the jobs.
+    pub fn slot_rows(&self) -> Collection<Document> {
+        self.jobs.collection(crate::slots::SLOTS_COLLECTION)
+    }
+
     /// lib-streaming's outbox collection.
     pub fn outbox_rows(&self) -> Collection<Document> {
         self.outbox.collection(OUTBOX_COLLECTION)

@@ -15,7 +15,6 @@ use crate::manager_store::{
     field, to_outbox, transaction, unavailable, worker_key, ManagerStore, Seen, Txn,
 };
 use crate::outbox::{OutboxRow, RowStatus};
-use crate::outbox_claim::PROCESSING_TIMEOUT;
 use crate::outbox_event::pending_event;
 
 impl ManagerStore {
@@ -100,8 +99,8 @@ impl ManagerStore {
     /// Leases the terminal job's unpublished event to `owner`: the event a marker holds (Go's or
     /// a crashed write's), written as a new row leased to `owner` with the marker cleared, in one
     /// transaction; else this Worker's row of it when it is pending, failed, or stuck under a
-    /// claim for 10 minutes (lib-commons' takeover; `lease` cannot shorten what Go relays
-    /// wait). A row a relay holds is left to it.
+    /// claim for the store's claim timeout (lib-commons' takeover, 10 minutes unless set;
+    /// `lease` cannot shorten what Go relays wait). A row a relay holds is left to it.
     pub async fn lease_unpublished(
         &self,
         job_id: Uuid,
@@ -146,7 +145,7 @@ impl ManagerStore {
             let now = Utc::now();
             let takeable = match row.status {
                 RowStatus::Pending | RowStatus::Failed => true,
-                RowStatus::Processing => row.updated_at <= now - PROCESSING_TIMEOUT,
+                RowStatus::Processing => row.updated_at <= self.windows().stuck_before(now),
                 RowStatus::Published | RowStatus::Invalid => false,
             };
             if !takeable {

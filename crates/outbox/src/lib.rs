@@ -37,6 +37,8 @@
 //!   announcements (`control.rs` sends them).
 //! - `retention.rs`: [`Store::results_due`], [`Store::prune_ended_jobs`],
 //!   [`Store::take_pass_lease`].
+//! - `slots.rs`: [`Store::take_slot`], [`Store::renew_slot`], [`Store::release_slot`]: the
+//!   leased slots of capped datasources (`DATASOURCE_<NAME>_MAX_CONCURRENT`).
 //! - [`mod@backoff`]: when a failed publish is retried ([`backoff()`]).
 //! - [`error`]: [`OutboxError`] and whether an error is retriable.
 //!
@@ -57,6 +59,7 @@ mod outbox;
 mod read_model;
 mod retention;
 mod sink;
+mod slots;
 mod stats;
 mod store;
 mod terminal;
@@ -74,6 +77,7 @@ pub use mirror_batch::{MirrorBatch, MirrorCursor, Unpublished};
 pub use outbox::{PendingEvent, RecordedEvent, RowId};
 pub use read_model::{ExecutionRow, JobRow};
 pub use sink::Sink;
+pub use slots::SlotHolder;
 pub use stats::{OutboxStats, FAILING_EVENTS, OLDEST_UNPUBLISHED_AGE_SECONDS, PENDING_EVENTS};
 pub use store::Store;
 pub use terminal::{Recorded, TerminalOutcome, TerminalRecord};

@@ -14,7 +14,12 @@
 //!
 //! Upstream's gaps and what is chosen here:
 //! - A failed publish is retried after lib-commons' 5-minute window, not this Worker's backoff:
-//!   the row's fields are lib-commons' and every relay of the deployment reads them alike.
+//!   the row's fields are lib-commons' and every relay of the deployment reads them alike. That
+//!   window and the 10-minute takeover of a claimed row are the store's
+//!   `outbox_claim::ClaimWindows`, lib-commons' defaults unless the deployment sets them.
+//! - A pass never abandons what it claimed: when MongoDB fails after the claim, the rows it
+//!   still holds are given back `PENDING` at once, or at the next pass when the server is away
+//!   (`claimed`); lib-commons leaves them to its takeover.
 //! - A row naming another exchange than this Worker's publisher is given back `FAILED` for the
 //!   relays configured for it (lib-commons trusts the row's exchange; this publisher has one).
 //! - lib-streaming's published and invalid rows are never pruned, as upstream never prunes them
@@ -24,11 +29,12 @@
 //!   mode offers them) are rows of this Worker's own collection (`mongostate::worker_outbox`),
 //!   leased and backed off as the PostgreSQL mode's rows; the pass relays them last.
 
+mod claimed;
+
 use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::Utc;
-use mongostate::outbox::{OutboxRow, RowStatus};
 use mongostate::outbox_claim::{self, Candidates};
 use mongostate::{outbox_event, to_outbox, worker_outbox, ManagerStore};
 use outbox::{OutboxError, PendingEvent, RowId, Sink};
@@ -166,6 +172,8 @@ pub struct ManagerRepairer {
     store: ManagerStore,
     publisher: Arc<Publisher>,
     config: ManagerRepairerConfig,
+    /// Claims a failed pass could not give back, for the next pass to.
+    held: claimed::Held,
 }
 
 impl ManagerRepairer {
@@ -178,6 +186,7 @@ impl ManagerRepairer {
             store,
             publisher,
             config,
+            held: claimed::Held::default(),
         }
     }
 
@@ -212,20 +221,25 @@ impl ManagerRepairer {
                 }
                 Err(error) => {
                     crate::metrics::repair_pass(Sink::Amqp, false);
-                    tracing::warn!(error = %error, "Manager outbox repair pass failed; the next one will retry.");
+                    tracing::warn!(
+                        error = %error,
+                        claims_held = self.held.len(),
+                        "Manager outbox repair pass failed; the next one will retry and give back the claims held."
+                    );
                 }
             }
         }
     }
 
-    /// One pass: the markers first (their rows are then relayed in the same pass), then, for
-    /// each tenant with due rows, stuck, failed and pending rows in batches until none is left
-    /// or `stop`.
+    /// One pass: the claims an earlier pass could not give back first, then the markers (their
+    /// rows are then relayed in the same pass), then, for each tenant with due rows, stuck,
+    /// failed and pending rows in batches until none is left or `stop`.
     pub async fn repair_once(
         &self,
         stop: &CancellationToken,
     ) -> Result<ManagerPassReport, OutboxError> {
         const STEP: &str = "relaying the Manager's outbox";
+        self.give_back_held().await?;
         let mut report = ManagerPassReport {
             re_emitted: self.store.repair_markers().await?.re_emitted,
             ..ManagerPassReport::default()
@@ -237,14 +251,15 @@ impl ManagerRepairer {
         for tenant in &tenants {
             for which in [Candidates::Stuck, Candidates::Failed, Candidates::Pending] {
                 while !stop.is_cancelled() {
+                    let (batch, windows) = (self.config.batch, self.store.windows());
                     let claimed =
-                        outbox_claim::claim(store, tenant, which, self.config.batch, Utc::now())
+                        outbox_claim::claim(store, tenant, which, batch, Utc::now(), windows)
                             .await
                             .map_err(|e| to_outbox(STEP, e))?;
                     let taken = claimed.rows.len();
                     report.claimed += taken as u64;
                     report.invalid += claimed.invalidated as u64;
-                    self.relay_claimed(claimed.rows, &mut report).await?;
+                    self.relay_claimed(claimed, tenant, &mut report).await?;
                     if (taken as i64) < self.config.batch {
                         break;
                     }
@@ -294,75 +309,6 @@ impl ManagerRepairer {
             .await?;
             if (leased.len() as i64) < config.batch || away {
                 return Ok(());
-            }
-        }
-        Ok(())
-    }
-
-    /// Publishes rows this pass claimed and settles each as lib-commons does.
-    async fn relay_claimed(
-        &self,
-        rows: Vec<OutboxRow>,
-        report: &mut ManagerPassReport,
-    ) -> Result<(), OutboxError> {
-        const STEP: &str = "settling relayed Manager outbox rows";
-        let store = self.store.store();
-        let mut sendable = Vec::with_capacity(rows.len());
-        let mut events = Vec::with_capacity(rows.len());
-        for row in rows {
-            match outbox_event::pending_event(&row, None) {
-                Ok(event) => {
-                    let exchange = row.envelope().map(|e| e.exchange).unwrap_or_default();
-                    if exchange != self.publisher.exchange() {
-                        let error = format!("the row's exchange {exchange:?} is not this relay's");
-                        outbox_claim::mark_failed(store, &row, &error, Utc::now())
-                            .await
-                            .map_err(|e| to_outbox(STEP, e))?;
-                        report.relayed.failed += 1;
-                        continue;
-                    }
-                    events.push(event);
-                    sendable.push(row);
-                }
-                Err(error) => {
-                    tracing::warn!(outbox.id = %row.id, %error, "Outbox row cannot be published; marked invalid.");
-                    let marked =
-                        outbox_claim::mark_invalid(store, &row, &error.to_string(), Utc::now())
-                            .await
-                            .map_err(|e| to_outbox(STEP, e))?;
-                    report.invalid += u64::from(marked);
-                }
-            }
-        }
-        if events.is_empty() {
-            return Ok(());
-        }
-        // A row carries no request id: the one this Worker kept with the job, as the PostgreSQL
-        // mode republishes its events with theirs.
-        let jobs: Vec<_> = events.iter().map(|e| e.job_id).collect();
-        let request_ids = self.store.request_ids(&jobs).await?;
-        for event in &mut events {
-            event.event.request_id = request_ids.get(&event.job_id).cloned();
-        }
-        let publisher = SinkPublisher::from(self.publisher.clone());
-        let outcomes = publisher.send(&events).await;
-        let sorted = Sorted::of(&events, outcomes);
-        report.relayed.failed += sorted.report.failed;
-        report.relayed.rejected += sorted.report.rejected;
-        let now = Utc::now();
-        for (row, event) in sendable.iter().zip(&events) {
-            if sorted.confirmed.contains(&event.id) {
-                let marked = outbox_claim::mark_published(store, row, now)
-                    .await
-                    .map_err(|e| to_outbox(STEP, e))?;
-                report.relayed.published += u64::from(marked);
-            } else if let Some(failed) = sorted.unpublished.iter().find(|u| u.id == event.id) {
-                let status = outbox_claim::mark_failed(store, row, &failed.error, now)
-                    .await
-                    .map_err(|e| to_outbox(STEP, e))?;
-                if status == Some(RowStatus::Invalid) {
-                    report.invalid += 1;
-                }
             }
         }
         Ok(())

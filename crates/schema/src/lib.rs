@@ -59,7 +59,8 @@ const EMBEDDED: &[Embedded] = &[
     embed!(8, "jobs listing", "0008_jobs_listing.sql"),
     embed!(9, "retention and listing", "0009_retention_and_listing.sql"),
     embed!(10, "execution attempts", "0010_execution_attempts.sql"),
-    embed!(11, "jobs traceparent", "0011_jobs_traceparent.sql"),
+    embed!(11, "datasource slots", "0011_datasource_slots.sql"),
+    embed!(12, "jobs traceparent", "0012_jobs_traceparent.sql"),
 ];
 
 /// The embedded migrations as sqlx runs them.

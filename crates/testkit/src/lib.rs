@@ -26,14 +26,18 @@
 //!   (`TEST_MONGO_URL`), and the server's open cursors on it.
 //! - [`secantus`]: [`secantus::PrivateSecantus`], a private secantusdb a test may stop
 //!   (SIGTERM or SIGKILL) and start again on the same data.
+//! - [`proxy`]: [`proxy::FaultProxy`], a TCP proxy in front of a dependency whose faults a
+//!   test switches at run time (latency, stall, refuse, reset, cuts, and traps aimed at one
+//!   step of a protocol).
 //! - [`manager`]: [`manager::Manager`], a stand-in for the Go Manager of a Fetcher deployment:
 //!   its job indexes and documents in MongoDB, and a job read back as its `GET` reads it.
 //! - [`wide_table`]: the benchmarks' eight-column PostgreSQL table, generated server-side.
 //!
 //! # Dependencies
 //!
-//! `sqlx`, `lapin`, `mongodb`, `tokio`, `metrics`/`metrics-util`, `serde_json` and `schema` (the
-//! embedded migrations) only; MQTT through the distribution's `mosquitto` programs. Never
+//! `sqlx`, `lapin`, `mongodb`, `tokio`/`tokio-util`, `metrics`/`metrics-util`, `serde_json`
+//! and `schema` (the embedded migrations) only; MQTT through the distribution's `mosquitto`
+//! programs. Never
 //! `worker`, and nothing of the domain: the fixtures (jobs, events, stores) stay in each crate's
 //! `tests/` support module, on top of this crate.
 
@@ -45,6 +49,7 @@ pub mod metrics;
 pub mod mongo;
 pub mod mqtt;
 pub mod pg;
+pub mod proxy;
 pub mod secantus;
 pub mod sqlbridge;
 pub mod wide_table;

@@ -11,13 +11,15 @@ use engine::{EngineError, Extracted, TimeLimit, Watch};
 use futures_util::future::BoxFuture;
 use outbox::{
     Claim, ClaimRequest, Controlled, EndCancel, ExecutionEvents, ExecutionReport, ExpiredJob,
-    Lease, OutboxError, PendingEvent, Recorded, RecordedEvent, TerminalRecord,
+    Lease, OutboxError, PendingEvent, Recorded, RecordedEvent, SlotHolder, TerminalRecord,
 };
 use storage::{ObjectStore, PartBuffer, RetryPolicy, StorageError, Upload};
 use tokio::sync::mpsc;
 use uuid::Uuid;
 
-use crate::job::ports::{EventSink, Extractor, JobStore, Ports, ResultStore, ResultUpload};
+use crate::job::ports::{
+    EventSink, Extractor, JobStore, Ports, ResultStore, ResultUpload, SlotStore,
+};
 
 /// The ports on the real services.
 pub fn ports(
@@ -26,6 +28,7 @@ pub fn ports(
     publisher: Arc<publisher::Publisher>,
     engine: engine::Engine,
 ) -> Ports {
+    let store_for_slots = store.clone();
     Ports {
         jobs: Arc::new(store.clone()),
         objects: Arc::new(objects),
@@ -34,6 +37,33 @@ pub fn ports(
             publisher: publisher.into(),
         }),
         extractor: Arc::new(engine),
+        slots: Some(Arc::new(store_for_slots)),
+    }
+}
+
+#[async_trait]
+impl SlotStore for outbox::Store {
+    async fn take_slot(
+        &self,
+        datasource: &str,
+        slots: u32,
+        holder: SlotHolder<'_>,
+        lease: Duration,
+    ) -> Result<Option<u32>, OutboxError> {
+        outbox::Store::take_slot(self, datasource, slots, holder, lease).await
+    }
+
+    async fn renew_slot(
+        &self,
+        datasource: &str,
+        owner: &str,
+        lease: Duration,
+    ) -> Result<bool, OutboxError> {
+        outbox::Store::renew_slot(self, datasource, owner, lease).await
+    }
+
+    async fn release_slot(&self, datasource: &str, owner: &str) -> Result<(), OutboxError> {
+        outbox::Store::release_slot(self, datasource, owner).await
     }
 }
 

@@ -1,5 +1,5 @@
 //! The job core's ports in the Manager mode: the state and the outbox in the Manager's MongoDB
-//! (`mongostate::ManagerStore`), events through `repairer::ManagerRelay`; the bucket and the
+//! (`mongostate::ManagerStore`, the capped datasources' slots too), events through `repairer::ManagerRelay`; the bucket and the
 //! engine as in [`crate::adapters`]. Each method forwards; the obligations are the crates'.
 
 use std::sync::Arc;
@@ -9,12 +9,12 @@ use async_trait::async_trait;
 use mongostate::ManagerStore;
 use outbox::{
     Claim, ClaimRequest, Controlled, EndCancel, ExecutionEvents, ExecutionReport, ExpiredJob,
-    Lease, OutboxError, PendingEvent, Recorded, RecordedEvent, TerminalRecord,
+    Lease, OutboxError, PendingEvent, Recorded, RecordedEvent, SlotHolder, TerminalRecord,
 };
 use storage::ObjectStore;
 use uuid::Uuid;
 
-use crate::job::ports::{EventSink, JobStore, Ports};
+use crate::job::ports::{EventSink, JobStore, Ports, SlotStore};
 
 /// The ports of the Manager mode.
 pub fn manager_ports(
@@ -23,11 +23,39 @@ pub fn manager_ports(
     publisher: Arc<publisher::Publisher>,
     engine: engine::Engine,
 ) -> Ports {
+    let store_for_slots = store.clone();
     Ports {
         jobs: Arc::new(store.clone()),
         objects: Arc::new(objects),
         events: Arc::new(ManagerEvents(repairer::ManagerRelay::new(store, publisher))),
         extractor: Arc::new(engine),
+        slots: Some(Arc::new(store_for_slots)),
+    }
+}
+
+#[async_trait]
+impl SlotStore for ManagerStore {
+    async fn take_slot(
+        &self,
+        datasource: &str,
+        slots: u32,
+        holder: SlotHolder<'_>,
+        lease: Duration,
+    ) -> Result<Option<u32>, OutboxError> {
+        ManagerStore::take_slot(self, datasource, slots, holder, lease).await
+    }
+
+    async fn renew_slot(
+        &self,
+        datasource: &str,
+        owner: &str,
+        lease: Duration,
+    ) -> Result<bool, OutboxError> {
+        ManagerStore::renew_slot(self, datasource, owner, lease).await
+    }
+
+    async fn release_slot(&self, datasource: &str, owner: &str) -> Result<(), OutboxError> {
+        ManagerStore::release_slot(self, datasource, owner).await
     }
 }
 

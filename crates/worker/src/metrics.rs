@@ -47,6 +47,15 @@ pub const STORAGE_RETRIES: &str = "fetcher_storage_write_retries_total";
 /// datasource `recovered` or `exhausted`; `redelivered` for each datasource of a job whose
 /// message came back and ran again).
 pub const DATASOURCE_RETRIES: &str = "fetcher_datasource_retries_total";
+/// Gauge: slots of a capped datasource this Worker holds (`DATASOURCE_<NAME>_MAX_CONCURRENT`),
+/// by `datasource` (the connection name); summed over the replicas, the reads running on it.
+pub const SLOTS_IN_USE: &str = "fetcher_datasource_slots_in_use";
+/// Counter: reads of a capped datasource that found every slot held and waited, by
+/// `datasource`.
+pub const SLOT_WAITS: &str = "fetcher_datasource_slot_waits_total";
+/// Histogram: from a capped datasource's first ask for a slot to the slot taken (0 when one was
+/// free), seconds, by `datasource`.
+pub const SLOT_WAIT: &str = "fetcher_datasource_slot_wait_seconds";
 /// Counter: temporary files parts of results waiting their turn spilled to (`ENGINE_SPILL_DIR`).
 pub const SPILL_FILES: &str = "fetcher_engine_spill_files_total";
 /// Counter: bytes written to those files.
@@ -236,6 +245,19 @@ fn describe() {
         DATASOURCE_RETRIES,
         "Retries of datasources whose attempt failed transiently, by outcome: retried, recovered, exhausted."
     );
+    metrics::describe_gauge!(
+        SLOTS_IN_USE,
+        "Slots of a capped datasource this Worker holds (DATASOURCE_<NAME>_MAX_CONCURRENT), by datasource."
+    );
+    metrics::describe_counter!(
+        SLOT_WAITS,
+        "Reads of a capped datasource that found every slot held and waited, by datasource."
+    );
+    metrics::describe_histogram!(
+        SLOT_WAIT,
+        metrics::Unit::Seconds,
+        "From a capped datasource's first ask for a slot to the slot taken, by datasource."
+    );
     metrics::describe_histogram!(
         READYZ_CHECK_DURATION,
         "Duration of one /readyz dependency check, in milliseconds."
@@ -268,6 +290,31 @@ fn describe() {
         HEALTH_REFUSED,
         "Connections the health server or control API closed at once: its limit or the client address's was reached."
     );
+}
+
+/// Exports the capped datasources' slot series from the start, at 0, so the first wait shows
+/// in `rate()`; their names are the operator's own (`DATASOURCE_<NAME>_MAX_CONCURRENT`), few.
+pub fn capped_datasources<'a>(names: impl IntoIterator<Item = &'a String>) {
+    for name in names {
+        metrics::counter!(SLOT_WAITS, "datasource" => name.clone()).absolute(0);
+        metrics::gauge!(SLOTS_IN_USE, "datasource" => name.clone()).set(0.0);
+    }
+}
+
+/// A read of `datasource` found every slot held: it waits.
+pub(crate) fn slot_wait(datasource: &str) {
+    metrics::counter!(SLOT_WAITS, "datasource" => datasource.to_owned()).increment(1);
+}
+
+/// A read of `datasource` took a slot after `waited`.
+pub(crate) fn slot_taken(datasource: &str, waited: Duration) {
+    metrics::histogram!(SLOT_WAIT, "datasource" => datasource.to_owned())
+        .record(waited.as_secs_f64());
+}
+
+/// This Worker holds one slot of `datasource` more (`1.0`) or less (`-1.0`).
+pub(crate) fn slot_held(datasource: &str, delta: f64) {
+    metrics::gauge!(SLOTS_IN_USE, "datasource" => datasource.to_owned()).increment(delta);
 }
 
 pub(crate) fn job_finished(outcome: &'static str, took: Duration) {

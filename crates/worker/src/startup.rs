@@ -107,6 +107,7 @@ impl Application {
             }
         };
         crate::metrics::prefetch(settings.amqp.consumers);
+        crate::metrics::capped_datasources(settings.jobs.datasource_caps.keys());
         let consumer = ConsumerConfig {
             uri: settings.amqp.uri.clone(),
             work_queue: settings.amqp.work_queue.clone(),
@@ -341,7 +342,11 @@ async fn wire_manager(
             exchange: settings.amqp.events_exchange.clone(),
             source: settings.amqp.cloudevents_source.clone(),
         },
-    );
+    )
+    .with_windows(mongostate::outbox_claim::ClaimWindows {
+        claim_timeout: settings.outbox.manager_claim_timeout,
+        retry_after: settings.outbox.manager_retry_after,
+    });
     // The mirror's rows go in a collection of their own, in each event's transaction.
     if let Some(mqtt) = &settings.mqtt {
         store = store.mirrored(&mqtt.topic_prefix);
@@ -386,6 +391,7 @@ async fn services(settings: &Settings, resolver: Resolver) -> anyhow::Result<Ser
             ..VerifyPolicy::default()
         },
         storage_retry: settings.jobs.storage_retry,
+        datasource_caps: Arc::new(settings.jobs.datasource_caps.clone()),
         limits: MessageLimits {
             max_message_bytes: settings.amqp.max_message_bytes,
             max_metadata_bytes: settings.amqp.max_metadata_bytes,

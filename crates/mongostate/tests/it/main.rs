@@ -7,6 +7,7 @@ mod manager_claims;
 mod manager_control;
 mod manager_ends;
 mod manager_mirror;
+mod manager_slots;
 mod manager_store;
 mod manager_world;
 mod outbox;

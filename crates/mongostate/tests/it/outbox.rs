@@ -7,7 +7,7 @@ use chrono::{Duration, Utc};
 use contract::event::TerminalStatus;
 use mongodb::bson::{doc, oid::ObjectId, spec::ElementType, Bson, DateTime, Document};
 use mongostate::outbox::{self, Emit, OutboxRow, RowStatus, SINGLE_TENANT};
-use mongostate::outbox_claim::{self, Candidates};
+use mongostate::outbox_claim::{self, Candidates, ClaimWindows};
 use mongostate::Store;
 use testkit::mongo::MongoDb;
 use uuid::Uuid;
@@ -170,6 +170,7 @@ async fn a_row_lib_streaming_wrote_is_claimed_published_and_not_claimed_again() 
         Candidates::Pending,
         50,
         Utc::now(),
+        &ClaimWindows::default(),
     )
     .await
     .expect("claim");
@@ -192,6 +193,7 @@ async fn a_row_lib_streaming_wrote_is_claimed_published_and_not_claimed_again() 
         Candidates::Pending,
         50,
         Utc::now(),
+        &ClaimWindows::default(),
     )
     .await
     .expect("claim");
@@ -231,6 +233,7 @@ async fn two_concurrent_claims_give_each_row_to_one_claimer() {
             .expect("insert");
         ids.insert(id);
     }
+    let windows = ClaimWindows::default();
     let claim = || {
         outbox_claim::claim(
             &world.store,
@@ -238,6 +241,7 @@ async fn two_concurrent_claims_give_each_row_to_one_claimer() {
             Candidates::Pending,
             50,
             Utc::now(),
+            &windows,
         )
     };
     let (a, b) = tokio::join!(claim(), claim());
@@ -261,7 +265,9 @@ async fn a_failed_publish_is_retried_after_the_window_then_invalid_at_ten_attemp
         .await
         .expect("insert")
         .to_string();
-    let claim = |which, now| outbox_claim::claim(&world.store, SINGLE_TENANT, which, 50, now);
+    let windows = ClaimWindows::default();
+    let claim =
+        |which, now| outbox_claim::claim(&world.store, SINGLE_TENANT, which, 50, now, &windows);
 
     let claimed = claim(Candidates::Pending, Utc::now()).await.expect("claim");
     let error = "publish to amqp://guest:guest-sentinel@broker.internal:5672 failed";
@@ -328,6 +334,7 @@ async fn a_stuck_row_is_taken_over_and_invalid_once_its_attempts_are_spent() {
         Candidates::Stuck,
         50,
         Utc::now(),
+        &ClaimWindows::default(),
     )
     .await
     .expect("claim");

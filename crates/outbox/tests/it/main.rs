@@ -10,6 +10,7 @@ mod objects_left;
 mod relay;
 mod retention;
 mod runs_and_traces;
+mod slots;
 mod support;
 mod terminal;
 mod terminal_claimed;

@@ -1,6 +1,7 @@
 mod concurrent;
 mod end_to_end;
 mod manager;
+mod manager_cut;
 mod manager_mirror;
 mod metrics;
 mod partial;

@@ -101,7 +101,7 @@ fn job() -> NewJob {
 
 /// A row exactly as lib-streaming v1.6.2's `Create` writes one for a Go Worker's `job.failed`
 /// (UPSTREAM-MANAGER §4.2 fields and BSON types, §4.3 envelope in Go's member order).
-fn lib_streaming_row(
+pub(crate) fn lib_streaming_row(
     job_id: Uuid,
     exchange: &str,
     body: &str,

@@ -6,6 +6,8 @@
 //! that looks like one of the Worker's, or is upstream's only, is a warning.
 
 #[cfg(test)]
+mod caps_tests;
+#[cfg(test)]
 mod chart_tests;
 mod checks;
 #[cfg(test)]
@@ -205,6 +207,13 @@ pub struct OutboxSettings {
     pub repair_grace: Duration,
     /// `OUTBOX_RETENTION_HOURS` (default 168): published rows are deleted after this long.
     pub retention: Duration,
+    /// `MANAGER_OUTBOX_CLAIM_TIMEOUT_SEC` (default 600, lib-commons' `ProcessingTimeout`): the
+    /// Manager mode's relay takes over a claimed row of lib-streaming's outbox left this long.
+    /// Read in every mode, used in the Manager mode only.
+    pub manager_claim_timeout: Duration,
+    /// `MANAGER_OUTBOX_RETRY_AFTER_SEC` (default 300, lib-commons' `RetryWindow`): the Manager
+    /// mode's relay retries a failed row of lib-streaming's outbox left this long.
+    pub manager_retry_after: Duration,
 }
 
 /// Retention (issue 37): each part off unless set.
@@ -256,6 +265,11 @@ pub struct JobSettings {
     /// `OBJECT_STORAGE_RETRY_SEC` (default 60): how long a result that could not be written is
     /// retried in the same run before the job fails (never past the job's timeout).
     pub storage_retry: Duration,
+    /// `DATASOURCE_<NAME>_MAX_CONCURRENT` (1 to 1000; unset: no cap), by connection name: how
+    /// many reads of the datasource run at once across every replica (slots in the state
+    /// database, either backend). A group of the cap alone caps the stored connection of its
+    /// name.
+    pub datasource_caps: BTreeMap<String, u32>,
 }
 
 #[derive(Debug, Clone)]

@@ -259,6 +259,23 @@ pub(super) const OUTBOX_REPAIR_BATCH: Number =
 /// `OUTBOX_REPAIR_GRACE_SEC`.
 pub(super) const OUTBOX_REPAIR_GRACE_SEC: Number =
     Number::new("OUTBOX_REPAIR_GRACE_SEC", Unit::Seconds, 10, 86_400);
+/// `MANAGER_OUTBOX_CLAIM_TIMEOUT_SEC`: lib-commons' `ProcessingTimeout`, 10 minutes
+/// (UPSTREAM-MANAGER §4.5), the takeover of a claimed row of the Manager's outbox; at least
+/// 10 s, below which a relay's own publish of a batch would be taken over routinely; at most
+/// a day.
+pub(super) const MANAGER_OUTBOX_CLAIM_TIMEOUT_SEC: Number = Number {
+    min: 10,
+    ..Number::new(
+        "MANAGER_OUTBOX_CLAIM_TIMEOUT_SEC",
+        Unit::Seconds,
+        600,
+        86_400,
+    )
+};
+/// `MANAGER_OUTBOX_RETRY_AFTER_SEC`: lib-commons' `RetryWindow`, 5 minutes (§4.5), before a
+/// failed row of the Manager's outbox is retried; at most a day.
+pub(super) const MANAGER_OUTBOX_RETRY_AFTER_SEC: Number =
+    Number::new("MANAGER_OUTBOX_RETRY_AFTER_SEC", Unit::Seconds, 300, 86_400);
 /// `OUTBOX_RETENTION_HOURS`: at most ten years; 0 would delete rows as soon as published.
 pub(super) const OUTBOX_RETENTION_HOURS: Number =
     Number::new("OUTBOX_RETENTION_HOURS", Unit::Hours, 168, 87_600);

@@ -7,6 +7,7 @@ use std::time::Duration;
 use engine::EngineConfig;
 use secrecy::SecretString;
 
+mod caps;
 mod state;
 mod traces;
 
@@ -166,7 +167,8 @@ pub(super) fn read(r: &mut Reader<'_>, vars: &BTreeMap<String, String>) -> Optio
     let state = state::read(r);
     let storage = storage(r);
     let engine = engine(r);
-    let datasources = datasources(r, vars);
+    let (datasource_caps, datasource_vars) = caps::read(r, vars);
+    let datasources = datasources(r, &datasource_vars);
     // Everything is read before anything is required, so every problem is reported at once.
     let key_version = r.text("APP_ENC_KEY_VERSION", "1");
     let http = HttpSettings {
@@ -197,6 +199,8 @@ pub(super) fn read(r: &mut Reader<'_>, vars: &BTreeMap<String, String>) -> Optio
         repair_batch: signed(r.number(&number::OUTBOX_REPAIR_BATCH)),
         repair_grace: r.seconds(&number::OUTBOX_REPAIR_GRACE_SEC),
         retention: Duration::from_secs(3600 * r.number(&number::OUTBOX_RETENTION_HOURS)),
+        manager_claim_timeout: r.seconds(&number::MANAGER_OUTBOX_CLAIM_TIMEOUT_SEC),
+        manager_retry_after: r.seconds(&number::MANAGER_OUTBOX_RETRY_AFTER_SEC),
     };
     let day = |days: u64| Duration::from_secs(86_400 * days);
     let retention = RetentionSettings {
@@ -210,6 +214,7 @@ pub(super) fn read(r: &mut Reader<'_>, vars: &BTreeMap<String, String>) -> Optio
             .get("WORKER_ID")
             .map_or_else(default_worker_id, str::to_owned),
         storage_retry: r.seconds(&number::OBJECT_STORAGE_RETRY_SEC),
+        datasource_caps,
     };
     let mqtt = mqtt(r, &jobs.worker_id);
     let log = LogSettings {

@@ -330,3 +330,44 @@ fn the_manager_mode_serves_the_control_api_only_when_asked_and_refuses_what_it_l
     let postgres = Settings::from_vars(minimal()).expect("valid");
     assert!(postgres.http.api_port.is_some());
 }
+
+#[test]
+fn the_manager_outboxs_two_windows_default_to_lib_commons_and_are_bounded() {
+    let settings = Settings::from_vars(manager_mode(&[])).expect("valid");
+    assert_eq!(
+        (
+            settings.outbox.manager_claim_timeout,
+            settings.outbox.manager_retry_after
+        ),
+        (Duration::from_secs(600), Duration::from_secs(300)),
+        "lib-commons' ProcessingTimeout and RetryWindow"
+    );
+    let set = Settings::from_vars(manager_mode(&[
+        ("MANAGER_OUTBOX_CLAIM_TIMEOUT_SEC", "10"),
+        ("MANAGER_OUTBOX_RETRY_AFTER_SEC", "86400"),
+    ]))
+    .expect("valid");
+    assert_eq!(set.outbox.manager_claim_timeout, Duration::from_secs(10));
+    assert_eq!(set.outbox.manager_retry_after, Duration::from_secs(86_400));
+    let claim = "MANAGER_OUTBOX_CLAIM_TIMEOUT_SEC must be a whole number from 10 to 86400 seconds";
+    let retry = "MANAGER_OUTBOX_RETRY_AFTER_SEC must be a whole number from 1 to 86400 seconds";
+    for (name, value, expected) in [
+        ("MANAGER_OUTBOX_CLAIM_TIMEOUT_SEC", "9", claim),
+        ("MANAGER_OUTBOX_CLAIM_TIMEOUT_SEC", "86401", claim),
+        ("MANAGER_OUTBOX_RETRY_AFTER_SEC", "86401", retry),
+        ("MANAGER_OUTBOX_RETRY_AFTER_SEC", "5m", retry),
+    ] {
+        let error = refused(manager_mode(&[(name, value)]));
+        assert_eq!(error.problems, [expected], "{name}={value}");
+    }
+    // At 0 or below, the default with a warning (lib-commons' `normalize` does the same).
+    let zero = Settings::from_vars(manager_mode(&[("MANAGER_OUTBOX_RETRY_AFTER_SEC", "0")]));
+    let zero = zero.expect("valid");
+    assert_eq!(zero.outbox.manager_retry_after, Duration::from_secs(300));
+    assert!(zero
+        .warnings
+        .iter()
+        .any(|w| w.starts_with("MANAGER_OUTBOX_RETRY_AFTER_SEC is 0")));
+    // Harmless beside PostgreSQL: read and checked, never used.
+    assert!(Settings::from_vars(with(&[("MANAGER_OUTBOX_CLAIM_TIMEOUT_SEC", "60")])).is_ok());
+}

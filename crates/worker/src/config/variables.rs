@@ -192,6 +192,14 @@ pub(super) const VARIABLES: &[Variable] = &[
     num(&number::OUTBOX_REPAIR_INTERVAL_SEC, "how often unpublished events are republished"),
     num(&number::OUTBOX_REPAIR_BATCH, "rows leased per repair batch"),
     num(&number::OUTBOX_REPAIR_GRACE_SEC, "events younger than this are left to the Worker that recorded them"),
+    example(
+        num(&number::MANAGER_OUTBOX_CLAIM_TIMEOUT_SEC, "the Manager mode: a row of lib-streaming's outbox claimed (`PROCESSING`) and left this long is taken over by this Worker's relay (lib-commons' `ProcessingTimeout`; Go relays keep their own); shorter than a relay's publish of its batch, that relay's events are published twice"),
+        Example::Off("600"),
+    ),
+    example(
+        num(&number::MANAGER_OUTBOX_RETRY_AFTER_SEC, "the Manager mode: a row of lib-streaming's outbox whose publish failed (`FAILED`) is retried by this Worker's relay once left this long (lib-commons' `RetryWindow`); its tenth failure makes it `INVALID`, never retried"),
+        Example::Off("300"),
+    ),
     num(&number::OUTBOX_RETENTION_HOURS, "published outbox rows are deleted after this long (the mirror's MQTT rows go once delivered)"),
     example(
         var("RESULT_RETENTION_DAYS", Unset("off"), "1 to 36525: a completed job's result is deleted this many days after it completed, through the lifecycle's delete (`job.deletion_in_progress`, `job.deleted` with comment `retention`; the job's tombstone stays); 0 or below → refused"),
@@ -298,6 +306,10 @@ pub(super) const DATASOURCE_VARIABLES: &[Variable] = &[
     example(
         var("DATASOURCE_<NAME>_OPTIONS", Unset("none"), "`key=value` pairs (see \"Datasources\")"),
         Example::Off(""),
+    ),
+    example(
+        var("DATASOURCE_<NAME>_MAX_CONCURRENT", Unset("no cap"), "how many jobs read this datasource at once across every replica, 1 to 1000 (slots in the state database; a job waiting for one stays `QUEUED`); set alone (or with `_CONFIG_NAME`), it caps the stored connection of that name (see \"Concurrency caps\")"),
+        Example::Off("4"),
     ),
     example(
         var("DATASOURCE_<NAME>_SCHEMAS", Unset("the user's grants"), "the schemas (MySQL: databases) jobs may read, comma-separated"),

@@ -8,7 +8,7 @@ use super::*;
 /// (`docs/configuration.md`) rather than taken from the reader, so a new one the walk does not
 /// know fails
 /// [`the_walk_knows_every_numeric_variable`].
-const NUMERIC: [&str; 27] = [
+const NUMERIC: [&str; 29] = [
     "RABBITMQ_PORT_AMQP",
     "RABBITMQ_NUMBERS_OF_WORKERS",
     "RABBITMQ_MAX_MESSAGE_BYTES",
@@ -27,6 +27,8 @@ const NUMERIC: [&str; 27] = [
     "OUTBOX_REPAIR_INTERVAL_SEC",
     "OUTBOX_REPAIR_BATCH",
     "OUTBOX_REPAIR_GRACE_SEC",
+    "MANAGER_OUTBOX_CLAIM_TIMEOUT_SEC",
+    "MANAGER_OUTBOX_RETRY_AFTER_SEC",
     "OUTBOX_RETENTION_HOURS",
     "RESULT_RETENTION_DAYS",
     "JOB_RETENTION_DAYS",

@@ -2,6 +2,8 @@
 //! publish of recorded events), and what a delivery comes to ([`Disposition`], [`Requeue`]).
 //! The order a delivery's steps run in is `deliver.rs`.
 
+use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use contract::envelope::VerifyPolicy;
@@ -75,6 +77,9 @@ pub struct JobSettings {
     pub limits: MessageLimits,
     /// `OBJECT_STORAGE_RETRY_SEC`: how long a result write is tried again in the same run.
     pub storage_retry: Duration,
+    /// `DATASOURCE_<NAME>_MAX_CONCURRENT`: how many reads of each capped datasource run at once
+    /// across every replica, by connection name ([`super::ports::SlotStore`]).
+    pub datasource_caps: Arc<BTreeMap<String, u32>>,
 }
 
 /// What one job message may weigh.

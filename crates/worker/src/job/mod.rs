@@ -1,6 +1,6 @@
 //! The job core: a job message to its one terminal outcome (verify, parse, claim, extract,
 //! seal, store, record, publish). It knows no transport and no server: it reads an
-//! [`Inbound`], talks to the four traits of [`ports`], and answers a [`Disposition`].
+//! [`Inbound`], talks to the traits of [`ports`], and answers a [`Disposition`].
 //!
 //! - `deliver.rs`: the order of a delivery's steps, top-down: admit → claim and run → end →
 //!   after the commit. `core.rs`: [`JobCore`], what the steps share; [`JobSettings`].
@@ -20,6 +20,8 @@
 //! - `events.rs`: the terminal events of each outcome.
 //! - `executions.rs`: a run's executions, noted as the engine reports them and written as they
 //!   change.
+//! - `slots.rs`: a run's admission to its capped datasources: a slot of each, taken (waiting,
+//!   queued, while none is free), renewed and freed through [`ports::SlotStore`].
 //! - `spans.rs`: the stage spans of the traces.
 //! - `wakeups.rs`: the runs a cancel announcement wakes at once.
 //! - `sweeper.rs`: failing jobs whose Worker was lost and that no redelivery took over.
@@ -46,6 +48,7 @@ mod produce;
 mod rejects;
 mod run;
 mod sealing;
+mod slots;
 mod spans;
 mod sweeper;
 #[cfg(test)]

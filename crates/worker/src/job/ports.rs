@@ -1,4 +1,4 @@
-//! What the job core needs from the world, as four small traits, and what each implementation
+//! What the job core needs from the world, as five small traits, and what each implementation
 //! must guarantee. The real ones (PostgreSQL, S3, RabbitMQ, the engine) are in
 //! [`crate::adapters`]; the state-machine tests use in-memory ones.
 //!
@@ -14,7 +14,7 @@ use engine::{EngineError, Extracted, TimeLimit, Watch};
 use futures_util::future::BoxFuture;
 use outbox::{
     Claim, ClaimRequest, Controlled, EndCancel, ExecutionEvents, ExecutionReport, ExpiredJob,
-    Lease, OutboxError, PendingEvent, Recorded, RecordedEvent, TerminalRecord,
+    Lease, OutboxError, PendingEvent, Recorded, RecordedEvent, SlotHolder, TerminalRecord,
 };
 use storage::{PartBuffer, RetryPolicy, StorageError};
 use tokio::sync::mpsc;
@@ -204,11 +204,47 @@ pub trait Extractor: Send + Sync {
     ) -> Result<Extracted, EngineError>;
 }
 
-/// The job core's four dependencies.
+/// The slots of capped datasources (`DATASOURCE_<NAME>_MAX_CONCURRENT`), shared by every
+/// replica: leases in the state database, not a semaphore of this process.
+///
+/// Obligations: [`take_slot`](SlotStore::take_slot) is one atomic decision that never lets
+/// more than `slots` live holders of a datasource exist; a slot whose lease lapsed is free
+/// (its Worker died); a holder is a datasource and an owner (one run reads a datasource once
+/// at a time), so renew and release need no slot number, and a release of a slot not held
+/// (or no longer held) does nothing. An `Err` decides nothing the caller relies on: it asks
+/// again.
+#[async_trait]
+pub trait SlotStore: Send + Sync {
+    /// Takes one of `datasource`'s `slots` slots for `holder` until `lease` from now; `None`
+    /// when none is free.
+    async fn take_slot(
+        &self,
+        datasource: &str,
+        slots: u32,
+        holder: SlotHolder<'_>,
+        lease: Duration,
+    ) -> Result<Option<u32>, OutboxError>;
+
+    /// Extends `owner`'s slot of `datasource`; `false` when it no longer holds one.
+    async fn renew_slot(
+        &self,
+        datasource: &str,
+        owner: &str,
+        lease: Duration,
+    ) -> Result<bool, OutboxError>;
+
+    /// Frees `owner`'s slot of `datasource`, if it holds one.
+    async fn release_slot(&self, datasource: &str, owner: &str) -> Result<(), OutboxError>;
+}
+
+/// The job core's dependencies.
 #[derive(Clone)]
 pub struct Ports {
     pub jobs: Arc<dyn JobStore>,
     pub objects: Arc<dyn ResultStore>,
     pub events: Arc<dyn EventSink>,
     pub extractor: Arc<dyn Extractor>,
+    /// The capped datasources' slots; `None`: no datasource is capped (tests without a state
+    /// backend).
+    pub slots: Option<Arc<dyn SlotStore>>,
 }

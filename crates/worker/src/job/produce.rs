@@ -82,6 +82,7 @@ pub(super) async fn produce(
     let watch = Watch {
         observer: DatasourceSpans::around(watch.observer, &extract_span),
         graceful: watch.graceful,
+        admission: watch.admission,
     };
     let extraction = async {
         let extracted = ports

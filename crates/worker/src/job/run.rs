@@ -2,6 +2,7 @@
 //! Fail-fast: any failure ends the job `failed` (without a stored object), except transient
 //! ones, which leave it unrecorded for the message to be retried.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use engine::Watch;
@@ -19,6 +20,7 @@ use super::executions::{Ledger, Recorder};
 use super::finish::{cancel_ended, finish, Ending, Finished};
 use super::ports::JobStore;
 use super::produce::{produce, Failure};
+use super::slots::SlotGate;
 
 impl ClaimedRun<'_> {
     /// Runs the job to its end. [`Finished::NotOurs`] when the claim was taken over (the new
@@ -61,6 +63,7 @@ impl ClaimedRun<'_> {
         let watch = Watch {
             observer: ledger.clone(),
             graceful,
+            admission: self.admission(core),
         };
         // A forced cancel drops the extraction at once, which stops its statements on the
         // source servers.
@@ -129,6 +132,23 @@ impl ClaimedRun<'_> {
             close: Some(close),
         };
         finish(core, ending).await
+    }
+}
+
+impl ClaimedRun<'_> {
+    /// What the run's datasources wait on: a slot of each capped one, held by the run's claim.
+    fn admission(&self, core: &JobCore) -> Arc<dyn engine::Admission> {
+        match &core.ports.slots {
+            Some(slots) if !core.settings.datasource_caps.is_empty() => Arc::new(SlotGate {
+                slots: slots.clone(),
+                caps: core.settings.datasource_caps.clone(),
+                owner: self.owner.to_owned(),
+                job_id: self.job.job_id,
+                lease: core.settings.lease,
+            }),
+            // Both state backends keep slots: only the core's tests run without.
+            _ => Arc::new(engine::Unlimited),
+        }
     }
 }
 

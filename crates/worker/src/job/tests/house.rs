@@ -18,6 +18,7 @@ const ORDER: &[&str] = &[
     "claimed",
     "sealing",
     "executions",
+    "slots",
     // The endings: a delivery refused or failed unrun, a run's end, a cancel's end.
     "rejects",
     "authenticate",

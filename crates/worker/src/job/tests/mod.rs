@@ -11,6 +11,7 @@ mod fakes;
 mod house;
 mod runs;
 mod sim;
+mod slots;
 mod sweeps;
 
 use std::sync::Arc;
@@ -51,6 +52,7 @@ impl Bench {
             objects: objects.clone(),
             events: events.clone(),
             extractor: extract.clone(),
+            slots: None,
         };
         let settings = JobSettings {
             keys: keys.clone(),
@@ -63,6 +65,7 @@ impl Bench {
                 max_metadata_bytes: 1024,
             },
             storage_retry: Duration::from_secs(60),
+            datasource_caps: Default::default(),
         };
         Bench {
             core: JobCore::new(ports, settings),

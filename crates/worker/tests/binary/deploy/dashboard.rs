@@ -112,6 +112,8 @@ async fn the_dashboard_queries_the_alerts_and_the_documented_metrics_hold_on_a_r
     let mut env = world.env(port);
     env.insert("RABBITMQ_HOST".into(), "127.0.0.1".into());
     env.insert("RABBITMQ_PORT_AMQP".into(), amqp.port().to_string());
+    // A cap no job here reaches: the slot metrics are exported as for any capped datasource.
+    env.insert("DATASOURCE_SRC_MAX_CONCURRENT".into(), "100".into());
     let api = ControlClient {
         port: env["API_PORT"].parse().expect("API_PORT"),
         keys: world.keys.clone(),

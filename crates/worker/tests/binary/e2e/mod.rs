@@ -3,6 +3,7 @@
 //! consumer would.
 
 mod cancel_first;
+mod caps;
 mod command_line;
 mod consume;
 mod control;
@@ -13,6 +14,7 @@ mod failures;
 mod find_jobs;
 mod lifecycle;
 mod manager;
+mod manager_caps;
 mod manager_control;
 mod manager_mirror;
 mod mirror;

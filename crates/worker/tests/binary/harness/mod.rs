@@ -14,8 +14,8 @@
 //! - [`control`]: [`ControlClient`], signed (or not) requests to the control API.
 //! - [`dead_letters`]: [`DeadLetters`], a test run's own dead letters on the shared exchange.
 //! - [`http`]: GETs on the health port (also from another local address), and Prometheus samples.
-//! - [`proxy`]: [`FaultProxy`], a TCP proxy in front of a dependency whose faults a test
-//!   switches (latency, stall, refuse, reset, cuts and traps).
+//! - [`FaultProxy`] and [`Trap`]: testkit's TCP fault proxy (`testkit::proxy`), in front of a
+//!   dependency whose faults a test switches (latency, stall, refuse, reset, cuts and traps).
 //! - [`s3`]: the S3 test server: the bucket of a world, and a client behind the Worker's back.
 //! - [`sources`]: source databases of every kind (MongoDB, MariaDB, PostgreSQL), one per test,
 //!   as the Worker's datasources.
@@ -30,7 +30,6 @@ mod golden;
 mod http;
 mod listener;
 mod process;
-mod proxy;
 mod publish;
 mod results;
 mod s3;
@@ -44,8 +43,8 @@ pub use golden::assert_golden;
 pub use http::{connect_from, http_get, http_get_from, metric_sum};
 pub use listener::{Event, Listener};
 pub use process::{free_port, WorkerProcess};
-pub use proxy::{FaultProxy, Trap};
 pub use publish::{publish, signed, work_route, Headers, RUN_HEADER};
 pub use s3::s3_client;
 pub use statements::{Protocol, StatementCounter, Tally};
+pub use testkit::proxy::{FaultProxy, Trap};
 pub use world::{World, SOURCE};

@@ -56,6 +56,7 @@ impl Sim {
             objects: objects.clone(),
             events: Arc::new(SimEvents::new(store.clone(), chaos.clone())),
             extractor: Arc::new(SimExtract::new(chaos.clone())),
+            slots: None,
         };
         let keys = crypto::KeySet::from_master_bytes(&[7; 32]).expect("keys");
         let replicas = 2 + rng.below(2) as usize;
@@ -74,6 +75,7 @@ impl Sim {
                             max_metadata_bytes: 1024,
                         },
                         storage_retry: Duration::from_secs(60),
+                        datasource_caps: Default::default(),
                     },
                 ))
             })

@@ -1,0 +1,204 @@
+//! A pass's claimed rows of lib-streaming's outbox, from the claim to their settling: published,
+//! settled one by one, and whatever cannot be settled given back for any relay to take at once.
+//!
+//! A claim holds its rows `PROCESSING` under its token. lib-commons abandons them when its pass
+//! fails after the claim (they wait its 10-minute takeover, or a `FAILED` row its 5-minute
+//! retry); here a pass gives them back (`outbox_claim::release`, guarded by the token, so a row
+//! another relay took over is never touched), and a claim it cannot give back (the server is
+//! away) is held and given back first thing at the next pass.
+
+use std::sync::Mutex;
+
+use chrono::Utc;
+use mongostate::outbox::{OutboxRow, RowStatus};
+use mongostate::outbox_claim::{self, Claimed};
+use mongostate::{outbox_event, to_outbox};
+use outbox::OutboxError;
+
+use super::{ManagerPassReport, ManagerRepairer};
+use crate::relay::Sorted;
+use crate::sink::SinkPublisher;
+
+const STEP: &str = "settling relayed Manager outbox rows";
+
+/// One claim of a pass: its rows stay `PROCESSING` under `token` until settled or given back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Hand {
+    tenant: String,
+    token: String,
+}
+
+/// The claims a pass could not give back: given back before the next pass claims anything.
+#[derive(Debug, Default)]
+pub(super) struct Held(Mutex<Vec<Hand>>);
+
+impl Held {
+    fn hold(&self, hands: impl IntoIterator<Item = Hand>) {
+        let mut held = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        for hand in hands {
+            if !held.contains(&hand) {
+                held.push(hand);
+            }
+        }
+    }
+
+    fn take(&self) -> Vec<Hand> {
+        std::mem::take(&mut *self.0.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    pub(super) fn len(&self) -> usize {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+}
+
+impl ManagerRepairer {
+    /// Gives back the claims an earlier pass could not (the server was away): their rows still
+    /// under its token become `PENDING`. The number of rows given back; at the first failure
+    /// that claim and the rest stay held.
+    pub async fn give_back_held(&self) -> Result<u64, OutboxError> {
+        let store = self.store.store();
+        let mut given = 0;
+        let mut hands = self.held.take().into_iter();
+        while let Some(hand) = hands.next() {
+            let released =
+                outbox_claim::release(store, &hand.tenant, &hand.token, None, Utc::now()).await;
+            match released {
+                Ok(rows) => given += rows,
+                Err(error) => {
+                    self.held.hold(std::iter::once(hand).chain(hands));
+                    return Err(to_outbox(STEP, error));
+                }
+            }
+        }
+        Ok(given)
+    }
+
+    /// Publishes the rows of `claimed` (of `tenant`) and settles each as lib-commons does, one
+    /// by one. A row whose settling fails is given back and the rest settled; the pass then
+    /// fails with the first error. When the server refuses the giving back too, the claim is
+    /// held (see [`Held`]) and the pass stops at once.
+    pub(super) async fn relay_claimed(
+        &self,
+        claimed: Claimed,
+        tenant: &str,
+        report: &mut ManagerPassReport,
+    ) -> Result<(), OutboxError> {
+        let hand = Hand {
+            tenant: tenant.to_owned(),
+            token: claimed.token,
+        };
+        let mut failure = None;
+        let store = self.store.store();
+        let mut sendable = Vec::with_capacity(claimed.rows.len());
+        let mut events = Vec::with_capacity(claimed.rows.len());
+        for row in claimed.rows {
+            match outbox_event::pending_event(&row, None) {
+                Ok(event) => {
+                    let exchange = row.envelope().map(|e| e.exchange).unwrap_or_default();
+                    if exchange != self.publisher.exchange() {
+                        let error = format!("the row's exchange {exchange:?} is not this relay's");
+                        match outbox_claim::mark_failed(store, &row, &error, Utc::now()).await {
+                            Ok(_) => report.relayed.failed += 1,
+                            Err(e) => self.give_back(&hand, &row, e, &mut failure).await?,
+                        }
+                        continue;
+                    }
+                    events.push(event);
+                    sendable.push(row);
+                }
+                Err(error) => {
+                    tracing::warn!(outbox.id = %row.id, %error, "Outbox row cannot be published; marked invalid.");
+                    let marked =
+                        outbox_claim::mark_invalid(store, &row, &error.to_string(), Utc::now())
+                            .await;
+                    match marked {
+                        Ok(marked) => report.invalid += u64::from(marked),
+                        Err(e) => self.give_back(&hand, &row, e, &mut failure).await?,
+                    }
+                }
+            }
+        }
+        if events.is_empty() {
+            return failure.map_or(Ok(()), Err);
+        }
+        // A row carries no request id: the one this Worker kept with the job, as the PostgreSQL
+        // mode republishes its events with theirs. Without it nothing is published: every row
+        // still held goes back.
+        let jobs: Vec<_> = events.iter().map(|e| e.job_id).collect();
+        let request_ids = match self.store.request_ids(&jobs).await {
+            Ok(found) => found,
+            Err(error) => {
+                self.give_back_all(&hand).await;
+                return Err(failure.unwrap_or(error));
+            }
+        };
+        for event in &mut events {
+            event.event.request_id = request_ids.get(&event.job_id).cloned();
+        }
+        let publisher = SinkPublisher::from(self.publisher.clone());
+        let outcomes = publisher.send(&events).await;
+        let sorted = Sorted::of(&events, outcomes);
+        report.relayed.failed += sorted.report.failed;
+        report.relayed.rejected += sorted.report.rejected;
+        let now = Utc::now();
+        for (row, event) in sendable.iter().zip(&events) {
+            // A row whose publish was confirmed and whose mark failed is given back like the
+            // others: the next relay to take it publishes it again, so it is not lost (at least
+            // once; the consumer dedupes on its ce-id). A mark whose answer alone was lost left
+            // the row PUBLISHED without a token, which the giving back does not touch.
+            if sorted.confirmed.contains(&event.id) {
+                match outbox_claim::mark_published(store, row, now).await {
+                    Ok(marked) => report.relayed.published += u64::from(marked),
+                    Err(e) => self.give_back(&hand, row, e, &mut failure).await?,
+                }
+            } else if let Some(failed) = sorted.unpublished.iter().find(|u| u.id == event.id) {
+                // Given back instead of FAILED, its attempt is not counted and it is retried at
+                // once rather than after the retry delay.
+                match outbox_claim::mark_failed(store, row, &failed.error, now).await {
+                    Ok(Some(RowStatus::Invalid)) => report.invalid += 1,
+                    Ok(_) => {}
+                    Err(e) => self.give_back(&hand, row, e, &mut failure).await?,
+                }
+            }
+        }
+        failure.map_or(Ok(()), Err)
+    }
+
+    /// `row`, whose settling failed with `error`, given back at once (the first failure of the
+    /// pass is kept in `failure`, for the pass to end with). When the server refuses that too,
+    /// the claim's every unsettled row is held for the next pass, and the pass stops here.
+    async fn give_back(
+        &self,
+        hand: &Hand,
+        row: &OutboxRow,
+        error: mongostate::Error,
+        failure: &mut Option<OutboxError>,
+    ) -> Result<(), OutboxError> {
+        let first = failure.take().unwrap_or_else(|| to_outbox(STEP, error));
+        let store = self.store.store();
+        let released =
+            outbox_claim::release(store, &hand.tenant, &hand.token, Some(&row.id), Utc::now())
+                .await;
+        match released {
+            Ok(_) => {
+                *failure = Some(first);
+                Ok(())
+            }
+            Err(_) => {
+                // The same outage as `first`, which the pass reports: not logged twice.
+                self.held.hold([hand.clone()]);
+                Err(first)
+            }
+        }
+    }
+
+    /// Every row the claim still holds, given back; held for the next pass when it cannot be.
+    async fn give_back_all(&self, hand: &Hand) {
+        let store = self.store.store();
+        let released =
+            outbox_claim::release(store, &hand.tenant, &hand.token, None, Utc::now()).await;
+        if released.is_err() {
+            self.held.hold([hand.clone()]);
+        }
+    }
+}

@@ -1,0 +1,231 @@
+//! Concurrency caps on the real binary (`DATASOURCE_<NAME>_MAX_CONCURRENT`): three replicas and
+//! ten jobs on one PostgreSQL datasource capped at 2. The source database never runs more than 2
+//! of their statements at once (`pg_stat_activity`, sampled every 20 ms by the test), all ten
+//! complete, and the replicas counted waits.
+
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use uuid::Uuid;
+
+use crate::harness::{metric_sum, Signing, World};
+
+/// A view each read of which takes 0.4 s: the jobs' statements overlap unless held apart.
+const CAPPED_VIEW: &str = "CREATE VIEW capped AS SELECT id FROM payments, pg_sleep(0.4)";
+
+/// The source's active statements that read `capped`, the test's own excepted.
+async fn capped_statements(pool: &sqlx::PgPool, database: &str) -> i64 {
+    sqlx::query_scalar(
+        "SELECT count(*) FROM pg_stat_activity
+         WHERE datname = $1 AND state = 'active' AND query ILIKE '%capped%'
+           AND pid <> pg_backend_pid()",
+    )
+    .bind(database)
+    .fetch_one(pool)
+    .await
+    .expect("pg_stat_activity")
+}
+
+#[tokio::test]
+async fn three_replicas_never_run_more_reads_of_a_capped_datasource_than_its_cap() {
+    let world = World::new().await;
+    let source = sqlx::PgPool::connect(world.source_url())
+        .await
+        .expect("source");
+    sqlx::query(CAPPED_VIEW)
+        .execute(&source)
+        .await
+        .expect("view");
+    source.close().await;
+    let capped = || vec![("DATASOURCE_SRC_MAX_CONCURRENT".to_owned(), "2".to_owned())];
+    let workers = [
+        world.start_worker_with(capped()).await,
+        world.start_worker_with(capped()).await,
+        world.start_worker_with(capped()).await,
+    ];
+
+    // The sampler: the most statements on `capped` seen at once, until told to stop.
+    let most = Arc::new(AtomicI64::new(0));
+    let stop = tokio_util::sync::CancellationToken::new();
+    let sampler = tokio::spawn({
+        let (most, stop) = (most.clone(), stop.clone());
+        let (state, database) = (world.state.clone(), world.source_db.clone());
+        async move {
+            let mut ticks = tokio::time::interval(Duration::from_millis(20));
+            while !stop.is_cancelled() {
+                ticks.tick().await;
+                let running = capped_statements(&state, &database).await;
+                most.fetch_max(running, Ordering::Relaxed);
+            }
+        }
+    });
+
+    let mut events = world.listen().await;
+    let jobs: Vec<Uuid> = (0..10).map(|_| Uuid::now_v7()).collect();
+    for job_id in &jobs {
+        world
+            .submit(
+                &world.job_body(*job_id, "src", "capped", &["id"]),
+                None,
+                &[],
+            )
+            .await;
+    }
+    for job_id in &jobs {
+        let event = events.event_for(*job_id, Duration::from_secs(60)).await;
+        assert_eq!(
+            event.delivery.routing_key.as_str(),
+            "job.completed",
+            "{job_id}: {}",
+            event.body()
+        );
+    }
+    stop.cancel();
+    sampler.await.expect("sampler");
+
+    let most = most.load(Ordering::Relaxed);
+    println!("caps: at most {most} statements on the capped view at once");
+    assert!(
+        most <= 2,
+        "the source ran {most} of the jobs' statements at once"
+    );
+    assert!(most >= 1, "the sampler saw the jobs' statements");
+    let metrics: Vec<String> = workers
+        .iter()
+        .map(|worker| worker.get("/metrics").expect("metrics").1)
+        .collect();
+    let label = "datasource=\"src\"";
+    let waits: f64 = metrics
+        .iter()
+        .map(|m| metric_sum(m, "fetcher_datasource_slot_waits_total", label))
+        .sum();
+    println!("caps: {waits} waits counted over the three replicas");
+    assert!(waits >= 1.0, "ten jobs on two slots waited: {waits}");
+    let in_use: f64 = metrics
+        .iter()
+        .map(|m| metric_sum(m, "fetcher_datasource_slots_in_use", label))
+        .sum();
+    assert_eq!(in_use, 0.0, "every slot was given back");
+    let taken: f64 = metrics
+        .iter()
+        .map(|m| metric_sum(m, "fetcher_datasource_slot_wait_seconds_count", label))
+        .sum();
+    assert!(taken >= 10.0, "each job took a slot: {taken}");
+    // Every slot is freed by its run (on a task of its own, right after the read), not left to
+    // lapse: JOB_LEASE_SEC is 3 s, so a row left behind would outlive this wait.
+    let deadline = Instant::now() + Duration::from_secs(2);
+    loop {
+        let held: i64 = sqlx::query_scalar("SELECT count(*) FROM datasource_slots")
+            .fetch_one(&world.state)
+            .await
+            .expect("slots");
+        if held == 0 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{held} slots were never freed");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    drop(workers);
+    world.cleanup().await;
+}
+
+/// Polls `check` every 50 ms until it holds, failing after `within`.
+async fn wait_for(what: &str, within: Duration, mut check: impl AsyncFnMut() -> bool) {
+    let deadline = Instant::now() + within;
+    while !check().await {
+        assert!(Instant::now() < deadline, "never: {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_job_waiting_for_a_slot_stays_queued_and_ends_by_its_cancel_or_its_timeout() {
+    let world = World::new().await;
+    let capped = vec![("DATASOURCE_SRC_MAX_CONCURRENT".to_owned(), "1".to_owned())];
+    let (worker, api) = world.start_worker_with_api(capped).await;
+    let mut events = world.listen().await;
+
+    // The one slot, held by a 6-second read.
+    let holder = Uuid::now_v7();
+    world
+        .submit(&world.job_body(holder, "src", "slow", &["id"]), None, &[])
+        .await;
+    wait_for(
+        "the holder's statement",
+        Duration::from_secs(20),
+        async || world.slow_queries().await == 1,
+    )
+    .await;
+
+    // A job that waits: processing, its execution QUEUED, the wait counted.
+    let waiting = Uuid::now_v7();
+    world
+        .submit(
+            &world.job_body(waiting, "src", "payments", &["id"]),
+            None,
+            &[],
+        )
+        .await;
+    wait_for("the wait counted", Duration::from_secs(20), async || {
+        let metrics = worker.get("/metrics").expect("metrics").1;
+        metric_sum(
+            &metrics,
+            "fetcher_datasource_slot_waits_total",
+            "datasource=\"src\"",
+        ) >= 1.0
+    })
+    .await;
+    assert_eq!(
+        world.job_status(waiting).await.as_deref(),
+        Some("processing")
+    );
+    assert_eq!(
+        world.executions(waiting).await,
+        [("src".to_owned(), "QUEUED".to_owned())]
+    );
+
+    // A job whose time runs out while it waits fails as any timeout does.
+    let hurried = Uuid::now_v7();
+    let body = serde_json::json!({
+        "jobId": hurried,
+        "mappedFields": {"src": {"payments": ["id"]}},
+        "metadata": {"source": "e2e"},
+        "timeoutSeconds": 1,
+    });
+    world.submit(body.to_string().as_bytes(), None, &[]).await;
+    let failed = events.event_for(hurried, Duration::from_secs(20)).await;
+    assert_eq!(failed.delivery.routing_key.as_str(), "job.failed");
+    let error = failed.body()["metadata"]["error"].to_string();
+    assert!(error.contains("timed out"), "{}", failed.body());
+
+    // A graceful cancel ends the waiting job at once, its execution CANCELED, nothing read.
+    let (status, document) = api.send("POST", waiting, "/cancel", None, b"{}", Signing::Valid);
+    assert_eq!(status, 202, "{document}");
+    let first = events.event_for(waiting, Duration::from_secs(10)).await;
+    assert_eq!(
+        first.delivery.routing_key.as_str(),
+        "job.cancellation_in_progress"
+    );
+    let second = events.event_for(waiting, Duration::from_secs(10)).await;
+    assert_eq!(second.delivery.routing_key.as_str(), "job.canceled");
+    assert_eq!(
+        world.executions(waiting).await,
+        [("src".to_owned(), "CANCELED".to_owned())]
+    );
+    assert_eq!(world.slow_queries().await, 1, "the holder still reads");
+
+    // The holder ends; its slot is freed, and the slots are all free.
+    let completed = events.event_for(holder, Duration::from_secs(20)).await;
+    assert_eq!(completed.delivery.routing_key.as_str(), "job.completed");
+    wait_for("every slot freed", Duration::from_secs(2), async || {
+        sqlx::query_scalar::<_, i64>("SELECT count(*) FROM datasource_slots")
+            .fetch_one(&world.state)
+            .await
+            .expect("slots")
+            == 0
+    })
+    .await;
+    drop(worker);
+    world.cleanup().await;
+}
