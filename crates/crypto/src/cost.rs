@@ -144,3 +144,36 @@ fn callgrind_seal_64_mib_fast() {
     let stream = SealStream::with_nonce(&CipherKey::from_bytes([0x5c; 32]), [7; 12]);
     assert_eq!(seal_64_mib(stream) as u64, SealStream::sealed_len(64 << 20));
 }
+
+/// The per-stage limits of issue 36's table, measured on this machine in the same run as the
+/// Worker's profile: CPU seconds per GiB of plaintext for HMAC-SHA256 (the result's signature),
+/// the AES-256-GCM the Worker seals with, base64 of the sealed bytes (SIMD, into a buffer with
+/// room), and one copy of every byte.
+#[test]
+#[ignore = "a measurement for BENCHMARKS.md; run in release with --ignored --nocapture"]
+fn cpu_seconds_per_gib_of_each_stage_alone() {
+    let mut hmac = crate::sign::HmacKey::from_bytes([0x3a; 32]).start();
+    let hmac_cost = per_gib(|piece| hmac.update(piece));
+    black_box(hmac.finish_hex());
+
+    let mut gcm = Gcm::new(&[0x5c; 32], &[7; 12]);
+    let gcm_cost = per_gib(|piece| gcm.encrypt(piece).expect("1 GiB is within the limit"));
+    black_box(gcm.finish());
+
+    let mut text = vec![0u8; PIECE / 3 * 4 + 8];
+    let base64_cost = per_gib(|piece| {
+        let out = base64_simd::STANDARD.encode(piece, base64_simd::Out::from_slice(&mut text));
+        black_box(out);
+    });
+
+    let mut copy = vec![0u8; PIECE];
+    let copy_cost = per_gib(|piece| {
+        copy.copy_from_slice(piece);
+        black_box(&copy);
+    });
+
+    println!("HMAC-SHA256                  {hmac_cost:.3} CPU-s/GiB");
+    println!("AES-256-GCM                  {gcm_cost:.3} CPU-s/GiB");
+    println!("base64 (SIMD)                {base64_cost:.3} CPU-s/GiB of input");
+    println!("one copy (64 KiB pieces)     {copy_cost:.3} CPU-s/GiB");
+}

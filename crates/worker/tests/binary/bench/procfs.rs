@@ -82,3 +82,26 @@ pub fn machine_busy_seconds() -> (f64, usize) {
         .count();
     (busy / TICKS_PER_SECOND, cpus)
 }
+
+/// CPU seconds used so far by the PostgreSQL processes that serve `databases`: their client
+/// backends (process title `postgres: <cluster>: <user> <database> <host>(<port>) ...`) and the
+/// server's own processes (postmaster, WAL writer, checkpointer, ...), which serve every
+/// database. Other sessions' backends on the shared server are left out; their share of the
+/// shared processes is not, so this is an upper bound on what `databases` cost.
+pub fn postgres_cpu_seconds_for(databases: &[&str]) -> f64 {
+    pids_named("postgres")
+        .into_iter()
+        .filter(|pid| {
+            let Ok(cmdline) = fs::read(format!("/proc/{pid}/cmdline")) else {
+                return false;
+            };
+            let title = String::from_utf8_lossy(&cmdline);
+            let client = title.contains("[local]") || title.contains('(');
+            !client
+                || title
+                    .split_whitespace()
+                    .any(|word| databases.contains(&word))
+        })
+        .filter_map(cpu_seconds)
+        .sum()
+}

@@ -9,8 +9,9 @@
 //! mark of its event published), through the `outbox` crate alone. CPU seconds per second of
 //! each process (Workers, PostgreSQL, RabbitMQ, the S3 server, this bench) say what saturates.
 //!
-//! `BENCH_SMALL_JOBS` (default 2,000 per configuration, after 100 unmeasured) and
-//! `BENCH_REPLICAS` (`1,2,4`) change the load. Plots: `docs/bench/small-jobs-throughput.svg`
+//! `BENCH_SMALL_JOBS` (default 2,000 per configuration, after 100 unmeasured),
+//! `BENCH_REPLICAS` (`1,2,4`) and `BENCH_AT_ONCE` (each replica's `RABBITMQ_NUMBERS_OF_WORKERS`,
+//! default 5) change the load. Plots: `docs/bench/small-jobs-throughput.svg`
 //! and `docs/bench/small-jobs-latency.svg`.
 
 use std::collections::HashMap;
@@ -32,15 +33,18 @@ use super::procfs;
 use super::stats::{ms, percentile};
 use crate::harness::{metric_sum, s3_client, WorkerProcess, World, SOURCE};
 
-/// Jobs each replica runs at once (the Worker's default `RABBITMQ_NUMBERS_OF_WORKERS`).
-const PER_REPLICA: usize = 5;
+/// Jobs each replica runs at once: its `RABBITMQ_NUMBERS_OF_WORKERS` (which is also its
+/// prefetch), `BENCH_AT_ONCE` or the Worker's default, 5.
+fn per_replica() -> usize {
+    knobs::number("BENCH_AT_ONCE", 5).max(1)
+}
 
 /// Jobs completed before the measurement starts (connections, caches, JIT of the servers).
 const WARMUP: usize = 100;
 
 /// Jobs outstanding with `replicas` Workers: as many as they run at once.
 fn concurrency(replicas: usize) -> usize {
-    replicas * PER_REPLICA
+    replicas * per_replica()
 }
 
 /// One configuration's measurement.
@@ -60,6 +64,8 @@ pub struct Load {
 struct Cpu {
     workers: f64,
     postgres: f64,
+    /// PostgreSQL's backends of this bench's databases and its shared processes.
+    postgres_ours: f64,
     rabbitmq: f64,
     s3: f64,
     bench: f64,
@@ -75,7 +81,7 @@ struct CpuReading {
 }
 
 impl CpuReading {
-    fn now(workers: &[WorkerProcess]) -> CpuReading {
+    fn now(world: &World, workers: &[WorkerProcess]) -> CpuReading {
         let (machine, cpus) = procfs::machine_busy_seconds();
         let seconds = Cpu {
             workers: workers
@@ -83,6 +89,7 @@ impl CpuReading {
                 .filter_map(|w| procfs::cpu_seconds(w.pid()))
                 .sum(),
             postgres: procfs::cpu_seconds_of("postgres"),
+            postgres_ours: procfs::postgres_cpu_seconds_for(&[&world.state_db, &world.source_db]),
             rabbitmq: procfs::cpu_seconds_of("beam.smp"),
             s3: procfs::cpu_seconds_of("s3s-fs"),
             bench: procfs::cpu_seconds(std::process::id()).unwrap_or_default(),
@@ -103,6 +110,7 @@ impl CpuReading {
         Cpu {
             workers: rate(a.workers, b.workers),
             postgres: rate(a.postgres, b.postgres),
+            postgres_ours: rate(a.postgres_ours, b.postgres_ours),
             rabbitmq: rate(a.rabbitmq, b.rabbitmq),
             s3: rate(a.s3, b.s3),
             bench: rate(a.bench, b.bench),
@@ -165,12 +173,22 @@ async fn small_jobs() {
             cpu.bench,
             cpu.machine - cpu.workers - cpu.postgres - cpu.rabbitmq - cpu.s3 - cpu.bench,
         );
+        // Cores busy divided by jobs per second: CPU seconds per job.
+        let per_job = |cores: f64| cores / load.jobs_per_second * 1000.0;
+        println!(
+            "    CPU ms per job: workers {:.2}, postgres {:.2} (this bench's backends and the shared processes; all backends {:.2}), rabbitmq {:.2}, s3 {:.2}",
+            per_job(cpu.workers),
+            per_job(cpu.postgres_ours),
+            per_job(cpu.postgres),
+            per_job(cpu.rabbitmq),
+            per_job(cpu.s3),
+        );
     }
     plot::small_jobs(&loads);
 }
 
 /// Runs `jobs` (after [`WARMUP`]) through `replicas` fresh Workers with `replicas x
-/// PER_REPLICA` outstanding: jobs per second, each job's latency, and the CPU used.
+/// per_replica()` outstanding: jobs per second, each job's latency, and the CPU used.
 async fn run_replicas(
     world: &World,
     replicas: usize,
@@ -179,7 +197,7 @@ async fn run_replicas(
     let settings = vec![
         (
             "RABBITMQ_NUMBERS_OF_WORKERS".to_owned(),
-            PER_REPLICA.to_string(),
+            per_replica().to_string(),
         ),
         // The defaults: the world's are the tests' faster ones.
         ("JOB_LEASE_SEC".to_owned(), "30".to_owned()),
@@ -222,14 +240,14 @@ async fn run_replicas(
         if done > WARMUP {
             latencies.push(sent.elapsed());
         } else if done == WARMUP {
-            start = Some(CpuReading::now(&workers));
+            start = Some(CpuReading::now(world, &workers));
         }
         if published < total {
             send(world, &mut outstanding).await;
             published += 1;
         }
     }
-    let end = CpuReading::now(&workers);
+    let end = CpuReading::now(world, &workers);
     let start = start.expect("the warm-up ended");
     let rate = jobs as f64 / end.at.duration_since(start.at).as_secs_f64();
     print_stages(replicas, &workers);
