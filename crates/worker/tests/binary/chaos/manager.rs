@@ -51,6 +51,15 @@ impl MongoLink {
             ("MONGO_MAX_POOL_SIZE", "10".to_owned()),
             // The test server speaks no TLS.
             ("ALLOW_INSECURE_TLS", "true".to_owned()),
+            // The repairer at its default pace, not the PostgreSQL soak's 2 s: here it is
+            // lib-commons' dispatcher, whose retry of a failed row waits 5 minutes and whose
+            // takeover of a stranded one 10 whatever the pace, and whose every pass reads
+            // `distinct("tenant_id")` and the stuck rows over all of `streaming_outbox_events`
+            // (published rows are kept): on the Python test server three replicas passing every
+            // 2 s over a few thousand rows took most of its CPU, and the jobs waited in the
+            // queue past their signature's freshness.
+            ("OUTBOX_REPAIR_INTERVAL_SEC", "30".to_owned()),
+            ("OUTBOX_REPAIR_GRACE_SEC", "10".to_owned()),
         ] {
             env.insert(name.to_owned(), value);
         }
