@@ -152,10 +152,18 @@ impl ManagerSide {
     }
 
     async fn documents(&self, ids: &[Uuid]) -> Vec<Document> {
+        self.projected(ids, None).await
+    }
+
+    /// The documents of `ids`, only `projection`'s fields when given.
+    async fn projected(&self, ids: &[Uuid], projection: Option<Document>) -> Vec<Document> {
         let ids: Vec<Bson> = ids.iter().map(|id| id_bson(*id)).collect();
+        let mut options = mongodb::options::FindOptions::default();
+        options.projection = projection;
         self.manager
             .jobs()
             .find(doc! {"_id": {"$in": ids}})
+            .with_options(options)
             .await
             .expect("find the jobs")
             .try_collect()
@@ -165,7 +173,8 @@ impl ManagerSide {
 
     /// Every job's end as the Manager's documents hold it.
     pub async fn states(&self, ids: &[Uuid]) -> HashMap<Uuid, JobEnd> {
-        self.documents(ids)
+        let fields = doc! {"status": 1, "result_path": 1, "result_hmac": 1};
+        self.projected(ids, Some(fields))
             .await
             .into_iter()
             .filter_map(|d| {
