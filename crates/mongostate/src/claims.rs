@@ -23,9 +23,7 @@ use uuid::Uuid;
 
 use crate::binary_id;
 use crate::jobs::{bson_time, decode, ManagerStatus, MARKER_PENDING};
-use crate::manager_store::{
-    field, transaction, unavailable, worker_key, Fail, ManagerStore, Seen, Txn, VERSION,
-};
+use crate::manager_store::{field, unavailable, worker_key, Fail, ManagerStore, Seen, VERSION};
 use crate::outbox::RowStatus;
 
 const CLAIM_STEP: &str = "claiming a job";
@@ -34,121 +32,124 @@ impl ManagerStore {
     /// Takes `request.job_id` for `request.owner`: of any number of concurrent claims of one
     /// job, at most one is [`Claim::Acquired`]. The job moves to `processing` with
     /// `dedup_active: true` and `completed_at` unset (§9 item 4), its lease and attempt under
-    /// `fetcher_worker`, in one transaction conditioned on the document as read.
+    /// `fetcher_worker`, in one write conditioned on the document as read. A claim writes no
+    /// event, so that write is all it changes: no transaction is needed for it to be all or
+    /// nothing ([`ManagerStore::conditional`]).
     pub async fn claim(&self, request: &ClaimRequest<'_>) -> Result<Claim, OutboxError> {
-        transaction!(self, CLAIM_STEP, |session| {
-            let now = Utc::now();
-            let Some(job) = self.read_job(session, request.job_id).await? else {
-                return Ok(Txn::Abort(Claim::Unknown));
-            };
-            let seen = Seen::of(job)?;
-            // A job has one tenant, fixed by the claim that first wrote this Worker's fields.
-            if seen.owner.is_some() && seen.tenant.as_deref() != request.tenant {
-                return Ok(Txn::Abort(Claim::OtherTenant));
-            }
-            let status = seen.state.status;
-            let running = matches!(
+        self.conditional(CLAIM_STEP, || self.claim_once(request))
+            .await
+    }
+
+    /// One read of the job and, when the lifecycle lets `request` take it, its conditional write
+    /// ([`Fail::Conflict`] when the job changed since the read).
+    async fn claim_once(&self, request: &ClaimRequest<'_>) -> Result<Claim, Fail> {
+        let now = Utc::now();
+        let Some(job) = self.read_job_alone(request.job_id).await? else {
+            return Ok(Claim::Unknown);
+        };
+        let seen = Seen::of(job)?;
+        // A job has one tenant, fixed by the claim that first wrote this Worker's fields.
+        if seen.owner.is_some() && seen.tenant.as_deref() != request.tenant {
+            return Ok(Claim::OtherTenant);
+        }
+        let status = seen.state.status;
+        let running = matches!(
+            status,
+            JobStatus::Processing | JobStatus::CancellationInProgress
+        );
+        if !running && status != JobStatus::Pending {
+            let event_published = self.event_published(&seen).await?;
+            return Ok(Claim::Terminal {
                 status,
-                JobStatus::Processing | JobStatus::CancellationInProgress
-            );
-            if !running && status != JobStatus::Pending {
-                let event_published = self.event_published(session, &seen).await?;
-                return Ok(Txn::Abort(Claim::Terminal {
-                    status,
-                    event_published,
-                }));
-            }
-            if running {
-                match seen.lease_expires_at {
-                    Some(until) if until > now => {
-                        return Ok(Txn::Abort(Claim::Busy {
-                            lease_expires_at: until,
-                        }))
-                    }
-                    Some(_) => {}
-                    None => {
-                        return Ok(Txn::Abort(Claim::Busy {
-                            lease_expires_at: now + chrono_duration(request.lease),
-                        }))
-                    }
-                }
-            }
-            let transition = match lifecycle::step(Some(seen.state), Step::Claim) {
-                Ok(transition) => transition,
-                Err(refusal) => {
-                    return Err(Fail::Outbox(OutboxError::Corrupt {
-                        step: CLAIM_STEP,
-                        detail: format!("the lifecycle refuses the claim: {refusal}"),
-                    }))
-                }
-            };
-            if transition.events.contains(&Event::Canceled) {
-                return Ok(Txn::Abort(Claim::CancelRequested));
-            }
-            let worker = seen.worker();
-            let attempts = worker.get_i32(field::ATTEMPTS).unwrap_or(0).saturating_add(1);
-            let first_started_at = match worker.get(field::FIRST_STARTED_AT) {
-                Some(Bson::DateTime(at)) => {
-                    DateTime::from_timestamp_millis(at.timestamp_millis()).unwrap_or(now)
-                }
-                _ => now,
-            };
-            let mut set = doc! {
-                "status": ManagerStatus::Processing.as_str(),
-                "dedup_active": true,
-                worker_key(field::STATE): transition.to.status.as_str(),
-                worker_key(field::OWNER): request.owner,
-                worker_key(field::LEASE_EXPIRES_AT): bson_time(now + chrono_duration(request.lease)),
-                worker_key(field::ATTEMPTS): attempts,
-                worker_key(field::STARTED_AT): bson_time(now),
-                worker_key(field::FIRST_STARTED_AT): bson_time(first_started_at),
-                // Each run starts its executions afresh, one per datasource.
-                worker_key(field::EXECUTIONS): crate::executions::queued(&seen.job.mapped_fields),
-            };
-            // The first acceptance wins; a gap is filled from this delivery.
-            let mut keep = |key: &str, value: Option<Bson>| {
-                if let (None, Some(value)) = (worker.get(key), value) {
-                    set.insert(worker_key(key), value);
-                }
-            };
-            keep(field::TENANT, request.tenant.map(Bson::from));
-            keep(field::REQUEST_ID, request.request_id.map(Bson::from));
-            keep(
-                field::MESSAGE_SHA256,
-                request.message_sha256.map(|digest| {
-                    Bson::Binary(Binary {
-                        subtype: BinarySubtype::Generic,
-                        bytes: digest.to_vec(),
+                event_published,
+            });
+        }
+        if running {
+            match seen.lease_expires_at {
+                Some(until) if until > now => {
+                    return Ok(Claim::Busy {
+                        lease_expires_at: until,
                     })
-                }),
-            );
-            keep(
-                field::TIMEOUT_SECONDS,
-                request
-                    .timeout_seconds
-                    .map(|s| Bson::Int64(i64::from(s))),
-            );
-            let update = doc! {
-                "$set": set,
-                "$unset": {"completed_at": ""},
-                "$inc": {VERSION: 1_i64},
-            };
-            self.write_as_seen(&mut *session, &seen, update).await?;
-            Ok(Txn::Commit(Claim::Acquired {
-                attempt: attempts.unsigned_abs(),
-                running_for: (now - first_started_at).to_std().unwrap_or_default(),
-            }))
+                }
+                Some(_) => {}
+                None => {
+                    return Ok(Claim::Busy {
+                        lease_expires_at: now + chrono_duration(request.lease),
+                    })
+                }
+            }
+        }
+        let transition = match lifecycle::step(Some(seen.state), Step::Claim) {
+            Ok(transition) => transition,
+            Err(refusal) => {
+                return Err(Fail::Outbox(OutboxError::Corrupt {
+                    step: CLAIM_STEP,
+                    detail: format!("the lifecycle refuses the claim: {refusal}"),
+                }))
+            }
+        };
+        if transition.events.contains(&Event::Canceled) {
+            return Ok(Claim::CancelRequested);
+        }
+        let worker = seen.worker();
+        let attempts = worker
+            .get_i32(field::ATTEMPTS)
+            .unwrap_or(0)
+            .saturating_add(1);
+        let first_started_at = match worker.get(field::FIRST_STARTED_AT) {
+            Some(Bson::DateTime(at)) => {
+                DateTime::from_timestamp_millis(at.timestamp_millis()).unwrap_or(now)
+            }
+            _ => now,
+        };
+        let mut set = doc! {
+            "status": ManagerStatus::Processing.as_str(),
+            "dedup_active": true,
+            worker_key(field::STATE): transition.to.status.as_str(),
+            worker_key(field::OWNER): request.owner,
+            worker_key(field::LEASE_EXPIRES_AT): bson_time(now + chrono_duration(request.lease)),
+            worker_key(field::ATTEMPTS): attempts,
+            worker_key(field::STARTED_AT): bson_time(now),
+            worker_key(field::FIRST_STARTED_AT): bson_time(first_started_at),
+            // Each run starts its executions afresh, one per datasource.
+            worker_key(field::EXECUTIONS): crate::executions::queued(&seen.job.mapped_fields),
+        };
+        // The first acceptance wins; a gap is filled from this delivery.
+        let mut keep = |key: &str, value: Option<Bson>| {
+            if let (None, Some(value)) = (worker.get(key), value) {
+                set.insert(worker_key(key), value);
+            }
+        };
+        keep(field::TENANT, request.tenant.map(Bson::from));
+        keep(field::REQUEST_ID, request.request_id.map(Bson::from));
+        keep(
+            field::MESSAGE_SHA256,
+            request.message_sha256.map(|digest| {
+                Bson::Binary(Binary {
+                    subtype: BinarySubtype::Generic,
+                    bytes: digest.to_vec(),
+                })
+            }),
+        );
+        keep(
+            field::TIMEOUT_SECONDS,
+            request.timeout_seconds.map(|s| Bson::Int64(i64::from(s))),
+        );
+        let update = doc! {
+            "$set": set,
+            "$unset": {"completed_at": ""},
+            "$inc": {VERSION: 1_i64},
+        };
+        self.write_alone_as_seen(&seen, update).await?;
+        Ok(Claim::Acquired {
+            attempt: attempts.unsigned_abs(),
+            running_for: (now - first_started_at).to_std().unwrap_or_default(),
         })
-        .await
     }
 
     /// Whether the terminal job's event is out: no marker left, and this Worker's row of it
     /// (when it wrote one) published. A Go Worker's rows are its relays'.
-    async fn event_published(
-        &self,
-        session: &mut mongodb::ClientSession,
-        seen: &Seen,
-    ) -> Result<bool, Fail> {
+    async fn event_published(&self, seen: &Seen) -> Result<bool, Fail> {
         if seen.job.metadata.get(MARKER_PENDING) == Some(&Bson::Boolean(true)) {
             return Ok(false);
         }
@@ -164,7 +165,6 @@ impl ManagerStore {
             .outbox_rows()
             .find_one(doc! {"id": id, "tenant_id": tenant})
             .projection(doc! {"status": 1})
-            .session(session)
             .await?;
         Ok(row.is_none_or(|row| row.get_str("status").ok() == Some(RowStatus::Published.as_str())))
     }

@@ -8,6 +8,9 @@
 //! this Worker bumps), together with the event's outbox row, then commits. Two Workers racing
 //! read the same version; the server lets one write it (the other's filter matches nothing, or
 //! its transaction meets a write conflict and is run again from the read), so only one wins.
+//! A transition whose only write is that conditional update (a claim: it records no event) runs
+//! it without a transaction ([`ManagerStore::conditional`]): the same compare-and-set, one
+//! `commitTransaction` fewer.
 //! Transactions need a replica set (the chart's MongoDB is one); on a standalone server every
 //! transition fails as unavailable.
 //!
@@ -230,6 +233,40 @@ impl ManagerStore {
         })
     }
 
+    /// A transition whose only write is one conditional update of the job document, outside
+    /// a transaction: `attempt` reads the document ([`read_job_alone`](Self::read_job_alone)),
+    /// asks the lifecycle and writes its answer with
+    /// [`write_alone_as_seen`](Self::write_alone_as_seen), which matches the document only as
+    /// it was read (`status` and [`VERSION`], which every write of this Worker bumps); a
+    /// [`Fail::Conflict`] runs it again from its read (at most [`TRANSACTION_TRIES`] times).
+    ///
+    /// The same guarantee as [`transaction`](Self::transaction) for such a transition (of two
+    /// racing writers only one matches the version both read; nothing else is written that
+    /// could be left half-done), without a transaction's `commitTransaction`: one command and
+    /// one commit fewer. Transitions that write an event's row with the state use
+    /// [`transaction`](Self::transaction).
+    pub(crate) async fn conditional<T, F, Fut>(
+        &self,
+        step: &'static str,
+        mut attempt: F,
+    ) -> Result<T, OutboxError>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Result<T, Fail>>,
+    {
+        for _ in 0..TRANSACTION_TRIES {
+            match attempt().await {
+                Ok(answer) => return Ok(answer),
+                Err(Fail::Conflict) => continue,
+                Err(fail) => return Err(fail.into_outbox(step)),
+            }
+        }
+        Err(OutboxError::Unavailable {
+            step,
+            detail: "the job kept changing while this transition read it".to_owned(),
+        })
+    }
+
     /// The job document `id`, read in `session`'s transaction; `None` when the Manager has none.
     /// Writes `update` on the job as `seen` read it, in `session`: [`Fail::Conflict`] (the
     /// transaction runs again from its read) when another writer changed it meanwhile.
@@ -239,12 +276,31 @@ impl ManagerStore {
         seen: &Seen,
         update: Document,
     ) -> Result<(), Fail> {
-        let done = self
-            .store
-            .jobs()
-            .update_one(seen.unchanged(), update)
-            .session(session)
-            .await?;
+        self.write_as_seen_in(Some(session), seen, update).await
+    }
+
+    /// [`write_as_seen`](Self::write_as_seen) outside any transaction: for a transition whose
+    /// one write is this one (see [`conditional`](Self::conditional)).
+    pub(crate) async fn write_alone_as_seen(
+        &self,
+        seen: &Seen,
+        update: Document,
+    ) -> Result<(), Fail> {
+        self.write_as_seen_in(None, seen, update).await
+    }
+
+    async fn write_as_seen_in(
+        &self,
+        session: Option<&mut ClientSession>,
+        seen: &Seen,
+        update: Document,
+    ) -> Result<(), Fail> {
+        let jobs = self.store.jobs();
+        let write = jobs.update_one(seen.unchanged(), update);
+        let done = match session {
+            Some(session) => write.session(session).await?,
+            None => write.await?,
+        };
         if done.matched_count != 1 {
             return Err(Fail::Conflict);
         }
@@ -256,12 +312,25 @@ impl ManagerStore {
         session: &mut ClientSession,
         id: Uuid,
     ) -> Result<Option<JobDocument>, Fail> {
-        let found = self
-            .store
-            .jobs()
-            .find_one(doc! {"_id": binary_id(id)})
-            .session(session)
-            .await?;
+        self.read_job_in(Some(session), id).await
+    }
+
+    /// [`read_job`](Self::read_job) outside any transaction (the latest committed document).
+    pub(crate) async fn read_job_alone(&self, id: Uuid) -> Result<Option<JobDocument>, Fail> {
+        self.read_job_in(None, id).await
+    }
+
+    async fn read_job_in(
+        &self,
+        session: Option<&mut ClientSession>,
+        id: Uuid,
+    ) -> Result<Option<JobDocument>, Fail> {
+        let jobs = self.store.jobs();
+        let find = jobs.find_one(doc! {"_id": binary_id(id)});
+        let found = match session {
+            Some(session) => find.session(session).await?,
+            None => find.await?,
+        };
         match found {
             None => Ok(None),
             Some(document) => jobs::decode(document)

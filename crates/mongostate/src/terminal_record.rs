@@ -3,9 +3,12 @@
 //! Upstream's gaps and what is chosen here:
 //! - Go writes the terminal status with the three `metadata.terminalEvent*` markers, then the
 //!   outbox row, then clears the markers: three writes, bridged by the repairer (§1.4, §5). Here
-//!   the same three writes are one transaction, so once it commits the markers are gone and the
-//!   row is there; a Go repairer never sees a marker of this Worker's (it would only re-emit a
-//!   duplicate, which consumers drop by `ce-id`).
+//!   the status and the row are one transaction, which leaves what Go's three writes leave once
+//!   they all ran (no marker, the row there) and never less, so the markers that would only
+//!   bridge its writes are not written at all: the terminal write `$unset`s them instead (one
+//!   command fewer than setting them and clearing them in the same transaction). A Go repairer
+//!   never sees a marker of this Worker's (it would only re-emit a duplicate, which consumers
+//!   drop by `ce-id`).
 //! - Go's terminal write has no status in its filter; here it is conditioned on the document as
 //!   read (`status` and `fetcher_worker.version`), after the lifecycle machine judged it.
 //! - The event's `ce-id` and row are kept under `fetcher_worker.terminal_event`, since a row's
@@ -15,17 +18,15 @@ use chrono::Utc;
 use contract::event::TerminalStatus;
 use contract::lifecycle::{self, Event, JobStatus, Refusal, Step};
 use mongodb::bson::{doc, Bson, Document};
-use mongodb::ClientSession;
 use outbox::{
     Controlled, ExecutionEvents, ExecutionReport, OutboxError, Recorded, RowId, TerminalOutcome,
     TerminalRecord,
 };
 use uuid::Uuid;
 
-use crate::binary_id;
 use crate::control::Texts;
 use crate::executions;
-use crate::jobs::{bson_time, ManagerStatus, MARKER_PAYLOAD, MARKER_PENDING, MARKER_STATUS};
+use crate::jobs::{bson_time, ManagerStatus};
 use crate::manager_store::{
     field, to_outbox, transaction, worker_key, Fail, ManagerStore, Seen, Txn, VERSION,
 };
@@ -162,7 +163,7 @@ impl ManagerStore {
                 lease: record.lease,
                 traceparent: record.event.attributes.traceparent.as_deref(),
             };
-            let mut update = terminal_update(record, status, body, now, row_id, tenant);
+            let mut update = terminal_update(record, status, now, row_id, tenant);
             if let Ok(set) = update.get_document_mut("$set") {
                 set.insert(worker_key(field::EXECUTIONS), executions);
             }
@@ -183,7 +184,6 @@ impl ManagerStore {
                 record.event,
             )
             .await?;
-            clear_marker(self, session, record.job_id).await?;
             Ok(Txn::Commit(Recorded::Inserted {
                 outbox_id: RowId::Uuid(row_id),
                 executions: written,
@@ -194,12 +194,12 @@ impl ManagerStore {
 }
 
 /// The terminal `UpdateOne` (§9 item 5) with this Worker's fields: dotted `$set`s of `status`,
-/// `dedup_active: false`, `completed_at`, the result fields or `metadata.error`, the three
-/// markers, and `fetcher_worker`'s end, lease cleared and version bumped.
+/// `dedup_active: false`, `completed_at`, the result fields or `metadata.error`, and
+/// `fetcher_worker`'s end, lease cleared and version bumped; the three markers `$unset` (their
+/// row is written in the same transaction, see the module's docs).
 fn terminal_update(
     record: &TerminalRecord<'_>,
     status: TerminalStatus,
-    body: &str,
     now: chrono::DateTime<Utc>,
     row_id: Uuid,
     tenant: &str,
@@ -230,9 +230,6 @@ fn terminal_update(
             set.insert("metadata.error", error.as_str());
         }
     }
-    set.insert(format!("metadata.{MARKER_PENDING}"), true);
-    set.insert(format!("metadata.{MARKER_STATUS}"), status.as_str());
-    set.insert(format!("metadata.{MARKER_PAYLOAD}"), body);
     set.insert(worker_key(field::STATE), status.as_str());
     set.insert(worker_key(field::LEASE_EXPIRES_AT), Bson::Null);
     set.insert(worker_key(field::FINISHED_AT), bson_time(now));
@@ -251,25 +248,7 @@ fn terminal_update(
     if let Some(tenant) = record.tenant {
         set.insert(worker_key(field::TENANT), tenant);
     }
-    doc! {"$set": set, "$inc": {VERSION: 1_i64}}
-}
-
-/// Clears the markers in the transaction that wrote the event's row.
-async fn clear_marker(
-    store: &ManagerStore,
-    session: &mut ClientSession,
-    job_id: Uuid,
-) -> Result<(), Fail> {
-    store
-        .store()
-        .jobs()
-        .update_one(
-            doc! {"_id": binary_id(job_id)},
-            doc! {"$unset": marker_keys()},
-        )
-        .session(session)
-        .await?;
-    Ok(())
+    doc! {"$set": set, "$unset": marker_keys(), "$inc": {VERSION: 1_i64}}
 }
 
 /// The event must be this job's event of this outcome, as the PostgreSQL store checks.

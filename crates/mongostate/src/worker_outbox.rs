@@ -39,6 +39,9 @@ pub fn is_streaming_event(event: &OutboundEvent) -> bool {
 
 /// Inserts `event`'s row for `job_id` in `session`'s transaction, leased to `publisher` for
 /// `lease`. `None` when a row of its ce-id exists: an event is recorded once.
+///
+/// One command: an upsert on the `ce_id` (unique) that only inserts (`$setOnInsert`), rather
+/// than a read for the `ce_id` and then an insert; whether it inserted is its `upserted_id`.
 pub(crate) async fn insert_leased(
     store: &Store,
     session: &mut ClientSession,
@@ -49,22 +52,15 @@ pub(crate) async fn insert_leased(
     mirror: Option<&str>,
 ) -> std::result::Result<Option<PendingEvent>, crate::manager_store::Fail> {
     let rows = store.worker_rows();
-    let existing = rows
-        .find_one(doc! {"ce_id": event.ce_id()})
-        .session(&mut *session)
-        .await?;
-    if existing.is_some() {
-        return Ok(None);
-    }
     let id = Uuid::now_v7();
     let now = Utc::now();
     let attributes = bson::to_document(&event.attributes).map_err(|e| Error::InvalidWrite {
         what: "an event's attributes",
         reason: e.to_string(),
     })?;
+    // The `ce_id` comes from the upsert's filter.
     let row = doc! {
         "id": id.hyphenated().to_string(),
-        "ce_id": event.ce_id(),
         "job_id": binary_id(job_id),
         "attributes": attributes,
         "request_id": event.request_id.as_deref().map_or(Bson::Null, Bson::from),
@@ -76,7 +72,14 @@ pub(crate) async fn insert_leased(
         "published_at": Bson::Null,
         "created_at": bson_time(now),
     };
-    rows.insert_one(row).session(&mut *session).await?;
+    let done = rows
+        .update_one(doc! {"ce_id": event.ce_id()}, doc! {"$setOnInsert": row})
+        .upsert(true)
+        .session(&mut *session)
+        .await?;
+    if done.upserted_id.is_none() {
+        return Ok(None);
+    }
     crate::mirror::record(store, session, mirror, job_id, &event).await?;
     Ok(Some(PendingEvent {
         id: RowId::Uuid(id),

@@ -67,6 +67,11 @@ impl PrivateSecantus {
         self.child.is_some()
     }
 
+    /// The server's process id while it runs (for its CPU time in `/proc`).
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
     /// Starts it again on the same port and data, and waits until it accepts connections.
     pub fn resume(&mut self) {
         assert!(self.child.is_none(), "the private secantusdb already runs");

@@ -85,7 +85,16 @@ impl Application {
                 } = wire(&settings).await?;
                 (Backend::Postgres { pool, store }, objects, publisher, core)
             }
-            StateSettings::MongoDb(mongo) => wire_manager(&settings, mongo).await?,
+            StateSettings::MongoDb(_) => {
+                let WiredManager {
+                    client,
+                    store,
+                    objects,
+                    publisher,
+                    core,
+                } = wire_manager(&settings).await?;
+                (Backend::Manager { client, store }, objects, publisher, core)
+            }
         };
         let mirror = match &settings.mqtt {
             None => None,
@@ -310,17 +319,20 @@ pub async fn wire(settings: &Settings) -> anyhow::Result<Wired> {
     })
 }
 
+/// The Manager mode's job core on the real services, as [`Wired`] is the PostgreSQL mode's.
+pub struct WiredManager {
+    pub client: mongodb::Client,
+    pub store: mongostate::ManagerStore,
+    pub objects: ObjectStore,
+    pub publisher: Arc<publisher::Publisher>,
+    pub core: Arc<JobCore>,
+}
+
 /// The Manager mode's job core: the Manager's MongoDB for the jobs, their events and the
-/// registered connections, beside the same engine, bucket and publisher.
-async fn wire_manager(
-    settings: &Settings,
-    mongo: &MongoSettings,
-) -> anyhow::Result<(
-    Backend,
-    ObjectStore,
-    Arc<publisher::Publisher>,
-    Arc<JobCore>,
-)> {
+/// registered connections, beside the same engine, bucket and publisher. Nothing is asked of
+/// MongoDB yet (the driver connects on its first command).
+pub async fn wire_manager(settings: &Settings) -> anyhow::Result<WiredManager> {
+    let mongo = manager_state_settings(settings)?;
     remember_broker(settings);
     let client = manager_state::client(mongo).await?;
     let handle = mongostate::Store::new(client.clone(), &mongo.name);
@@ -354,7 +366,13 @@ async fn wire_manager(
     let ports =
         adapters_manager::manager_ports(store.clone(), objects.clone(), publisher.clone(), engine);
     let core = Arc::new(JobCore::new(ports, jobs));
-    Ok((Backend::Manager { client, store }, objects, publisher, core))
+    Ok(WiredManager {
+        client,
+        store,
+        objects,
+        publisher,
+        core,
+    })
 }
 
 /// What both backends run jobs with.
@@ -683,8 +701,8 @@ async fn prepare(
             {
                 return Ok(false);
             }
-            // Every transition is a multi-document transaction: a standalone server stops the
-            // start here rather than failing every job.
+            // A job's end is a multi-document transaction (its state with its event's row): a
+            // standalone server stops the start here rather than failing every job.
             store.check_transactions().await.map_err(|e| {
                 anyhow::anyhow!(
                     "The Manager's MongoDB cannot run transactions (run it as a replica set, as \
@@ -722,6 +740,17 @@ async fn prepare(
             .await?
             .is_some(),
     )
+}
+
+/// The Manager's MongoDB settings, which [`wire_manager`] needs.
+fn manager_state_settings(settings: &Settings) -> anyhow::Result<&MongoSettings> {
+    match &settings.state {
+        StateSettings::MongoDb(mongo) => Ok(mongo),
+        StateSettings::Postgres(_) => Err(anyhow::anyhow!(
+            "the state backend is postgresql ({}): the Manager mode's job store cannot be wired",
+            settings.state_chosen_by
+        )),
+    }
 }
 
 /// The PostgreSQL state database's settings, which [`wire`] needs.

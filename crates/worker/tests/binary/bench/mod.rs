@@ -7,6 +7,8 @@
 //!   Worker's peak memory, before and after the result became a stream (issue 17).
 //! - [`small_jobs`]: jobs per second and latency through 1, 2 and 4 replicas, against the bare
 //!   S3 and PostgreSQL rates a job's writes meet (issue 17).
+//! - [`manager_jobs`]: the same small jobs in the Manager mode: jobs per second, MongoDB
+//!   commands per job and CPU per job of the Worker and of the server (issue 35).
 //!
 //! [`procfs`] reads memory and CPU from `/proc`, [`stats`] makes medians and percentiles,
 //! [`knobs`] reads the sizes and counts from the environment, and [`plot`] draws the figures
@@ -16,6 +18,7 @@ mod big_results;
 mod cancel_latency;
 mod instructions;
 mod knobs;
+mod manager_jobs;
 mod plot;
 mod procfs;
 mod small_jobs;

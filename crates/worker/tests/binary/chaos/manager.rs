@@ -21,7 +21,7 @@ use std::time::Duration;
 use futures_util::TryStreamExt;
 use mongodb::bson::{doc, Bson, Document};
 use mongodb::{Client, Collection};
-use testkit::manager::{id_bson, Manager, NewJob, MARKER_KEYS};
+use testkit::manager::{Manager, NewJob, MARKER_KEYS};
 use testkit::secantus::PrivateSecantus;
 use uuid::Uuid;
 
@@ -51,6 +51,15 @@ impl MongoLink {
             ("MONGO_MAX_POOL_SIZE", "10".to_owned()),
             // The test server speaks no TLS.
             ("ALLOW_INSECURE_TLS", "true".to_owned()),
+            // The repairer at its default pace, not the PostgreSQL soak's 2 s: here it is
+            // lib-commons' dispatcher, whose retry of a failed row waits 5 minutes and whose
+            // takeover of a stranded one 10 whatever the pace, and whose every pass reads
+            // `distinct("tenant_id")` and the stuck rows over all of `streaming_outbox_events`
+            // (published rows are kept): on the Python test server three replicas passing every
+            // 2 s over a few thousand rows took most of its CPU, and the jobs waited in the
+            // queue past their signature's freshness.
+            ("OUTBOX_REPAIR_INTERVAL_SEC", "30".to_owned()),
+            ("OUTBOX_REPAIR_GRACE_SEC", "10".to_owned()),
         ] {
             env.insert(name.to_owned(), value);
         }
@@ -143,20 +152,41 @@ impl ManagerSide {
     }
 
     async fn documents(&self, ids: &[Uuid]) -> Vec<Document> {
-        let ids: Vec<Bson> = ids.iter().map(|id| id_bson(*id)).collect();
-        self.manager
+        self.projected(ids, None).await
+    }
+
+    /// The documents of `ids`, only `projection`'s fields when given. The database is the
+    /// soak's own, so every document is read and those of `ids` kept: the test server matches
+    /// an `_id: {$in: [...]}` of 2,000 ids against every document in turn, seconds of its CPU
+    /// that the replicas then lack.
+    async fn projected(&self, ids: &[Uuid], projection: Option<Document>) -> Vec<Document> {
+        let wanted: HashSet<Uuid> = ids.iter().copied().collect();
+        let mut options = mongodb::options::FindOptions::default();
+        options.projection = projection;
+        let all: Vec<Document> = self
+            .manager
             .jobs()
-            .find(doc! {"_id": {"$in": ids}})
+            .find(doc! {})
+            .with_options(options)
             .await
             .expect("find the jobs")
             .try_collect()
             .await
-            .expect("read the jobs")
+            .expect("read the jobs");
+        all.into_iter()
+            .filter(|d| match d.get("_id") {
+                Some(Bson::Binary(b)) => {
+                    Uuid::from_slice(&b.bytes).is_ok_and(|id| wanted.contains(&id))
+                }
+                _ => false,
+            })
+            .collect()
     }
 
     /// Every job's end as the Manager's documents hold it.
     pub async fn states(&self, ids: &[Uuid]) -> HashMap<Uuid, JobEnd> {
-        self.documents(ids)
+        let fields = doc! {"status": 1, "result_path": 1, "result_hmac": 1};
+        self.projected(ids, Some(fields))
             .await
             .into_iter()
             .filter_map(|d| {

@@ -3,5 +3,8 @@
 //!
 //! - [`round_trips`]: the statements and round trips one small job makes on the state database
 //!   and on its source (PostgreSQL, MariaDB).
+//! - [`manager_commands`]: the commands one small job sends to the Manager's MongoDB in the
+//!   Manager mode.
 
+mod manager_commands;
 mod round_trips;

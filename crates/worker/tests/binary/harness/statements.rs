@@ -13,6 +13,10 @@
 //! - MariaDB / MySQL: commands are the packets with sequence number 0; `COM_QUERY` and
 //!   `COM_STMT_EXECUTE` are statements (an execute's text from the `COM_STMT_PREPARE` whose
 //!   answer gave its id), `COM_STMT_PREPARE` a prepare and `COM_PING` a ping.
+//! - MongoDB: every `OP_MSG` is a command and a round trip; its text is the command's name and
+//!   its collection (`update job`, `commitTransaction`), with ` +txn` when it starts a
+//!   transaction. The driver's handshakes and monitoring (`hello`, `isMaster`, `ping`,
+//!   authentication, `endSessions`, a legacy `OP_QUERY` hello) count as pings.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -26,6 +30,7 @@ use tokio::net::{TcpListener, TcpStream};
 pub enum Protocol {
     Postgres,
     MySql,
+    Mongo,
 }
 
 /// What the server was asked, in order, over every connection.
@@ -197,6 +202,7 @@ impl ClientReader {
                         mysql_command(payload, session, tally);
                     }
                 }),
+                Protocol::Mongo => mongo_message(&self.pending, tally),
             };
             match used {
                 Some(n) => {
@@ -324,6 +330,72 @@ fn mysql_command(payload: &[u8], session: &Mutex<Session>, tally: &Mutex<Tally>)
     }
 }
 
+const OP_QUERY: i32 = 2004;
+const OP_MSG: i32 = 2013;
+
+/// The driver's own round trips, which run no command of the application's.
+const MONGO_HOUSEKEEPING: [&str; 8] = [
+    "hello",
+    "isMaster",
+    "ismaster",
+    "ping",
+    "buildInfo",
+    "saslStart",
+    "saslContinue",
+    "endSessions",
+];
+
+/// Reads one MongoDB message (a 16-byte header whose first field is the length) off
+/// `pending`; its length, or `None` until it is whole.
+fn mongo_message(pending: &[u8], tally: &Mutex<Tally>) -> Option<usize> {
+    let len = i32::from_le_bytes(pending.get(..4)?.try_into().ok()?) as usize;
+    let message = pending.get(..len.max(16))?;
+    let opcode = i32::from_le_bytes(message[12..16].try_into().ok()?);
+    let mut tally = tally.lock().unwrap_or_else(|e| e.into_inner());
+    match opcode {
+        // flagBits (4 bytes), then the body: section kind 0 and a BSON document.
+        OP_MSG if message.get(20) == Some(&0) => {
+            let (name, collection, starts) = mongo_command(message.get(21..).unwrap_or_default());
+            if MONGO_HOUSEKEEPING.contains(&name.as_str()) {
+                tally.pings += 1;
+            } else {
+                let mut text = name;
+                if let Some(collection) = collection {
+                    text = format!("{text} {collection}");
+                }
+                if starts {
+                    text.push_str(" +txn");
+                }
+                tally.statements.push(text);
+            }
+        }
+        OP_MSG | OP_QUERY => tally.pings += 1,
+        _ => {}
+    }
+    Some(len.max(16))
+}
+
+/// A command document's name (its first key), its collection (the first value, when a string)
+/// and whether it carries `startTransaction: true`.
+fn mongo_command(document: &[u8]) -> (String, Option<String>, bool) {
+    // An element: type byte, NUL-terminated key, value.
+    let Some(&kind) = document.get(4) else {
+        return (String::new(), None, false);
+    };
+    let (name, at) = cstr(document, 5);
+    let collection = (kind == 0x02)
+        .then(|| {
+            let len = i32::from_le_bytes(document.get(at..at + 4)?.try_into().ok()?) as usize;
+            let text = document.get(at + 4..at + 4 + len.checked_sub(1)?)?;
+            Some(String::from_utf8_lossy(text).into_owned())
+        })
+        .flatten();
+    // `startTransaction` is a boolean element (type 0x08) whose value byte is 1.
+    let key = b"\x08startTransaction\x00\x01";
+    let starts = document.windows(key.len()).any(|w| w == key);
+    (name, collection, starts)
+}
+
 /// The server's bytes (MySQL only): the id a `COM_STMT_PREPARE` was answered with.
 #[derive(Default)]
 struct ServerReader {
@@ -398,6 +470,37 @@ mod tests {
         let tally = read(Protocol::Postgres, &wire);
         assert_eq!(tally.statements, ["SELECT 1", "COMMIT"]);
         assert_eq!((tally.prepares, tally.pings), (1, 1));
+    }
+
+    fn op_msg(command: mongodb::bson::Document) -> Vec<u8> {
+        let mut body = Vec::new();
+        command.to_writer(&mut body).unwrap();
+        let len = 16 + 4 + 1 + body.len();
+        let mut message = Vec::new();
+        message.extend_from_slice(&(len as i32).to_le_bytes());
+        message.extend_from_slice(&[0; 8]);
+        message.extend_from_slice(&OP_MSG.to_le_bytes());
+        message.extend_from_slice(&[0; 4]);
+        message.push(0);
+        message.extend(body);
+        message
+    }
+
+    #[test]
+    fn mongo_commands_are_told_from_the_drivers_own_round_trips() {
+        use mongodb::bson::doc;
+        let mut wire = op_msg(doc! {"hello": 1, "$db": "admin"});
+        wire.extend(op_msg(
+            doc! {"find": "job", "filter": {}, "startTransaction": true, "autocommit": false},
+        ));
+        wire.extend(op_msg(doc! {"update": "job", "autocommit": false}));
+        wire.extend(op_msg(doc! {"commitTransaction": 1, "$db": "admin"}));
+        let tally = read(Protocol::Mongo, &wire);
+        assert_eq!(
+            tally.statements,
+            ["find job +txn", "update job", "commitTransaction"]
+        );
+        assert_eq!((tally.prepares, tally.pings), (0, 1));
     }
 
     #[test]
