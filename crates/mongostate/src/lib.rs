@@ -63,11 +63,13 @@ pub use store::{binary_id, Store, CONNECTION_COLLECTION, JOB_COLLECTION, OUTBOX_
 //   its markers, and the marker's clearing.
 // - `outbox`: a row written as lib-streaming writes it and read back as its reader reads it;
 //   `outbox_envelope`: the version-1 envelope in its `payload`.
-// - `outbox_claim`: the relay's conditional claims (§4.6) and state updates (§4.5).
+// - `outbox_claim`: the relay's conditional claims (§4.6) and state updates (§4.5);
+//   `held_claims`: the claims a relay could not give back, for the repairer's next pass.
 mod claims;
 mod control;
 mod error;
 mod executions;
+pub mod held_claims;
 mod indexes;
 pub mod job_writes;
 pub mod jobs;

@@ -27,6 +27,7 @@ use mongodb::ClientSession;
 use outbox::OutboxError;
 use uuid::Uuid;
 
+use crate::held_claims::HeldClaims;
 use crate::jobs::{self, JobDocument, ManagerStatus, WORKER_FIELD};
 use crate::outbox_claim::ClaimWindows;
 use crate::{binary_id, Error, Store};
@@ -115,6 +116,8 @@ pub struct ManagerStore {
     mirror: Option<String>,
     /// When a relay of this Worker's takes a claimed or failed row of lib-streaming's outbox.
     windows: ClaimWindows,
+    /// The claims this process's relays could not give back, shared by the clones.
+    held: HeldClaims,
 }
 
 impl ManagerStore {
@@ -124,6 +127,7 @@ impl ManagerStore {
             config,
             mirror: None,
             windows: ClaimWindows::default(),
+            held: HeldClaims::default(),
         }
     }
 
@@ -135,6 +139,13 @@ impl ManagerStore {
 
     pub fn windows(&self) -> &ClaimWindows {
         &self.windows
+    }
+
+    /// The claims of lib-streaming's outbox this process's relays (the publisher right after a
+    /// commit, the repairer's passes) could not give back: one list for every clone of this
+    /// store, so the repairer's next pass gives back what the publisher held.
+    pub fn held_claims(&self) -> &HeldClaims {
+        &self.held
     }
 
     /// The same store with the MQTT mirror on: every event recorded from now on also gets a row

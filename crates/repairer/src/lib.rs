@@ -12,7 +12,7 @@
 //! - [`sink`]: [`SinkPublisher`], the AMQP or MQTT publisher of one outbox sink's rows; each
 //!   sink is relayed and repaired on its own (its own [`Repairer`]), so one broker's outage
 //!   never holds back the other's events.
-//! - [`metrics`]: the counters both record.
+//! - [`metrics`]: the counters both record; `ticks`: the timer of every relay's loop.
 //! - [`manager`]: the Manager mode's relay ([`ManagerRelay`]) and repairer
 //!   ([`ManagerRepairer`]) over lib-streaming's rows in the Manager's MongoDB, sorting outcomes
 //!   as [`relay`] does.
@@ -28,6 +28,7 @@ pub mod metrics;
 pub mod relay;
 pub mod repair;
 pub mod sink;
+mod ticks;
 
 pub use manager::{ManagerPassReport, ManagerRelay, ManagerRepairer, ManagerRepairerConfig};
 pub use manager_mirror::{ManagerMirror, ManagerMirrorConfig, ManagerMirrorReport};

@@ -5,7 +5,7 @@
 //! - [`ManagerRelay::deliver`]: the rows a terminal record (or a redelivery's republish) wrote
 //!   already claimed by their publisher (`PROCESSING` under its `claim_token`, see
 //!   `mongostate::outbox_event`); published, then marked `PUBLISHED`, or given back `FAILED`,
-//!   each only while the publisher still holds it.
+//!   each only while the publisher still holds it, row by row.
 //! - [`ManagerRepairer::repair_once`]: Go's terminal-event repairer (markers re-emitted as new
 //!   rows with their `ce-id`), then lib-commons' dispatcher pass over every tenant's rows (stuck,
 //!   failed, then pending; the conditional claim of §4.6, so this Worker and Go relays never hold
@@ -17,9 +17,11 @@
 //!   the row's fields are lib-commons' and every relay of the deployment reads them alike. That
 //!   window and the 10-minute takeover of a claimed row are the store's
 //!   `outbox_claim::ClaimWindows`, lib-commons' defaults unless the deployment sets them.
-//! - A pass never abandons what it claimed: when MongoDB fails after the claim, the rows it
-//!   still holds are given back `PENDING` at once, or at the next pass when the server is away
-//!   (`claimed`); lib-commons leaves them to its takeover.
+//! - Neither a pass nor the publisher right after a commit abandons what it holds: when MongoDB
+//!   fails after the claim (or the commit), the rows still held are given back `PENDING` at
+//!   once, or by the repairer's next pass when the server is away (`claimed`, the store's
+//!   `held_claims`); lib-commons leaves them to its takeover. A row whose publish was confirmed
+//!   and whose mark was lost is then published again (at least once).
 //! - A row naming another exchange than this Worker's publisher is given back `FAILED` for the
 //!   relays configured for it (lib-commons trusts the row's exchange; this publisher has one).
 //! - lib-streaming's published and invalid rows are never pruned, as upstream never prunes them
@@ -35,6 +37,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::Utc;
+use mongostate::held_claims::OpenClaim;
 use mongostate::outbox_claim::{self, Candidates};
 use mongostate::{outbox_event, to_outbox, worker_outbox, ManagerStore};
 use outbox::{OutboxError, PendingEvent, RowId, Sink};
@@ -43,6 +46,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::relay::{broker_away, RelayReport, Sorted};
 use crate::sink::SinkPublisher;
+use crate::ticks::ticks;
 
 /// Publishes the rows leased to a publisher right after their commit.
 #[derive(Clone)]
@@ -60,8 +64,12 @@ impl ManagerRelay {
     }
 
     /// Publishes `events` (rows held by `owner`), marks the confirmed ones `PUBLISHED` and gives
-    /// the others back `FAILED`. Errors are only the database's: a row not yet settled stays
-    /// `PROCESSING` and is taken over by a relay 10 minutes later.
+    /// the others back `FAILED`, row by row. Errors are only the database's, the first one met:
+    /// a row whose mark fails is given back at once for any relay to take (lib-streaming's
+    /// `PENDING`, this Worker's own due again), and when MongoDB refuses that too the rows
+    /// `owner` still holds are given back by the repairer's next pass (the store's
+    /// `held_claims`), never left `PROCESSING` for the 10-minute takeover. A row given back after
+    /// its publish was confirmed is published again: at least once, consumers dedupe on `ce-id`.
     pub async fn deliver(
         &self,
         owner: &str,
@@ -78,10 +86,14 @@ impl ManagerRelay {
     }
 }
 
-/// Settles published rows while `owner` holds them, each in its collection: a terminal
-/// event's row in `streaming_outbox_events` (`PUBLISHED`, or `FAILED` for lib-commons' retry
-/// window), any other in this Worker's own outbox (published, or backed off as the relay's
-/// sorting says).
+const SETTLING: &str = "settling published Manager outbox rows";
+
+/// Settles published rows while `owner` holds them, one by one, each in its collection: a
+/// terminal event's row in `streaming_outbox_events` (`PUBLISHED`, or `FAILED` for lib-commons'
+/// retry window), any other in this Worker's own outbox (published, or backed off as the
+/// relay's sorting says). A row whose settling fails is given back ([`give_back`]) and the
+/// others still settled; the first error is returned. When the giving back fails too, the
+/// server is away and settling stops there.
 async fn settle(
     store: &ManagerStore,
     owner: &str,
@@ -89,38 +101,85 @@ async fn settle(
     sorted: &Sorted,
     report: &mut RelayReport,
 ) -> Result<(), OutboxError> {
-    const STEP: &str = "settling published Manager outbox rows";
-    let store = store.store();
+    let rows = store.store();
     let now = Utc::now();
+    let mut failure = None;
     let find = |id: &RowId| events.iter().find(|e| e.id == *id);
     for id in &sorted.confirmed {
         let (Some(event), RowId::Uuid(row)) = (find(id), *id) else {
             continue;
         };
         let marked = if worker_outbox::is_streaming_event(&event.event) {
-            outbox_event::mark_published_by(store, row, event.event.tenant(), owner, now).await
+            outbox_event::mark_published_by(rows, row, event.event.tenant(), owner, now).await
         } else {
-            worker_outbox::mark_published(store, row, owner).await
+            worker_outbox::mark_published(rows, row, owner).await
         };
-        report.published += u64::from(marked.map_err(|e| to_outbox(STEP, e))?);
+        match marked {
+            Ok(marked) => report.published += u64::from(marked),
+            Err(error) => give_back(store, owner, events, event, error, &mut failure).await?,
+        }
     }
     for failed in &sorted.unpublished {
         let (Some(event), RowId::Uuid(row)) = (find(&failed.id), failed.id) else {
             continue;
         };
-        if worker_outbox::is_streaming_event(&event.event) {
+        let marked = if worker_outbox::is_streaming_event(&event.event) {
             let tenant = event.event.tenant();
-            outbox_event::mark_failed_by(store, row, tenant, owner, &failed.error, now)
+            outbox_event::mark_failed_by(rows, row, tenant, owner, &failed.error, now)
                 .await
                 .map(drop)
         } else {
-            worker_outbox::mark_failed(store, row, owner, &failed.error, failed.retry_after)
+            worker_outbox::mark_failed(rows, row, owner, &failed.error, failed.retry_after)
                 .await
                 .map(drop)
+        };
+        if let Err(error) = marked {
+            give_back(store, owner, events, event, error, &mut failure).await?;
         }
-        .map_err(|e| to_outbox(STEP, e))?;
     }
-    Ok(())
+    failure.map_or(Ok(()), Err)
+}
+
+/// The row of `event` (one of `events`), whose settling failed with `error`, given back at once
+/// while `owner` holds it, for any relay to take: a row of lib-streaming's as `PENDING`
+/// (`outbox_claim::release`, guarded by `owner`'s token as a pass's claim is by its own), one of
+/// this Worker's own due now. When that fails too (see `claimed::after_give_back`), `owner`'s
+/// claim on every tenant of `events` is held for the repairer's next pass, and `Err` stops the
+/// settling; this Worker's own rows wait for their lease to lapse.
+async fn give_back(
+    store: &ManagerStore,
+    owner: &str,
+    events: &[PendingEvent],
+    event: &PendingEvent,
+    error: mongostate::Error,
+    failure: &mut Option<OutboxError>,
+) -> Result<(), OutboxError> {
+    let rows = store.store();
+    let RowId::Uuid(row) = event.id else {
+        // `settle` marks only rows with a UUID (the PostgreSQL mode's have another id).
+        return Err(failure.take().unwrap_or_else(|| to_outbox(SETTLING, error)));
+    };
+    let given_back = if worker_outbox::is_streaming_event(&event.event) {
+        let id = row.hyphenated().to_string();
+        let tenant = event.event.tenant();
+        outbox_claim::release(rows, tenant, owner, Some(&id), Utc::now())
+            .await
+            .map(drop)
+    } else {
+        let why = error.to_string();
+        worker_outbox::mark_failed(rows, row, owner, &why, Duration::ZERO)
+            .await
+            .map(drop)
+    };
+    let open = events
+        .iter()
+        .filter(|e| worker_outbox::is_streaming_event(&e.event))
+        .map(|e| OpenClaim {
+            tenant: e.event.tenant().to_owned(),
+            token: owner.to_owned(),
+        });
+    let error = to_outbox(SETTLING, error);
+    claimed::after_give_back(store, given_back, open, error, failure)
 }
 
 /// How the Manager mode's repairer works.
@@ -172,8 +231,6 @@ pub struct ManagerRepairer {
     store: ManagerStore,
     publisher: Arc<Publisher>,
     config: ManagerRepairerConfig,
-    /// Claims a failed pass could not give back, for the next pass to.
-    held: claimed::Held,
 }
 
 impl ManagerRepairer {
@@ -186,24 +243,17 @@ impl ManagerRepairer {
             store,
             publisher,
             config,
-            held: claimed::Held::default(),
         }
     }
 
     /// Runs a pass at once and then every interval until `stop` is cancelled; a failing pass is
     /// logged and counted, and the next one runs as usual.
     pub async fn run(&self, stop: CancellationToken) {
-        let period = if self.config.interval.is_zero() {
-            Duration::from_secs(30)
-        } else {
-            self.config.interval
-        };
-        let mut ticks = tokio::time::interval(period);
-        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut passes = ticks(self.config.interval, Duration::from_secs(30));
         loop {
             tokio::select! {
                 _ = stop.cancelled() => return,
-                _ = ticks.tick() => {}
+                _ = passes.tick() => {}
             }
             match self.repair_once(&stop).await {
                 Ok(report) => {
@@ -223,7 +273,7 @@ impl ManagerRepairer {
                     crate::metrics::repair_pass(Sink::Amqp, false);
                     tracing::warn!(
                         error = %error,
-                        claims_held = self.held.len(),
+                        claims_held = self.store.held_claims().len(),
                         "Manager outbox repair pass failed; the next one will retry and give back the claims held."
                     );
                 }

@@ -19,6 +19,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::relay::{broker_away, RelayReport, Sorted};
 use crate::sink::SinkPublisher;
+use crate::ticks::ticks;
 
 /// How the Manager mode's mirror relay works.
 #[derive(Debug, Clone)]
@@ -83,20 +84,8 @@ impl ManagerMirror {
     /// Relays what is due every poll until `stop` is cancelled; a failing pass is logged and
     /// the next poll retries.
     pub async fn run(&self, stop: CancellationToken) {
-        let period = if self.config.poll.is_zero() {
-            Duration::from_millis(200)
-        } else {
-            self.config.poll
-        };
-        let mut polls = tokio::time::interval(period);
-        polls.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let every = if self.config.stats_interval.is_zero() {
-            Duration::from_secs(30)
-        } else {
-            self.config.stats_interval
-        };
-        let mut gauges = tokio::time::interval(every);
-        gauges.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut polls = ticks(self.config.poll, Duration::from_millis(200));
+        let mut gauges = ticks(self.config.stats_interval, Duration::from_secs(30));
         loop {
             tokio::select! {
                 _ = stop.cancelled() => return,

@@ -8,6 +8,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::relay::{broker_away, finish, record, RelayReport};
 use crate::sink::SinkPublisher;
+use crate::ticks::ticks;
 
 /// How the repairer works (the Worker maps `OUTBOX_*` onto this).
 #[derive(Debug, Clone)]
@@ -43,17 +44,6 @@ pub struct RepairerConfig {
 const DEFAULT_INTERVAL: Duration = Duration::from_secs(30);
 
 impl RepairerConfig {
-    /// The period of the repairer's timer: the interval, or the default for zero
-    /// (`tokio::time::interval` panics on zero, and in a spawned task that panic would leave
-    /// the Worker running without a repairer).
-    fn tick_period(&self) -> Duration {
-        if self.interval.is_zero() {
-            DEFAULT_INTERVAL
-        } else {
-            self.interval
-        }
-    }
-
     pub fn new(owner: impl Into<String>) -> RepairerConfig {
         RepairerConfig {
             owner: owner.into(),
@@ -107,16 +97,15 @@ impl Repairer {
     /// the batches it has leased. A failing pass is logged and counted, and the next one runs
     /// as usual.
     pub async fn run(&self, stop: CancellationToken) {
-        let mut ticks = tokio::time::interval(self.config.tick_period());
-        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut passes = ticks(self.config.interval, DEFAULT_INTERVAL);
+        // Without polls the timer never fires (the branch is off), so its period does not matter.
         let poll_period = self.config.poll.filter(|p| !p.is_zero());
-        let mut polls = tokio::time::interval(poll_period.unwrap_or(Duration::from_secs(3600)));
-        polls.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut polls = ticks(poll_period.unwrap_or_default(), Duration::from_secs(3600));
         let sink = self.publisher.sink();
         loop {
             tokio::select! {
                 _ = stop.cancelled() => return,
-                _ = ticks.tick() => {}
+                _ = passes.tick() => {}
                 _ = polls.tick(), if poll_period.is_some() => {
                     let mut report = PassReport::default();
                     if let Err(error) = self.drain(&stop, &mut report).await {
@@ -267,20 +256,4 @@ fn add(total: &mut RelayReport, batch: RelayReport) {
     total.published += batch.published;
     total.failed += batch.failed;
     total.rejected += batch.rejected;
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[tokio::test]
-    async fn a_zero_interval_ticks_at_the_default_and_never_reaches_the_timer() {
-        let mut config = RepairerConfig::new("t");
-        config.interval = Duration::ZERO;
-        assert_eq!(config.tick_period(), Duration::from_secs(30));
-        // What `run` builds its timer with: it would panic on zero.
-        drop(tokio::time::interval(config.tick_period()));
-        config.interval = Duration::from_millis(50);
-        assert_eq!(config.tick_period(), Duration::from_millis(50));
-    }
 }

@@ -18,6 +18,8 @@
 //!   `INSERT`, a publish to a named exchange: a transaction or a publish cut at a chosen point.
 //!   [`Trap::hold`] holds those bytes (and all the client sends after them on that connection)
 //!   instead, until `release_held()`: a step caught in flight, its connection left open.
+//!   [`Trap::times`] makes it fire on the first `n` sends of `on` instead of once: a write and
+//!   the driver's retry of it, both cut, while everything else goes through.
 //! - `heal()`: clears every fault (it does not reopen what was closed).
 
 use std::net::SocketAddr;
@@ -50,6 +52,8 @@ pub struct Trap {
     reply_lost: bool,
     down: bool,
     hold: bool,
+    /// Firings left before it disarms.
+    times: u64,
 }
 
 impl Trap {
@@ -61,6 +65,7 @@ impl Trap {
             reply_lost: false,
             down: false,
             hold: false,
+            times: 1,
         }
     }
 
@@ -85,6 +90,13 @@ impl Trap {
     /// Fires only on a connection whose client has already sent `earlier`.
     pub fn after(mut self, earlier: &[u8]) -> Trap {
         self.after = Some(earlier.to_vec());
+        self
+    }
+
+    /// Fires on the first `n` sends of `on` (at least one), each as it would once; disarmed
+    /// after the last.
+    pub fn times(mut self, n: u64) -> Trap {
+        self.times = n.max(1);
         self
     }
 
@@ -408,7 +420,13 @@ impl Link<'_> {
         if find(&seen[from..], &trap.on).is_none() {
             return Sprung::No;
         }
-        faults.trap = None;
+        faults.trap = (trap.times > 1).then(|| {
+            let left = Trap {
+                times: trap.times - 1,
+                ..trap.clone()
+            };
+            (epoch, left)
+        });
         self.shared.fired.fetch_add(1, Ordering::SeqCst);
         if trap.down {
             faults.refuse = true;
@@ -734,6 +752,29 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(proxy.trap_fired(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_trap_set_to_fire_twice_cuts_a_step_and_its_retry_then_lets_it_through() {
+        let (target, received) = recording_echo().await;
+        let proxy = FaultProxy::start(target).await;
+        proxy.set_trap(Trap::before(b"UPDATE").times(2));
+        for _ in 0..2 {
+            let mut s = TcpStream::connect(proxy.addr()).await.unwrap();
+            roundtrip(&mut s, b"find", Duration::from_secs(2))
+                .await
+                .unwrap();
+            assert!(roundtrip(&mut s, b"UPDATE", Duration::from_secs(2))
+                .await
+                .is_err());
+        }
+        assert_eq!(proxy.trap_fired(), 2);
+        let mut third = TcpStream::connect(proxy.addr()).await.unwrap();
+        roundtrip(&mut third, b"UPDATE", Duration::from_secs(2))
+            .await
+            .unwrap();
+        assert_eq!(proxy.trap_fired(), 2);
+        assert_eq!(received.lock().unwrap().as_slice(), b"findfindUPDATE");
     }
 
     #[tokio::test]

@@ -5,14 +5,15 @@
 //! fails after the claim (they wait its 10-minute takeover, or a `FAILED` row its 5-minute
 //! retry); here a pass gives them back (`outbox_claim::release`, guarded by the token, so a row
 //! another relay took over is never touched), and a claim it cannot give back (the server is
-//! away) is held and given back first thing at the next pass.
-
-use std::sync::Mutex;
+//! away) is held (`mongostate::held_claims`) and given back first thing at the next pass. The
+//! relay right after a commit settles its rows the same way ([`after_give_back`]), and its held
+//! claims are the same list, given back by the same pass.
 
 use chrono::Utc;
+use mongostate::held_claims::OpenClaim;
 use mongostate::outbox::{OutboxRow, RowStatus};
 use mongostate::outbox_claim::{self, Claimed};
-use mongostate::{outbox_event, to_outbox};
+use mongostate::{outbox_event, to_outbox, ManagerStore};
 use outbox::OutboxError;
 
 use super::{ManagerPassReport, ManagerRepairer};
@@ -21,69 +22,53 @@ use crate::sink::SinkPublisher;
 
 const STEP: &str = "settling relayed Manager outbox rows";
 
-/// One claim of a pass: its rows stay `PROCESSING` under `token` until settled or given back.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct Hand {
-    tenant: String,
-    token: String,
-}
-
-/// The claims a pass could not give back: given back before the next pass claims anything.
-#[derive(Debug, Default)]
-pub(super) struct Held(Mutex<Vec<Hand>>);
-
-impl Held {
-    fn hold(&self, hands: impl IntoIterator<Item = Hand>) {
-        let mut held = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        for hand in hands {
-            if !held.contains(&hand) {
-                held.push(hand);
-            }
+/// A row's settling failed with `error`, and giving the row back answered `given_back`. The
+/// first failure of the pass (or publish) is kept in `failure`, to end with. When the giving
+/// back failed too the server is away: `open` (the claims whose rows may still be unsettled) is
+/// held for the repairer's next pass, and `Err` with that first failure says to stop settling.
+pub(super) fn after_give_back<T>(
+    store: &ManagerStore,
+    given_back: mongostate::Result<T>,
+    open: impl IntoIterator<Item = OpenClaim>,
+    error: OutboxError,
+    failure: &mut Option<OutboxError>,
+) -> Result<(), OutboxError> {
+    let first = failure.take().unwrap_or(error);
+    match given_back {
+        Ok(_) => {
+            *failure = Some(first);
+            Ok(())
         }
-    }
-
-    fn take(&self) -> Vec<Hand> {
-        std::mem::take(&mut *self.0.lock().unwrap_or_else(|e| e.into_inner()))
-    }
-
-    pub(super) fn len(&self) -> usize {
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).len()
+        Err(_) => {
+            // The same outage as `first`, which the caller reports: not logged twice.
+            store.held_claims().hold(open);
+            Err(first)
+        }
     }
 }
 
 impl ManagerRepairer {
-    /// Gives back the claims an earlier pass could not (the server was away): their rows still
-    /// under its token become `PENDING`. The number of rows given back; at the first failure
-    /// that claim and the rest stay held.
+    /// Gives back the claims an earlier pass, or the relay right after a commit, could not (the
+    /// server was away): their rows still under its token become `PENDING`. The number of rows
+    /// given back; at the first failure that claim and the rest stay held.
     pub async fn give_back_held(&self) -> Result<u64, OutboxError> {
-        let store = self.store.store();
-        let mut given = 0;
-        let mut hands = self.held.take().into_iter();
-        while let Some(hand) = hands.next() {
-            let released =
-                outbox_claim::release(store, &hand.tenant, &hand.token, None, Utc::now()).await;
-            match released {
-                Ok(rows) => given += rows,
-                Err(error) => {
-                    self.held.hold(std::iter::once(hand).chain(hands));
-                    return Err(to_outbox(STEP, error));
-                }
-            }
-        }
-        Ok(given)
+        let held = self.store.held_claims();
+        held.give_back(self.store.store())
+            .await
+            .map_err(|e| to_outbox(STEP, e))
     }
 
     /// Publishes the rows of `claimed` (of `tenant`) and settles each as lib-commons does, one
     /// by one. A row whose settling fails is given back and the rest settled; the pass then
     /// fails with the first error. When the server refuses the giving back too, the claim is
-    /// held (see [`Held`]) and the pass stops at once.
+    /// held (`mongostate::held_claims`) and the pass stops at once.
     pub(super) async fn relay_claimed(
         &self,
         claimed: Claimed,
         tenant: &str,
         report: &mut ManagerPassReport,
     ) -> Result<(), OutboxError> {
-        let hand = Hand {
+        let claim = OpenClaim {
             tenant: tenant.to_owned(),
             token: claimed.token,
         };
@@ -99,7 +84,7 @@ impl ManagerRepairer {
                         let error = format!("the row's exchange {exchange:?} is not this relay's");
                         match outbox_claim::mark_failed(store, &row, &error, Utc::now()).await {
                             Ok(_) => report.relayed.failed += 1,
-                            Err(e) => self.give_back(&hand, &row, e, &mut failure).await?,
+                            Err(e) => self.give_back(&claim, &row, e, &mut failure).await?,
                         }
                         continue;
                     }
@@ -113,7 +98,7 @@ impl ManagerRepairer {
                             .await;
                     match marked {
                         Ok(marked) => report.invalid += u64::from(marked),
-                        Err(e) => self.give_back(&hand, &row, e, &mut failure).await?,
+                        Err(e) => self.give_back(&claim, &row, e, &mut failure).await?,
                     }
                 }
             }
@@ -128,7 +113,7 @@ impl ManagerRepairer {
         let request_ids = match self.store.request_ids(&jobs).await {
             Ok(found) => found,
             Err(error) => {
-                self.give_back_all(&hand).await;
+                self.give_back_all(&claim).await;
                 return Err(failure.unwrap_or(error));
             }
         };
@@ -149,7 +134,7 @@ impl ManagerRepairer {
             if sorted.confirmed.contains(&event.id) {
                 match outbox_claim::mark_published(store, row, now).await {
                     Ok(marked) => report.relayed.published += u64::from(marked),
-                    Err(e) => self.give_back(&hand, row, e, &mut failure).await?,
+                    Err(e) => self.give_back(&claim, row, e, &mut failure).await?,
                 }
             } else if let Some(failed) = sorted.unpublished.iter().find(|u| u.id == event.id) {
                 // Given back instead of FAILED, its attempt is not counted and it is retried at
@@ -157,48 +142,43 @@ impl ManagerRepairer {
                 match outbox_claim::mark_failed(store, row, &failed.error, now).await {
                     Ok(Some(RowStatus::Invalid)) => report.invalid += 1,
                     Ok(_) => {}
-                    Err(e) => self.give_back(&hand, row, e, &mut failure).await?,
+                    Err(e) => self.give_back(&claim, row, e, &mut failure).await?,
                 }
             }
         }
         failure.map_or(Ok(()), Err)
     }
 
-    /// `row`, whose settling failed with `error`, given back at once (the first failure of the
-    /// pass is kept in `failure`, for the pass to end with). When the server refuses that too,
-    /// the claim's every unsettled row is held for the next pass, and the pass stops here.
+    /// `row`, whose settling failed with `error`, given back at once (see [`after_give_back`]).
+    /// When the server refuses that too, the claim is held for the next pass, and the pass
+    /// stops here.
     async fn give_back(
         &self,
-        hand: &Hand,
+        claim: &OpenClaim,
         row: &OutboxRow,
         error: mongostate::Error,
         failure: &mut Option<OutboxError>,
     ) -> Result<(), OutboxError> {
-        let first = failure.take().unwrap_or_else(|| to_outbox(STEP, error));
         let store = self.store.store();
-        let released =
-            outbox_claim::release(store, &hand.tenant, &hand.token, Some(&row.id), Utc::now())
-                .await;
-        match released {
-            Ok(_) => {
-                *failure = Some(first);
-                Ok(())
-            }
-            Err(_) => {
-                // The same outage as `first`, which the pass reports: not logged twice.
-                self.held.hold([hand.clone()]);
-                Err(first)
-            }
-        }
+        let released = outbox_claim::release(
+            store,
+            &claim.tenant,
+            &claim.token,
+            Some(&row.id),
+            Utc::now(),
+        )
+        .await;
+        let error = to_outbox(STEP, error);
+        after_give_back(&self.store, released, [claim.clone()], error, failure)
     }
 
     /// Every row the claim still holds, given back; held for the next pass when it cannot be.
-    async fn give_back_all(&self, hand: &Hand) {
+    async fn give_back_all(&self, claim: &OpenClaim) {
         let store = self.store.store();
         let released =
-            outbox_claim::release(store, &hand.tenant, &hand.token, None, Utc::now()).await;
+            outbox_claim::release(store, &claim.tenant, &claim.token, None, Utc::now()).await;
         if released.is_err() {
-            self.held.hold([hand.clone()]);
+            self.store.held_claims().hold([claim.clone()]);
         }
     }
 }

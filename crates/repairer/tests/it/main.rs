@@ -3,6 +3,7 @@ mod end_to_end;
 mod manager;
 mod manager_cut;
 mod manager_mirror;
+mod manager_rows;
 mod metrics;
 mod partial;
 mod support;

@@ -8,18 +8,16 @@ use std::time::Duration;
 
 use chrono::Utc;
 use contract::event::{CloudEventAttributes, Operation, OutboundEvent};
-use contract::Redacted;
 use mongodb::bson::{doc, DateTime, Document};
 use mongostate::{ManagerConfig, ManagerStore, Store};
-use outbox::{Claim, ClaimRequest, PendingEvent, Recorded, Sink, TerminalOutcome, TerminalRecord};
 use publisher::Publisher;
 use repairer::{ManagerRelay, ManagerRepairer, ManagerRepairerConfig};
-use serde_json::Map;
-use testkit::manager::{Manager, NewJob, MARKER_KEYS};
+use testkit::manager::{Manager, MARKER_KEYS};
 use testkit::mongo::MongoDb;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
+use crate::manager_rows::{claim, job, lib_streaming_row, record_failure, OWNER, PUBLISHER};
 use crate::support::{self, Broker, SOURCE};
 
 const WITHIN: Duration = Duration::from_secs(20);
@@ -89,57 +87,6 @@ impl World {
         self.broker.close().await;
         self.db.drop().await;
     }
-}
-
-fn job() -> NewJob {
-    NewJob {
-        mapped_fields: doc! {"orders": {"public.orders": ["id"]}},
-        filters: doc! {},
-        metadata: doc! {"source": "tests"},
-    }
-}
-
-/// A row exactly as lib-streaming v1.6.2's `Create` writes one for a Go Worker's `job.failed`
-/// (UPSTREAM-MANAGER §4.2 fields and BSON types, §4.3 envelope in Go's member order).
-pub(crate) fn lib_streaming_row(
-    job_id: Uuid,
-    exchange: &str,
-    body: &str,
-    timestamp: &str,
-) -> (String, Document) {
-    let id = Uuid::now_v7().to_string();
-    let payload = format!(
-        concat!(
-            r#"{{"version":1,"route_key":"job.failed.rabbitmq","definition_key":"job.failed","#,
-            r#""target":"fetcher-job-events-rabbitmq","transport":"rabbitmq","#,
-            r#""destination":{{"kind":"rabbitmq","name":"{exchange}","address":"job.failed"}},"#,
-            r#""aggregate_id":"ad9466d1-c6f9-5be3-98e4-bfc3b1341269","requirement":"required","#,
-            r#""policy":{{"enabled":true,"direct":"skip","outbox":"always","dlq":"on_routable_failure"}},"#,
-            r#""event":{{"TenantID":"single-tenant","ResourceType":"job","EventType":"failed","#,
-            r#""EventID":"fetcher.job.failed.{job}","SchemaVersion":"1.0.0","#,
-            r#""Timestamp":"{timestamp}","Source":"{source}","#,
-            r#""Subject":"{job}","DataContentType":"application/json","DataSchema":"","#,
-            r#""SystemEvent":false,"Payload":{body}}}}}"#,
-        ),
-        exchange = exchange,
-        job = job_id,
-        body = body,
-        timestamp = timestamp,
-        source = SOURCE,
-    );
-    let now = DateTime::now();
-    let row = doc! {
-        "id": &id,
-        "event_type": "lerian.streaming.publish",
-        "aggregate_id": "ad9466d1-c6f9-5be3-98e4-bfc3b1341269",
-        "payload": payload,
-        "status": "PENDING",
-        "attempts": 0_i32,
-        "created_at": now,
-        "updated_at": now,
-        "tenant_id": "single-tenant",
-    };
-    (id, row)
 }
 
 #[tokio::test]
@@ -234,60 +181,7 @@ async fn a_crashed_go_workers_marker_is_re_emitted_with_its_ce_id() {
 async fn a_recorded_end_is_published_by_its_publisher_as_the_postgresql_mode_publishes_it() {
     let world = World::new().await;
     let id = world.manager.create_job(&job()).await.unwrap();
-    let metadata = Map::new();
-    let claim = world
-        .store
-        .claim(&ClaimRequest {
-            job_id: id,
-            tenant: None,
-            request_id: Some("req-7"),
-            metadata: &metadata,
-            spec: None,
-            message_sha256: None,
-            timeout_seconds: None,
-            owner: "owner-a",
-            lease: Duration::from_secs(60),
-            traceparent: None,
-        })
-        .await
-        .unwrap();
-    assert!(matches!(claim, Claim::Acquired { .. }), "{claim:?}");
-    let error = Redacted::new("the datasource refused the query");
-    let attributes = CloudEventAttributes::new(
-        contract::event::TerminalStatus::Failed,
-        id,
-        SOURCE,
-        None,
-        Utc::now(),
-    );
-    let event = OutboundEvent::new(
-        id,
-        &metadata,
-        &contract::event::Outcome::Failed { error: &error },
-        attributes,
-        Some("req-7".to_owned()),
-    )
-    .unwrap();
-    let recorded = world
-        .store
-        .record_terminal(&TerminalRecord {
-            job_id: id,
-            owner: Some("owner-a"),
-            tenant: None,
-            outcome: TerminalOutcome::Failed { error },
-            event: &event,
-            publisher: "publisher-a",
-            lease: Duration::from_secs(60),
-            leaves_object: false,
-            metadata: &metadata,
-            executions: &[],
-            close: None,
-        })
-        .await
-        .unwrap();
-    let Recorded::Inserted { outbox_id, .. } = recorded else {
-        panic!("{recorded:?}")
-    };
+    let recorded = record_failure(&world.store, id, Some("req-7")).await;
     // Held by its publisher: a relay's pass (this one or a Go one) leaves it alone.
     let pass = world
         .repairer()
@@ -297,24 +191,13 @@ async fn a_recorded_end_is_published_by_its_publisher_as_the_postgresql_mode_pub
     assert_eq!(pass.claimed, 0, "{pass:?}");
 
     let relay = ManagerRelay::new(world.store.clone(), world.publisher.clone());
-    let pending = PendingEvent {
-        id: outbox_id,
-        job_id: id,
-        sink: Sink::Amqp,
-        topic: None,
-        event: event.clone(),
-        attempts: 1,
-        created_at: Utc::now(),
-    };
-    let report = relay.deliver("publisher-a", &[pending]).await.unwrap();
+    let report = relay.deliver(PUBLISHER, &[recorded.pending]).await.unwrap();
 
     assert_eq!(report.published, 1, "{report:?}");
     let deliveries = world.broker.receive(&world.queue, 1, WITHIN).await;
-    support::assert_delivered_as_recorded(&deliveries[0], &event, &world.exchange);
-    let outbox::RowId::Uuid(row_id) = outbox_id else {
-        panic!("a Manager row")
-    };
-    let stored = world.row(&row_id.to_string()).await;
+    let event = &recorded.event;
+    support::assert_delivered_as_recorded(&deliveries[0], event, &world.exchange);
+    let stored = world.row(&recorded.row_id.to_string()).await;
     assert_eq!(stored.get_str("status"), Ok("PUBLISHED"));
     let found = world
         .store
@@ -365,23 +248,7 @@ async fn an_executions_event_goes_through_this_workers_own_outbox_and_a_lost_one
         .bound_queue(&world.exchange, "job.execution.*")
         .await;
     let id = world.manager.create_job(&job()).await.unwrap();
-    let metadata = Map::new();
-    world
-        .store
-        .claim(&ClaimRequest {
-            job_id: id,
-            tenant: None,
-            request_id: None,
-            metadata: &metadata,
-            spec: None,
-            message_sha256: None,
-            timeout_seconds: None,
-            owner: "owner-a",
-            lease: Duration::from_secs(60),
-            traceparent: None,
-        })
-        .await
-        .unwrap();
+    claim(&world.store, id, None).await;
     let report = |datasource: &str| ExecutionReport {
         datasource: datasource.to_owned(),
         status: ExecutionStatus::Succeeded,
@@ -405,7 +272,7 @@ async fn an_executions_event_goes_through_this_workers_own_outbox_and_a_lost_one
         .store
         .record_executions(
             id,
-            "owner-a",
+            OWNER,
             &[report("orders")],
             &events("pub-a", Duration::from_secs(60)),
         )
@@ -419,7 +286,7 @@ async fn an_executions_event_goes_through_this_workers_own_outbox_and_a_lost_one
         .store
         .record_executions(
             id,
-            "owner-a",
+            OWNER,
             &[report("users")],
             &events("pub-dead", Duration::ZERO),
         )
@@ -483,62 +350,8 @@ async fn an_executions_event_goes_through_this_workers_own_outbox_and_a_lost_one
 async fn a_recorded_end_whose_publisher_failed_is_republished_with_its_request_id() {
     let world = World::new().await;
     let id = world.manager.create_job(&job()).await.unwrap();
-    let metadata = Map::new();
-    world
-        .store
-        .claim(&ClaimRequest {
-            job_id: id,
-            tenant: None,
-            request_id: Some("req-9"),
-            metadata: &metadata,
-            spec: None,
-            message_sha256: None,
-            timeout_seconds: None,
-            owner: "owner-a",
-            lease: Duration::from_secs(60),
-            traceparent: None,
-        })
-        .await
-        .unwrap();
-    let error = Redacted::new("boom");
-    let attributes = CloudEventAttributes::new(
-        contract::event::TerminalStatus::Failed,
-        id,
-        SOURCE,
-        None,
-        Utc::now(),
-    );
-    let event = OutboundEvent::new(
-        id,
-        &metadata,
-        &contract::event::Outcome::Failed { error: &error },
-        attributes,
-        Some("req-9".to_owned()),
-    )
-    .unwrap();
-    let recorded = world
-        .store
-        .record_terminal(&TerminalRecord {
-            job_id: id,
-            owner: Some("owner-a"),
-            tenant: None,
-            outcome: TerminalOutcome::Failed { error },
-            event: &event,
-            publisher: "publisher-a",
-            lease: Duration::from_secs(60),
-            leaves_object: false,
-            metadata: &metadata,
-            executions: &[],
-            close: None,
-        })
-        .await
-        .unwrap();
-    let Recorded::Inserted { outbox_id, .. } = recorded else {
-        panic!("{recorded:?}")
-    };
-    let outbox::RowId::Uuid(row_id) = outbox_id else {
-        panic!("a Manager row")
-    };
+    let recorded = record_failure(&world.store, id, Some("req-9")).await;
+    let row_id = recorded.row_id;
     // Its publisher gave it back (a failed publish): FAILED, due once lib-commons' retry window
     // passed, which the test skips by dating the row back.
     world
@@ -564,6 +377,6 @@ async fn a_recorded_end_whose_publisher_failed_is_republished_with_its_request_i
 
     assert_eq!(pass.relayed.published, 1, "{pass:?}");
     let deliveries = world.broker.receive(&world.queue, 1, WITHIN).await;
-    support::assert_delivered_as_recorded(&deliveries[0], &event, &world.exchange);
+    support::assert_delivered_as_recorded(&deliveries[0], &recorded.event, &world.exchange);
     world.finish().await;
 }

@@ -1,6 +1,8 @@
-//! The Manager mode's repairer when MongoDB goes away after its claim (testkit's fault proxy in
-//! front of the MongoDB test server): the rows it claimed are given back `PENDING`, never left
-//! `PROCESSING` for the takeover, and a row another relay took over meanwhile is left to it.
+//! The Manager mode's repairer when MongoDB goes away after its claim, and its relay when
+//! MongoDB fails right after a publish (testkit's fault proxy in front of the MongoDB test
+//! server): the rows they hold are given back `PENDING`, at once or by the repairer's next pass,
+//! never left `PROCESSING` for the takeover, and a row another relay took over meanwhile is
+//! left to it.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,13 +15,14 @@ use mongostate::outbox::SINGLE_TENANT;
 use mongostate::outbox_claim::{self, Candidates, ClaimWindows};
 use mongostate::{ManagerConfig, ManagerStore, Store};
 use publisher::Publisher;
-use repairer::{ManagerRepairer, ManagerRepairerConfig};
+use repairer::{ManagerRelay, ManagerRepairer, ManagerRepairerConfig};
+use testkit::manager::Manager;
 use testkit::mongo::MongoDb;
 use testkit::proxy::{FaultProxy, Trap};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-use crate::manager::lib_streaming_row;
+use crate::manager_rows::{job, lib_streaming_row, record_failure, RecordedEnd, PUBLISHER};
 use crate::support::{self, Broker, SOURCE};
 
 const WITHIN: Duration = Duration::from_secs(20);
@@ -31,6 +34,9 @@ struct Cut {
     /// The repairer's client, through the proxy.
     client: Client,
     repairer: ManagerRepairer,
+    /// The publisher's relay right after a commit, on the repairer's store.
+    relay: ManagerRelay,
+    config: ManagerConfig,
     broker: Broker,
     exchange: String,
     queue: String,
@@ -38,7 +44,12 @@ struct Cut {
 }
 
 impl Cut {
+    /// While the proxy refuses, a call fails within a second, not the driver's 30.
     async fn new() -> Cut {
+        Cut::with_selection_timeout(Duration::from_secs(1)).await
+    }
+
+    async fn with_selection_timeout(selection: Duration) -> Cut {
         let db = MongoDb::create().await;
         let proxy = FaultProxy::start(db.addr().await).await;
         // The replica set names the server's own address: the driver must keep to the proxy's.
@@ -47,8 +58,7 @@ impl Cut {
             proxy.port()
         );
         let mut options = ClientOptions::parse(url).await.expect("the proxy's URL");
-        // While the proxy is down a call fails within a second, not the driver's 30.
-        options.server_selection_timeout = Some(Duration::from_secs(1));
+        options.server_selection_timeout = Some(selection);
         let client = Client::with_options(options).expect("MongoDB client");
         let broker = Broker::connect().await;
         let exchange = support::unique("exchange");
@@ -60,7 +70,8 @@ impl Cut {
             exchange: exchange.clone(),
             source: SOURCE.to_owned(),
         };
-        let store = ManagerStore::new(Store::new(client.clone(), &db.name), config);
+        let store = ManagerStore::new(Store::new(client.clone(), &db.name), config.clone());
+        let relay = ManagerRelay::new(store.clone(), publisher.clone());
         let repairer = ManagerRepairer::new(
             store,
             publisher.clone(),
@@ -71,6 +82,8 @@ impl Cut {
             proxy,
             client,
             repairer,
+            relay,
+            config,
             broker,
             exchange,
             queue,
@@ -81,6 +94,19 @@ impl Cut {
     /// A store on the server itself, as another relay sees it.
     fn direct(&self) -> Store {
         Store::new(self.db.client.clone(), &self.db.name)
+    }
+
+    /// A job the Manager created, claimed and ended `failed` by a Worker whose MongoDB is the
+    /// server itself: its row waits for its publisher, [`PUBLISHER`].
+    async fn recorded_end(&self) -> RecordedEnd {
+        let manager = Manager::new(self.db.db());
+        manager.ensure_indexes().await;
+        let id = manager
+            .create_job(&job())
+            .await
+            .expect("the Manager creates the job");
+        let worker = ManagerStore::new(self.direct(), self.config.clone());
+        record_failure(&worker, id, None).await
     }
 
     /// `count` rows as lib-streaming writes them; their ids and `ce-id`s, oldest first.
@@ -204,5 +230,60 @@ async fn a_pass_that_cannot_read_the_request_ids_publishes_nothing_and_gives_eve
     for (id, _) in &rows {
         assert_eq!(world.row(id).await.get_str("status"), Ok("PENDING"));
     }
+    world.finish().await;
+}
+
+#[tokio::test]
+async fn a_publish_whose_mark_and_its_retry_are_cut_gives_its_row_back_pending_at_once() {
+    // MongoDB stays there: only the mark is cut, and its retry (the driver retries a write once).
+    let world = Cut::with_selection_timeout(Duration::from_secs(10)).await;
+    let recorded = world.recorded_end().await;
+    world.proxy.set_trap(Trap::before(b"PUBLISHED").times(2));
+
+    let sent = world.relay.deliver(PUBLISHER, &[recorded.pending]).await;
+
+    assert!(sent.is_err(), "{sent:?}");
+    assert_eq!(world.proxy.trap_fired(), 2, "the mark and its retry");
+    world.broker.receive(&world.queue, 1, WITHIN).await;
+    let row = world.row(&recorded.row_id.to_string()).await;
+    assert_eq!(row.get_str("status"), Ok("PENDING"), "{row}");
+    assert!(!row.contains_key("claim_token"), "{row}");
+    assert_eq!(world.repairer.give_back_held().await.expect("held"), 0);
+    // Any relay takes it at once: published again (at least once), then marked.
+    let pass = world.repairer.repair_once(&CancellationToken::new()).await;
+    assert_eq!(pass.expect("the next pass").relayed.published, 1);
+    let again = world.broker.receive(&world.queue, 1, WITHIN).await;
+    assert_eq!(support::ce_id(&again[0]), recorded.event.ce_id());
+    let row = world.row(&recorded.row_id.to_string()).await;
+    assert_eq!(row.get_str("status"), Ok("PUBLISHED"), "{row}");
+    world.finish().await;
+}
+
+#[tokio::test]
+async fn a_publish_whose_mongodb_goes_away_before_its_mark_leaves_its_row_to_the_next_pass() {
+    let world = Cut::new().await;
+    let recorded = world.recorded_end().await;
+    world
+        .proxy
+        .set_trap(Trap::before(b"PUBLISHED").and_go_down());
+
+    let sent = world.relay.deliver(PUBLISHER, &[recorded.pending]).await;
+
+    assert!(sent.is_err(), "{sent:?}");
+    assert_eq!(world.proxy.trap_fired(), 1);
+    world.broker.receive(&world.queue, 1, WITHIN).await;
+    let id = recorded.row_id.to_string();
+    let row = world.row(&id).await;
+    assert_eq!(row.get_str("claim_token"), Ok(PUBLISHER), "{row}");
+    world.come_back().await;
+
+    // The repairer's next pass gives back what the publisher held, then publishes it again.
+    let pass = world.repairer.repair_once(&CancellationToken::new()).await;
+
+    assert_eq!(pass.expect("the next pass").relayed.published, 1);
+    let again = world.broker.receive(&world.queue, 1, WITHIN).await;
+    assert_eq!(support::ce_id(&again[0]), recorded.event.ce_id());
+    let row = world.row(&id).await;
+    assert_eq!(row.get_str("status"), Ok("PUBLISHED"), "{row}");
     world.finish().await;
 }

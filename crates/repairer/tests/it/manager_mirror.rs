@@ -6,20 +6,16 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use chrono::Utc;
-use contract::event::{CloudEventAttributes, OutboundEvent};
-use contract::Redacted;
 use mongodb::bson::doc;
 use mongostate::{ManagerConfig, ManagerStore, Store};
-use outbox::{Claim, ClaimRequest, Recorded, TerminalOutcome, TerminalRecord};
 use publisher::mqtt::{MqttConfig, MqttPublisher, MqttUrl};
 use repairer::{ManagerMirror, ManagerMirrorConfig};
-use serde_json::Map;
-use testkit::manager::{Manager, NewJob};
+use testkit::manager::Manager;
 use testkit::mongo::MongoDb;
 use testkit::mqtt::{mqtt_url, unique_prefix, PrivateBroker, Subscriber};
 use tokio_util::sync::CancellationToken;
 
+use crate::manager_rows::{job, record_failure};
 use crate::support::SOURCE;
 
 const WITHIN: Duration = Duration::from_secs(20);
@@ -40,66 +36,10 @@ async fn recorded_end(prefix: &str) -> (MongoDb, ManagerStore, uuid::Uuid) {
     .mirrored(prefix);
     store.ensure_indexes().await.expect("indexes");
     let id = manager
-        .create_job(&NewJob {
-            mapped_fields: doc! {"orders": {"public.orders": ["id"]}},
-            filters: doc! {},
-            metadata: doc! {"source": "tests"},
-        })
+        .create_job(&job())
         .await
         .expect("the Manager creates the job");
-    let metadata = Map::new();
-    let claim = store
-        .claim(&ClaimRequest {
-            job_id: id,
-            tenant: None,
-            request_id: Some("req-1"),
-            metadata: &metadata,
-            spec: None,
-            message_sha256: None,
-            timeout_seconds: None,
-            owner: "owner-a",
-            lease: Duration::from_secs(60),
-            traceparent: None,
-        })
-        .await
-        .expect("claim");
-    assert!(matches!(claim, Claim::Acquired { .. }), "{claim:?}");
-    let error = Redacted::new("the datasource refused the query");
-    let attributes = CloudEventAttributes::new(
-        contract::event::TerminalStatus::Failed,
-        id,
-        SOURCE,
-        None,
-        Utc::now(),
-    );
-    let event = OutboundEvent::new(
-        id,
-        &metadata,
-        &contract::event::Outcome::Failed { error: &error },
-        attributes,
-        Some("req-1".to_owned()),
-    )
-    .expect("event");
-    let recorded = store
-        .record_terminal(&TerminalRecord {
-            job_id: id,
-            owner: Some("owner-a"),
-            tenant: None,
-            outcome: TerminalOutcome::Failed { error },
-            event: &event,
-            publisher: "publisher-a",
-            lease: Duration::from_secs(60),
-            leaves_object: false,
-            metadata: &metadata,
-            executions: &[],
-            close: None,
-        })
-        .await
-        .expect("record");
-    assert!(
-        matches!(recorded, Recorded::Inserted { .. }),
-        "{recorded:?}"
-    );
+    record_failure(&store, id, Some("req-1")).await;
     (db, store, id)
 }
 
