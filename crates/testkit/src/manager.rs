@@ -416,3 +416,49 @@ impl Manager {
         assert_eq!(done.matched_count, 1, "no job {id} to end");
     }
 }
+
+/// A row exactly as lib-streaming v1.6.2's `Create` writes one for a Go Worker's `job.failed`
+/// (UPSTREAM-MANAGER §4.2 fields and BSON types, §4.3 envelope, compact, in Go's member order):
+/// `body` published to `exchange`, its event emitted at `timestamp` by `source`. Its `id`, and
+/// the row, `PENDING`.
+pub fn lib_streaming_row(
+    job_id: Uuid,
+    body: &str,
+    exchange: &str,
+    timestamp: &str,
+    source: &str,
+) -> (String, Document) {
+    let id = Uuid::now_v7().to_string();
+    let payload = format!(
+        concat!(
+            r#"{{"version":1,"route_key":"job.failed.rabbitmq","definition_key":"job.failed","#,
+            r#""target":"fetcher-job-events-rabbitmq","transport":"rabbitmq","#,
+            r#""destination":{{"kind":"rabbitmq","name":"{exchange}","address":"job.failed"}},"#,
+            r#""aggregate_id":"ad9466d1-c6f9-5be3-98e4-bfc3b1341269","requirement":"required","#,
+            r#""policy":{{"enabled":true,"direct":"skip","outbox":"always","dlq":"on_routable_failure"}},"#,
+            r#""event":{{"TenantID":"single-tenant","ResourceType":"job","EventType":"failed","#,
+            r#""EventID":"fetcher.job.failed.{job}","SchemaVersion":"1.0.0","#,
+            r#""Timestamp":"{timestamp}","Source":"{source}","#,
+            r#""Subject":"{job}","DataContentType":"application/json","DataSchema":"","#,
+            r#""SystemEvent":false,"Payload":{body}}}}}"#,
+        ),
+        exchange = exchange,
+        job = job_id,
+        body = body,
+        timestamp = timestamp,
+        source = source,
+    );
+    let now = DateTime::now();
+    let row = doc! {
+        "id": &id,
+        "event_type": "lerian.streaming.publish",
+        "aggregate_id": "ad9466d1-c6f9-5be3-98e4-bfc3b1341269",
+        "payload": payload,
+        "status": "PENDING",
+        "attempts": 0_i32,
+        "created_at": now,
+        "updated_at": now,
+        "tenant_id": "single-tenant",
+    };
+    (id, row)
+}

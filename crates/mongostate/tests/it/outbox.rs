@@ -9,6 +9,7 @@ use mongodb::bson::{doc, oid::ObjectId, spec::ElementType, Bson, DateTime, Docum
 use mongostate::outbox::{self, Emit, OutboxRow, RowStatus, SINGLE_TENANT};
 use mongostate::outbox_claim::{self, Candidates, ClaimWindows};
 use mongostate::Store;
+use testkit::manager;
 use testkit::mongo::MongoDb;
 use uuid::Uuid;
 
@@ -48,39 +49,10 @@ fn emit(job_id: Uuid) -> Emit<'static> {
     }
 }
 
-/// A row exactly as lib-streaming v1.6.2's `Create` writes one for a Go Worker's `job.failed`
-/// (§4.2 fields and BSON types; §4.3 envelope, compact, in Go's member order).
+/// A row exactly as lib-streaming v1.6.2's `Create` writes one for a Go Worker's `job.failed`.
 fn lib_streaming_row(job_id: Uuid, body: &str) -> (String, Document) {
-    let id = Uuid::now_v7().to_string();
-    let payload = format!(
-        concat!(
-            r#"{{"version":1,"route_key":"job.failed.rabbitmq","definition_key":"job.failed","#,
-            r#""target":"fetcher-job-events-rabbitmq","transport":"rabbitmq","#,
-            r#""destination":{{"kind":"rabbitmq","name":"fetcher.job.events","address":"job.failed"}},"#,
-            r#""aggregate_id":"ad9466d1-c6f9-5be3-98e4-bfc3b1341269","requirement":"required","#,
-            r#""policy":{{"enabled":true,"direct":"skip","outbox":"always","dlq":"on_routable_failure"}},"#,
-            r#""event":{{"TenantID":"single-tenant","ResourceType":"job","EventType":"failed","#,
-            r#""EventID":"fetcher.job.failed.{job}","SchemaVersion":"1.0.0","#,
-            r#""Timestamp":"2026-12-05T08:00:00.123456789Z","Source":"//lerian/fetcher","#,
-            r#""Subject":"{job}","DataContentType":"application/json","DataSchema":"","#,
-            r#""SystemEvent":false,"Payload":{body}}}}}"#,
-        ),
-        job = job_id,
-        body = body,
-    );
-    let now = DateTime::now();
-    let row = doc! {
-        "id": &id,
-        "event_type": "lerian.streaming.publish",
-        "aggregate_id": "ad9466d1-c6f9-5be3-98e4-bfc3b1341269",
-        "payload": payload,
-        "status": "PENDING",
-        "attempts": 0_i32,
-        "created_at": now,
-        "updated_at": now,
-        "tenant_id": "single-tenant",
-    };
-    (id, row)
+    let at = "2026-12-05T08:00:00.123456789Z";
+    manager::lib_streaming_row(job_id, body, "fetcher.job.events", at, "//lerian/fetcher")
 }
 
 #[tokio::test]

@@ -12,12 +12,12 @@ use mongodb::bson::{doc, DateTime, Document};
 use mongostate::{ManagerConfig, ManagerStore, Store};
 use publisher::Publisher;
 use repairer::{ManagerRelay, ManagerRepairer, ManagerRepairerConfig};
-use testkit::manager::{Manager, MARKER_KEYS};
+use testkit::manager::{lib_streaming_row, Manager, MARKER_KEYS};
 use testkit::mongo::MongoDb;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-use crate::manager_rows::{claim, job, lib_streaming_row, record_failure, OWNER, PUBLISHER};
+use crate::manager_rows::{claim, job, record_failure, OWNER, PUBLISHER};
 use crate::support::{self, Broker, SOURCE};
 
 const WITHIN: Duration = Duration::from_secs(20);
@@ -97,7 +97,7 @@ async fn a_row_written_as_lib_streaming_writes_it_is_relayed_and_marked_publishe
         r#"{{"jobId":"{job_id}","status":"failed","metadata":{{"error":{{"message":"boom"}}}}}}"#
     );
     let timestamp = "2026-12-05T08:00:00.123456789Z";
-    let (id, row) = lib_streaming_row(job_id, &world.exchange, &body, timestamp);
+    let (id, row) = lib_streaming_row(job_id, &body, &world.exchange, timestamp, SOURCE);
     world
         .store
         .store()

@@ -16,13 +16,13 @@ use mongostate::outbox_claim::{self, Candidates, ClaimWindows};
 use mongostate::{ManagerConfig, ManagerStore, Store};
 use publisher::Publisher;
 use repairer::{ManagerRelay, ManagerRepairer, ManagerRepairerConfig};
-use testkit::manager::Manager;
+use testkit::manager::{lib_streaming_row, Manager};
 use testkit::mongo::MongoDb;
 use testkit::proxy::{FaultProxy, Trap};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-use crate::manager_rows::{job, lib_streaming_row, record_failure, RecordedEnd, PUBLISHER};
+use crate::manager_rows::{job, record_failure, RecordedEnd, PUBLISHER};
 use crate::support::{self, Broker, SOURCE};
 
 const WITHIN: Duration = Duration::from_secs(20);
@@ -116,7 +116,7 @@ impl Cut {
             let job = Uuid::now_v7();
             let body = format!(r#"{{"jobId":"{job}","status":"failed"}}"#);
             let at = "2026-12-06T04:00:00Z";
-            let (id, row) = lib_streaming_row(job, &self.exchange, &body, at);
+            let (id, row) = lib_streaming_row(job, &body, &self.exchange, at, SOURCE);
             let outbox = self.direct().outbox_rows();
             outbox.insert_one(row).await.expect("insert a row");
             rows.push((id, format!("fetcher.job.failed.{job}")));

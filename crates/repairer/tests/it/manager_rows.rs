@@ -1,12 +1,13 @@
 //! The Manager mode's outbox rows for the tests: a Manager job claimed and ended by this Worker
-//! (its row written already claimed by its publisher), and a row as lib-streaming writes one.
+//! (its row written already claimed by its publisher); a row as lib-streaming writes one is
+//! `testkit::manager::lib_streaming_row`.
 
 use std::time::Duration;
 
 use chrono::Utc;
 use contract::event::{CloudEventAttributes, OutboundEvent, Outcome, TerminalStatus};
 use contract::Redacted;
-use mongodb::bson::{doc, DateTime, Document};
+use mongodb::bson::doc;
 use mongostate::ManagerStore;
 use outbox::{
     Claim, ClaimRequest, PendingEvent, Recorded, RowId, Sink, TerminalOutcome, TerminalRecord,
@@ -117,47 +118,4 @@ pub(crate) async fn record_failure(
         pending,
         row_id,
     }
-}
-
-/// A row exactly as lib-streaming v1.6.2's `Create` writes one for a Go Worker's `job.failed`
-/// (UPSTREAM-MANAGER §4.2 fields and BSON types, §4.3 envelope in Go's member order).
-pub(crate) fn lib_streaming_row(
-    job_id: Uuid,
-    exchange: &str,
-    body: &str,
-    timestamp: &str,
-) -> (String, Document) {
-    let id = Uuid::now_v7().to_string();
-    let payload = format!(
-        concat!(
-            r#"{{"version":1,"route_key":"job.failed.rabbitmq","definition_key":"job.failed","#,
-            r#""target":"fetcher-job-events-rabbitmq","transport":"rabbitmq","#,
-            r#""destination":{{"kind":"rabbitmq","name":"{exchange}","address":"job.failed"}},"#,
-            r#""aggregate_id":"ad9466d1-c6f9-5be3-98e4-bfc3b1341269","requirement":"required","#,
-            r#""policy":{{"enabled":true,"direct":"skip","outbox":"always","dlq":"on_routable_failure"}},"#,
-            r#""event":{{"TenantID":"single-tenant","ResourceType":"job","EventType":"failed","#,
-            r#""EventID":"fetcher.job.failed.{job}","SchemaVersion":"1.0.0","#,
-            r#""Timestamp":"{timestamp}","Source":"{source}","#,
-            r#""Subject":"{job}","DataContentType":"application/json","DataSchema":"","#,
-            r#""SystemEvent":false,"Payload":{body}}}}}"#,
-        ),
-        exchange = exchange,
-        job = job_id,
-        body = body,
-        timestamp = timestamp,
-        source = SOURCE,
-    );
-    let now = DateTime::now();
-    let row = doc! {
-        "id": &id,
-        "event_type": "lerian.streaming.publish",
-        "aggregate_id": "ad9466d1-c6f9-5be3-98e4-bfc3b1341269",
-        "payload": payload,
-        "status": "PENDING",
-        "attempts": 0_i32,
-        "created_at": now,
-        "updated_at": now,
-        "tenant_id": "single-tenant",
-    };
-    (id, row)
 }
