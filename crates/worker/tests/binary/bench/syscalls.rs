@@ -91,12 +91,13 @@ async fn count(world: &World, binary: &str, jobs: usize) -> Vec<(String, u64)> {
         .status()
         .expect("kill");
     assert!(status.success());
-    let exit = strace.wait().expect("strace's exit");
-    assert!(exit.success(), "strace: {exit}");
+    // It detaches, writes its summary and ends by the signal it was sent.
+    strace.wait().expect("strace's exit");
     drop(worker);
     let summary = std::fs::read_to_string(&out).expect("strace's summary");
     let _ = std::fs::remove_file(&out);
     let mut counts = parse(&summary);
+    assert!(!counts.is_empty(), "strace counted nothing:\n{summary}");
     counts.sort_by_key(|(_, calls)| std::cmp::Reverse(*calls));
     counts
 }
