@@ -14,8 +14,11 @@
 //! second) fails its statement with an error the job core treats as an unavailable state
 //! database, as it would treat the server going away mid-statement: the message is requeued
 //! and the job runs again (never failed for it); the pool drops the dead connection when it is
-//! given back (its test fails), so the retry gets a live one. A connection idle through a
-//! restart of more than a second is tested and replaced before any statement sees it.
+//! given back (its test fails), so the retry gets a live one. The pool's other users meet such
+//! a connection the same way: the repair pass, the sweeper and retention try again on their
+//! next tick, and a control API request answers 503 `state_database_unavailable` ("try
+//! again"). A connection idle through a restart of more than a second is tested and replaced
+//! before any statement sees it.
 
 use std::time::Duration;
 
