@@ -1,10 +1,12 @@
 //! What the pings left out cost when a pooled connection dies: never a job.
 //!
-//! The state database's pool tests a connection when it is taken only after a second idle
-//! ([`worker::state_pool`]); the sources' pools test it each time. Both are shown here the way
-//! a server restart leaves them, every pooled connection killed by the server
-//! (`pg_terminate_backend`: the same `57P01` and closed socket a fast shutdown sends), without
-//! restarting the machine's server under the other tests.
+//! The state database's pool and the sources' pools test a connection when it is taken only
+//! after a second idle ([`worker::state_pool`]). Both are shown here the way a server restart
+//! leaves them, every pooled connection killed by the server (`pg_terminate_backend`: the same
+//! `57P01` and closed socket a fast shutdown sends), without restarting the machine's server
+//! under the other tests. A dead state connection costs a requeue; a dead source connection
+//! costs nothing seen: the engine reads the datasource again on another connection at once,
+//! with `JOB_RETRY_ATTEMPTS` at its default 0.
 
 use std::time::{Duration, Instant};
 
