@@ -8,8 +8,8 @@
 # jsonschema: `check-jsonschema` (vendors the compose specification's schema) and
 # kubernetes: `kubernetes-validate` (the core objects' schemas), both from PyPI into the test
 #             virtual environment (docs/TEST-SERVERS.md).
-# valgrind:   Debian's `valgrind` (callgrind and callgrind_control), for `make bench`'s
-#             instruction counts only.
+# valgrind:   Debian's `valgrind` (callgrind and callgrind_control) and `strace`, for
+#             `make bench`'s instruction and system call counts only.
 # A tool that cannot be installed fails the script loudly: the checks never pass without it.
 set -euo pipefail
 
@@ -54,8 +54,9 @@ ensure_jsonschema() {
 }
 
 ensure_valgrind() {
-  command -v valgrind >/dev/null && command -v callgrind_control >/dev/null && return 0
-  apt_install valgrind
+  command -v valgrind >/dev/null && command -v callgrind_control >/dev/null \
+    && command -v strace >/dev/null && return 0
+  apt_install valgrind strace
 }
 
 ensure_kubernetes() {

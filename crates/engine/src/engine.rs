@@ -83,6 +83,10 @@ struct Failure {
     /// Whether some of its output already left it (into the document or a spool): then it
     /// cannot be retried without the document holding that output twice.
     emitted: bool,
+    /// Whether it failed at its first statement on a connection lent by a pool (which tests
+    /// only connections idle more than [`crate::pools::TEST_AFTER_IDLE`]): a transient failure
+    /// there is a dead pooled connection more often than a server in trouble.
+    first_pooled_statement: bool,
 }
 
 impl From<EngineError> for Failure {
@@ -91,6 +95,7 @@ impl From<EngineError> for Failure {
         Failure {
             error,
             emitted: false,
+            first_pooled_statement: false,
         }
     }
 }
@@ -326,14 +331,37 @@ impl Inner {
     /// The waits are inside the extraction's time limit (they count toward the job's timeout,
     /// which drops them at once), a forced stop drops them with the task, and a graceful stop
     /// ends a waiting datasource at once ([`EngineError::Canceled`]).
+    ///
+    /// Apart from those attempts, a read whose first statement failed transiently on a pooled
+    /// connection is taken again at once on another, up to once per connection the pool may
+    /// hold: the pool lends a connection used within the last second without testing it
+    /// ([`crate::pools::TEST_AFTER_IDLE`]), so after a server restart such a connection is
+    /// found dead there, as the pool's own test would have found it, and dropped.
     async fn retried_datasource(&self, job: &DatasourceJob) -> Result<Part> {
         let policy = self.config.retry;
         let mut attempt = 1;
+        let mut dead_connections = 0;
         loop {
-            let Failure { error, emitted } = match self.extract_datasource(job).await {
+            let Failure {
+                error,
+                emitted,
+                first_pooled_statement,
+            } = match self.extract_datasource(job).await {
                 Ok(part) => return Ok(part),
                 Err(failure) => failure,
             };
+            if first_pooled_statement
+                && error.is_transient()
+                && dead_connections < self.config.pool_max_connections
+            {
+                dead_connections += 1;
+                tracing::info!(
+                    datasource = %job.connection,
+                    error.message = %error,
+                    "A pooled connection to the datasource failed its first statement; reading it again on another."
+                );
+                continue;
+            }
             if !error.is_transient() || attempt > policy.attempts {
                 return Err(error);
             }
@@ -372,7 +400,7 @@ impl Inner {
                     .await
                     .map_err(|e| EngineError::connect(name, &e))?;
                 let session = Session::postgres(conn, pool);
-                self.extract_from::<postgres::Source>(session, job, &config)
+                self.extract_from::<postgres::Source>(session, job, &config, true)
                     .await
             }
             Pool::MongoDb(client) if plugin_crm::is_plugin_crm(name, config.kind) => {
@@ -381,17 +409,17 @@ impl Inner {
                     mongo::Session::new(client, self.config.timeout),
                     self.config.crm.clone(),
                 );
-                self.extract_from::<mongo::CrmSource>(session, &job, &config)
+                self.extract_from::<mongo::CrmSource>(session, &job, &config, false)
                     .await
             }
             Pool::MongoDb(client) => {
                 let session = mongo::Session::new(client, self.config.timeout);
-                self.extract_from::<mongo::Source>(session, job, &config)
+                self.extract_from::<mongo::Source>(session, job, &config, false)
                     .await
             }
             Pool::SqlServer(target) => {
                 let client = target.connect(name).await?;
-                self.extract_from::<sqlserver::Source>(client, job, &config)
+                self.extract_from::<sqlserver::Source>(client, job, &config, false)
                     .await
             }
             Pool::MySql(pool) => {
@@ -400,7 +428,7 @@ impl Inner {
                     .await
                     .map_err(|e| EngineError::connect(name, &e))?;
                 let session = Session::mysql(conn, pool);
-                self.extract_from::<mysql::Source>(session, job, &config)
+                self.extract_from::<mysql::Source>(session, job, &config, true)
                     .await
             }
         }
@@ -411,12 +439,13 @@ impl Inner {
     /// `information_schema` silently skips a view whose function writes when read in a read-only
     /// transaction, which would report a real view as missing instead of failing on its write).
     /// However it ends, the session ends too: only an abort (a drop mid-way) cancels on the
-    /// server.
+    /// server. `pooled`: the session's connection was lent by a pool.
     async fn extract_from<S: Datasource>(
         &self,
         mut session: S::Session,
         job: &DatasourceJob,
         config: &ConnectionConfig,
+        pooled: bool,
     ) -> Result<Part, Failure> {
         let name = job.connection.as_str();
         let database = config.database.as_str();
@@ -424,9 +453,12 @@ impl Inner {
         let mut out =
             ConnectionResult::new(name, job.first, job.budget.clone(), job.chunks.clone())?
                 .watched(Progress::new(job.observer.clone(), name));
+        let mut at_first_statement = false;
         let streamed = async {
             let tables = table_names(name, job, &naming, config.schemas.as_ref())?;
+            at_first_statement = true;
             let catalog = S::load_catalog(&mut session, name, database, &tables).await?;
+            at_first_statement = false;
             let plans = plan::plan_datasource(
                 name,
                 &job.tables,
@@ -444,10 +476,12 @@ impl Inner {
             Ok(()) => out.finish().await.map_err(|error| Failure {
                 error,
                 emitted: true,
+                first_pooled_statement: false,
             }),
             Err(error) => Err(Failure {
                 error,
                 emitted: !out.discard(),
+                first_pooled_statement: pooled && at_first_statement,
             }),
         }
     }

@@ -6,6 +6,7 @@ use std::sync::Mutex;
 
 use sqlx::mysql::{MySqlPool, MySqlPoolOptions};
 use sqlx::postgres::{PgPool, PgPoolOptions};
+use sqlx::Connection;
 
 use crate::cleartext::{self, Verdict};
 use crate::config::EngineConfig;
@@ -36,6 +37,14 @@ impl Pool {
         });
     }
 }
+
+/// How long a pooled connection may sit idle and still be lent without a round trip to test
+/// it first. sqlx tests a connection when it is given back (always) and, by default, again when
+/// it is taken; the second test is made only after this long idle, so a job under load costs
+/// its source one round trip fewer. A connection that died within that time (the server
+/// restarted) fails the read's first statement, and the read is taken again on another
+/// connection at once (`Inner::retried_datasource`), whatever `JOB_RETRY_ATTEMPTS` says.
+pub(crate) const TEST_AFTER_IDLE: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// One datasource's pool and the settings it was built from.
 #[derive(Debug)]
@@ -139,6 +148,15 @@ impl Pools {
                         .min_connections(0)
                         .idle_timeout(self.idle_timeout)
                         .acquire_timeout(self.connect_timeout)
+                        .test_before_acquire(false)
+                        .before_acquire(|conn, meta| {
+                            Box::pin(async move {
+                                if meta.idle_for > TEST_AFTER_IDLE {
+                                    conn.ping().await?;
+                                }
+                                Ok(true)
+                            })
+                        })
                         .connect_lazy_with(options),
                 )
             }
@@ -154,6 +172,15 @@ impl Pools {
                         .min_connections(0)
                         .idle_timeout(self.idle_timeout)
                         .acquire_timeout(self.connect_timeout)
+                        .test_before_acquire(false)
+                        .before_acquire(|conn, meta| {
+                            Box::pin(async move {
+                                if meta.idle_for > TEST_AFTER_IDLE {
+                                    conn.ping().await?;
+                                }
+                                Ok(true)
+                            })
+                        })
                         .connect_lazy_with(options),
                 )
             }

@@ -472,3 +472,52 @@ async fn a_lock_timeout_on_the_server_is_retried_until_the_lock_is_gone() {
     );
     db.drop().await;
 }
+
+/// The pool lends a connection used within the last second untested: one the server killed
+/// meanwhile (as a restart does) fails the read's first statement, and the read is taken again
+/// at once on another connection, without retries (`JOB_RETRY_ATTEMPTS` 0) and without telling
+/// the observer of a retry.
+#[tokio::test]
+async fn a_pooled_connection_killed_by_the_server_is_replaced_without_retries() {
+    let db = numbers_db().await;
+    let proxy = Flaky::start(&db, 0, 0, 0).await;
+    let engine = engine_through(&proxy, &db, retries(0));
+    let seen = Arc::new(Seen::default());
+    let read = || {
+        extract(
+            &engine,
+            "numbers",
+            &seen,
+            CancellationToken::new(),
+            Duration::from_secs(30),
+        )
+    };
+    assert_all_numbers(&read().await.expect("the first read"));
+    let killed: Vec<i32> = sqlx::query_scalar(
+        "SELECT pid FROM pg_stat_activity, pg_terminate_backend(pid)
+         WHERE datname = $1 AND pid <> pg_backend_pid()",
+    )
+    .bind(&db.name)
+    .fetch_all(&db.pool)
+    .await
+    .expect("terminate the pooled connection");
+    assert_eq!(killed.len(), 1, "the engine's pool held one connection");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let left: i64 =
+            sqlx::query_scalar("SELECT count(*) FROM pg_stat_activity WHERE pid = ANY($1)")
+                .bind(&killed)
+                .fetch_one(&db.pool)
+                .await
+                .expect("the killed connection");
+        if left == 0 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the killed connection stays");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_all_numbers(&read().await.expect("the read on a new connection"));
+    assert!(seen.retried.lock().unwrap().is_empty());
+    assert_eq!(proxy.connections(), 2, "one connection made again");
+    db.drop().await;
+}

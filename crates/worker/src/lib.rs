@@ -5,7 +5,8 @@
 //! - [`command`]: the command line (`run`, `--help`, `--version`, `config ...`);
 //!   [`build_info`]: the version, git revision and build date.
 //! - [`config`]: settings from the environment, every problem reported at once.
-//! - [`startup`]: [`startup::Application`]: wiring, the run, the drain.
+//! - [`startup`]: [`startup::Application`]: wiring, the run, the drain; [`state_pool`]: the
+//!   state database's pool, and when it tests a connection before lending it.
 //! - [`dependencies`]: waiting at start for PostgreSQL, RabbitMQ and S3 to answer; `probes`:
 //!   each one's probe, which tells a refusal (stop, say what to fix) from no answer (wait).
 //! - [`amqp`]: the work queue's topology, headers and consumer.
@@ -40,5 +41,6 @@ pub(crate) mod probes;
 pub mod retention;
 pub mod shutdown;
 pub mod startup;
+pub mod state_pool;
 pub mod telemetry;
 pub mod traces;

@@ -10,7 +10,7 @@ use anyhow::Context;
 use contract::envelope::VerifyPolicy;
 use engine::connection::{ConnectionStore, Resolver};
 use secrecy::ExposeSecret;
-use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::postgres::PgConnectOptions;
 use sqlx::ConnectOptions;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -22,7 +22,7 @@ use crate::health::{self, Readiness};
 use crate::http_server::HttpServer;
 use crate::job::{JobCore, JobSettings, MessageLimits, Sweeper};
 use crate::{adapters, adapters_manager, api};
-use crate::{checks, dependencies, manager_state, metrics, probes};
+use crate::{checks, dependencies, manager_state, metrics, probes, state_pool};
 use storage::ObjectStore;
 
 /// What runs jobs, and what the repairer and the drain use beside it.
@@ -288,10 +288,7 @@ pub async fn wire(settings: &Settings) -> anyhow::Result<Wired> {
     contract::redaction::remember_host(options.get_host());
     contract::redaction::remember_user(options.get_username());
     remember_broker(settings);
-    let pool = PgPoolOptions::new()
-        .max_connections(database.max_connections)
-        .acquire_timeout(Duration::from_secs(10))
-        .connect_lazy_with(options);
+    let pool = state_pool::connect_lazy(options, database.max_connections);
     let mut store = outbox::Store::new(pool.clone());
     if let Some(mqtt) = &settings.mqtt {
         store = store.mirrored(&mqtt.topic_prefix);

@@ -9,6 +9,8 @@
 //!   S3 and PostgreSQL rates a job's writes meet (issue 17).
 //! - [`manager_jobs`]: the same small jobs in the Manager mode: jobs per second, MongoDB
 //!   commands per job and CPU per job of the Worker and of the server (issue 35).
+//! - [`instructions`], [`syscalls`]: a small job's instructions (callgrind) and system calls
+//!   (strace), counted rather than timed (issue 36).
 //!
 //! [`procfs`] reads memory and CPU from `/proc`, [`stats`] makes medians and percentiles,
 //! [`knobs`] reads the sizes and counts from the environment, and [`plot`] draws the figures
@@ -23,3 +25,4 @@ mod plot;
 mod procfs;
 mod small_jobs;
 mod stats;
+mod syscalls;
