@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use mongodb::bson::{doc, Document};
 use mongostate::{mirror_queue, ManagerStore};
-use outbox::{Recorded, RowId, Sink, TerminalRecord};
+use outbox::{Recorded, RowId, Sink, TerminalOutcome, TerminalRecord};
 use serde_json::{Map, Value};
 use uuid::Uuid;
 
@@ -37,20 +37,35 @@ async fn streaming_rows(store: &ManagerStore) -> u64 {
         .expect("count")
 }
 
-#[tokio::test]
-async fn a_completed_job_with_the_mirror_on_gets_one_mirror_row_and_only_its_amqp_row_streams() {
-    let world = World::new().await;
+/// `world`'s store with the mirror on, and a new job it claimed for `owner-a`.
+async fn mirrored_claimed(world: &World) -> (ManagerStore, Uuid) {
     let store = world.store.clone().mirrored(PREFIX);
-    store.ensure_indexes().await.expect("indexes");
     let id = world.job().await;
     world.claim(id, "owner-a", LEASE).await;
+    (store, id)
+}
+
+/// Records `id`'s completion in `store`: the event sent, and the answer.
+async fn record_completed(
+    store: &ManagerStore,
+    id: Uuid,
+) -> (contract::event::OutboundEvent, Recorded) {
     let outcome = completed();
     let sent = event(id, &outcome);
-
     let recorded = store
         .record_terminal(&record(id, outcome, &sent))
         .await
         .expect("record");
+    (sent, recorded)
+}
+
+#[tokio::test]
+async fn a_completed_job_with_the_mirror_on_gets_one_mirror_row_and_only_its_amqp_row_streams() {
+    let world = World::new().await;
+    let (store, id) = mirrored_claimed(&world).await;
+    store.ensure_indexes().await.expect("indexes");
+
+    let (sent, recorded) = record_completed(&store, id).await;
 
     assert!(
         matches!(recorded, Recorded::Inserted { .. }),
@@ -120,16 +135,9 @@ async fn an_event_the_mirror_cannot_copy_aborts_the_whole_transaction() {
 #[tokio::test]
 async fn mirror_rows_are_leased_backed_off_and_deleted_once_delivered() {
     let world = World::new().await;
-    let store = world.store.clone().mirrored(PREFIX);
+    let (store, id) = mirrored_claimed(&world).await;
     store.ensure_indexes().await.expect("indexes");
-    let id = world.job().await;
-    world.claim(id, "owner-a", LEASE).await;
-    let outcome = completed();
-    let sent = event(id, &outcome);
-    store
-        .record_terminal(&record(id, outcome, &sent))
-        .await
-        .expect("record");
+    record_completed(&store, id).await;
     let rows = store.store();
     let before = mirror_queue::stats(rows).await.expect("stats");
     assert_eq!((before.pending, before.failing), (1, 0), "{before:?}");
@@ -210,50 +218,25 @@ async fn mirror_rows_are_leased_backed_off_and_deleted_once_delivered() {
     assert_eq!(after.oldest_unpublished_age, None);
 }
 
-fn record<'a>(
+/// `id`'s end by `owner-a`.
+fn record(
     id: Uuid,
-    outcome: outbox::TerminalOutcome,
-    event: &'a contract::event::OutboundEvent,
-) -> TerminalRecord<'a> {
-    TerminalRecord {
-        job_id: id,
-        owner: Some("owner-a"),
-        tenant: None,
-        outcome,
-        event,
-        publisher: "publisher-1",
-        lease: LEASE,
-        leaves_object: false,
-        metadata: empty(),
-        executions: &[],
-        close: None,
-    }
-}
-
-fn empty() -> &'static Map<String, Value> {
-    static EMPTY: std::sync::OnceLock<Map<String, Value>> = std::sync::OnceLock::new();
-    EMPTY.get_or_init(Map::new)
+    outcome: TerminalOutcome,
+    event: &contract::event::OutboundEvent,
+) -> TerminalRecord<'_> {
+    terminal_record(id, Some("owner-a"), outcome, event)
 }
 
 #[tokio::test]
 async fn a_cancel_mirrors_each_of_its_events_and_streams_none() {
     let world = World::new().await;
-    let store = world.store.clone().mirrored(PREFIX);
-    let id = world.job().await;
-    world.claim(id, "owner-a", LEASE).await;
+    let (store, id) = mirrored_claimed(&world).await;
 
     let controlled = store
-        .control(&outbox::ControlRequest {
-            job_id: id,
-            tenant: None,
-            step: contract::lifecycle::Step::Cancel { force: true },
-            comment: Some("wrong period"),
-            reason_code: Some("OPS_1"),
-            source: SOURCE,
-            request_id: Some("req-api"),
-            publisher: "api-1",
-            lease: LEASE,
-        })
+        .control(&control_request(
+            id,
+            contract::lifecycle::Step::Cancel { force: true },
+        ))
         .await
         .expect("the cancel is recorded");
 
@@ -288,9 +271,7 @@ async fn a_cancel_mirrors_each_of_its_events_and_streams_none() {
 #[tokio::test]
 async fn a_failed_end_mirrors_its_closed_executions_and_counts_them_in_its_payload() {
     let world = World::new().await;
-    let store = world.store.clone().mirrored(PREFIX);
-    let id = world.job().await;
-    world.claim(id, "owner-a", LEASE).await;
+    let (store, id) = mirrored_claimed(&world).await;
     let outcome = failed("the datasource refused the query");
     let sent = event(id, &outcome);
     let mut end = record(id, outcome, &sent);
