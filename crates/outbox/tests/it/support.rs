@@ -7,10 +7,13 @@
 
 use std::time::Duration;
 
+use std::collections::BTreeMap;
+
 use chrono::Utc;
 use contract::event::{CloudEventAttributes, OutboundEvent, Outcome, StoredResult, TerminalStatus};
+use contract::message::MappedFields;
 use contract::Redacted;
-use outbox::{Claim, ClaimRequest, Recorded, Store, TerminalOutcome, TerminalRecord};
+use outbox::{Claim, ClaimRequest, JobSpec, Recorded, Store, TerminalOutcome, TerminalRecord};
 use serde_json::{Map, Value};
 use sqlx::PgPool;
 use uuid::Uuid;
@@ -98,6 +101,47 @@ pub async fn claimed(store: &Store, owner: &str) -> Uuid {
             running_for: Duration::ZERO
         }
     );
+    job_id
+}
+
+/// A job's `mappedFields`: each of `datasources` reading each of `tables` (their `id`).
+pub fn mapped(datasources: &[&str], tables: &[&str]) -> MappedFields {
+    datasources
+        .iter()
+        .map(|name| {
+            let tables = tables
+                .iter()
+                .map(|table| ((*table).to_owned(), vec!["id".to_owned()]))
+                .collect::<BTreeMap<_, _>>();
+            ((*name).to_owned(), tables)
+        })
+        .collect()
+}
+
+/// Claims `job_id` for `owner` (for [`LONG`]) with its spec: `mapped`, no filters.
+pub async fn claim_with_spec(
+    store: &Store,
+    job_id: Uuid,
+    owner: &str,
+    mapped: &MappedFields,
+) -> Claim {
+    let metadata = metadata();
+    let filters = Default::default();
+    let request = ClaimRequest {
+        spec: Some(JobSpec {
+            mapped_fields: mapped,
+            filters: &filters,
+        }),
+        ..claim_request(job_id, owner, LONG, &metadata)
+    };
+    store.claim(&request).await.expect("claim")
+}
+
+/// Claims a new job of `mapped` for `owner`, asserting it is acquired.
+pub async fn claimed_of(store: &Store, owner: &str, mapped: &MappedFields) -> Uuid {
+    let job_id = Uuid::new_v4();
+    let claim = claim_with_spec(store, job_id, owner, mapped).await;
+    assert!(matches!(claim, Claim::Acquired { .. }), "{claim:?}");
     job_id
 }
 
