@@ -11,7 +11,9 @@ use outbox::{
 use serde_json::Value;
 use uuid::Uuid;
 
-use crate::support::{claim_with_spec, claimed_of, failed, mapped, metadata, TestDb, LONG, SOURCE};
+use crate::support::{
+    claim_with_spec, claimed_of, control_request, failed, mapped, metadata, TestDb, LONG, SOURCE,
+};
 
 const EVENTS: ExecutionEvents<'static> = ExecutionEvents {
     tenant: None,
@@ -230,17 +232,7 @@ async fn a_cancel_closes_the_executions_counted_in_its_event_and_a_delete_remove
         )
         .await
         .expect("record");
-    let cancel = ControlRequest {
-        job_id,
-        tenant: None,
-        step: Step::Cancel { force: true },
-        comment: None,
-        reason_code: None,
-        source: SOURCE,
-        request_id: None,
-        publisher: "api",
-        lease: LONG,
-    };
+    let cancel = control_request(job_id, Step::Cancel { force: true });
     assert!(matches!(
         store.control(&cancel).await.expect("cancel"),
         Controlled::Done { .. }

@@ -11,9 +11,12 @@ use std::collections::BTreeMap;
 
 use chrono::Utc;
 use contract::event::{CloudEventAttributes, OutboundEvent, Outcome, StoredResult, TerminalStatus};
+use contract::lifecycle::Step;
 use contract::message::MappedFields;
 use contract::Redacted;
-use outbox::{Claim, ClaimRequest, JobSpec, Recorded, Store, TerminalOutcome, TerminalRecord};
+use outbox::{
+    Claim, ClaimRequest, ControlRequest, JobSpec, Recorded, Store, TerminalOutcome, TerminalRecord,
+};
 use serde_json::{Map, Value};
 use sqlx::PgPool;
 use uuid::Uuid;
@@ -143,6 +146,22 @@ pub async fn claimed_of(store: &Store, owner: &str, mapped: &MappedFields) -> Uu
     let claim = claim_with_spec(store, job_id, owner, mapped).await;
     assert!(matches!(claim, Claim::Acquired { .. }), "{claim:?}");
     job_id
+}
+
+/// The control API's request to take `step` on `job_id`, as publisher `api`: no comment, reason
+/// code or request id.
+pub fn control_request(job_id: Uuid, step: Step) -> ControlRequest<'static> {
+    ControlRequest {
+        job_id,
+        tenant: None,
+        step,
+        comment: None,
+        reason_code: None,
+        source: SOURCE,
+        request_id: None,
+        publisher: "api",
+        lease: LONG,
+    }
 }
 
 /// The outcome and the frozen event of a completed job.

@@ -13,7 +13,9 @@ use outbox::{
 use serde_json::Value;
 use uuid::Uuid;
 
-use crate::support::{claimed_of, completed, failed, mapped, metadata, TestDb, LONG, SOURCE};
+use crate::support::{
+    claimed_of, completed, control_request, failed, mapped, metadata, TestDb, LONG,
+};
 
 const DATASOURCES: [&str; 2] = ["beta", "alpha"];
 
@@ -274,15 +276,8 @@ async fn canceling(store: &Store) -> Uuid {
     let job_id = claimed_with(store, "worker-a").await;
     let controlled = store
         .control(&ControlRequest {
-            job_id,
-            tenant: None,
-            step: Step::Cancel { force: false },
-            comment: None,
-            reason_code: None,
-            source: SOURCE,
             request_id: Some("req-2"),
-            publisher: "api",
-            lease: LONG,
+            ..control_request(job_id, Step::Cancel { force: false })
         })
         .await
         .expect("cancel");
