@@ -55,8 +55,17 @@ impl ManagerWorld {
     }
 
     pub async fn start_worker(&self) -> WorkerProcess {
+        self.start_worker_with(&[]).await
+    }
+
+    /// A Worker with these variables besides [`env`](Self::env)'s, once ready.
+    pub(super) async fn start_worker_with(&self, extra: &[(&str, &str)]) -> WorkerProcess {
         let port = crate::harness::free_port();
-        let worker = WorkerProcess::spawn(self.env(port), port);
+        let mut env = self.env(port);
+        for (name, value) in extra {
+            env.insert((*name).to_owned(), (*value).to_owned());
+        }
+        let worker = WorkerProcess::spawn(env, port);
         worker.wait_ready(Duration::from_secs(60)).await;
         worker
     }
