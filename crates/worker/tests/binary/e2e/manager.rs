@@ -88,11 +88,26 @@ impl ManagerWorld {
 
     /// The job as the Manager creates it, its message not published yet.
     pub async fn create(&self, table: &str, fields: &[&str]) -> (Uuid, NewJob) {
+        self.create_on("src", table, fields, Document::new()).await
+    }
+
+    /// [`create`](Self::create) on the connection named `connection`, with `more` metadata
+    /// after the world's (jobs of one table then are requests of their own: the Manager's
+    /// unique request hash).
+    async fn create_on(
+        &self,
+        connection: &str,
+        table: &str,
+        fields: &[&str],
+        more: Document,
+    ) -> (Uuid, NewJob) {
         let field_list: Vec<Bson> = fields.iter().map(|f| Bson::from(*f)).collect();
+        let mut metadata = doc! {"source": "e2e", "correlationId": &self.world.id};
+        metadata.extend(more);
         let job = NewJob {
-            mapped_fields: doc! {"src": {table: field_list}},
+            mapped_fields: doc! {connection: {table: field_list}},
             filters: Document::new(),
-            metadata: doc! {"source": "e2e", "correlationId": &self.world.id},
+            metadata,
         };
         let job_id = self.manager.create_job(&job).await.expect("create the job");
         (job_id, job)
@@ -105,13 +120,20 @@ impl ManagerWorld {
 
     /// [`submit`](Self::submit) on the connection named `connection`.
     async fn submit_on(&self, connection: &str, table: &str, fields: &[&str]) -> (Uuid, NewJob) {
-        let field_list: Vec<Bson> = fields.iter().map(|f| Bson::from(*f)).collect();
-        let job = NewJob {
-            mapped_fields: doc! {connection: {table: field_list}},
-            filters: Document::new(),
-            metadata: doc! {"source": "e2e", "correlationId": &self.world.id},
-        };
-        let job_id = self.manager.create_job(&job).await.expect("create the job");
+        self.submit_with(connection, table, fields, Document::new())
+            .await
+    }
+
+    /// [`submit`](Self::submit) of a job with `more` metadata, as [`create_on`](Self::create_on)
+    /// creates it.
+    pub(super) async fn submit_with(
+        &self,
+        connection: &str,
+        table: &str,
+        fields: &[&str],
+        more: Document,
+    ) -> (Uuid, NewJob) {
+        let (job_id, job) = self.create_on(connection, table, fields, more).await;
         self.world
             .submit(
                 &self.world.job_body(job_id, connection, table, fields),

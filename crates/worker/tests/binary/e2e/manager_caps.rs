@@ -5,8 +5,7 @@
 
 use std::time::Duration;
 
-use mongodb::bson::{doc, Document};
-use testkit::manager::NewJob;
+use mongodb::bson::doc;
 
 use super::manager::ManagerWorld;
 use crate::harness::Overlap;
@@ -27,19 +26,7 @@ async fn two_manager_mode_replicas_never_run_more_reads_of_a_capped_datasource_t
     let mut jobs = Vec::new();
     for n in 0..6 {
         // A request of its own each (the Manager's unique request hash).
-        let job = NewJob {
-            mapped_fields: doc! {"src": {"capped": ["id"]}},
-            filters: Document::new(),
-            metadata: doc! {"source": "e2e", "correlationId": &m.world.id, "n": n},
-        };
-        let job_id = m.manager.create_job(&job).await.expect("create the job");
-        m.world
-            .submit(
-                &m.world.job_body(job_id, "src", "capped", &["id"]),
-                None,
-                &[],
-            )
-            .await;
+        let (job_id, _) = m.submit_with("src", "capped", &["id"], doc! {"n": n}).await;
         jobs.push(job_id);
     }
     events.all_completed(&jobs, Duration::from_secs(60)).await;
