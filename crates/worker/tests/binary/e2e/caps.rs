@@ -26,13 +26,7 @@ async fn three_replicas_never_run_more_reads_of_a_capped_datasource_than_its_cap
     let mut events = world.listen().await;
     let jobs: Vec<Uuid> = (0..10).map(|_| Uuid::now_v7()).collect();
     for job_id in &jobs {
-        world
-            .submit(
-                &world.job_body(*job_id, "src", "capped", &["id"]),
-                None,
-                &[],
-            )
-            .await;
+        world.submit_job(*job_id, "src", "capped", &["id"]).await;
     }
     events.all_completed(&jobs, Duration::from_secs(60)).await;
     let most = overlap.stop().await;
@@ -91,9 +85,7 @@ async fn a_job_waiting_for_a_slot_stays_queued_and_ends_by_its_cancel_or_its_tim
 
     // The one slot, held by a 6-second read.
     let holder = Uuid::now_v7();
-    world
-        .submit(&world.job_body(holder, "src", "slow", &["id"]), None, &[])
-        .await;
+    world.submit_job(holder, "src", "slow", &["id"]).await;
     wait_for(
         "the holder's statement",
         Duration::from_secs(20),
@@ -103,13 +95,7 @@ async fn a_job_waiting_for_a_slot_stays_queued_and_ends_by_its_cancel_or_its_tim
 
     // A job that waits: processing, its execution QUEUED, the wait counted.
     let waiting = Uuid::now_v7();
-    world
-        .submit(
-            &world.job_body(waiting, "src", "payments", &["id"]),
-            None,
-            &[],
-        )
-        .await;
+    world.submit_job(waiting, "src", "payments", &["id"]).await;
     wait_for("the wait counted", Duration::from_secs(20), async || {
         worker.metric("fetcher_datasource_slot_waits_total", "datasource=\"src\"") >= 1.0
     })

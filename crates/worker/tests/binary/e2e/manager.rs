@@ -135,11 +135,7 @@ impl ManagerWorld {
     ) -> (Uuid, NewJob) {
         let (job_id, job) = self.create_on(connection, table, fields, more).await;
         self.world
-            .submit(
-                &self.world.job_body(job_id, connection, table, fields),
-                None,
-                &[],
-            )
+            .submit_job(job_id, connection, table, fields)
             .await;
         (job_id, job)
     }
@@ -229,12 +225,7 @@ async fn a_job_the_manager_created_completes_and_the_manager_reads_it_back() {
     // A second delivery of the same message runs nothing again.
     let before = m.manager.stored(job_id).await;
     m.world
-        .submit(
-            &m.world
-                .job_body(job_id, "src", "payments", &["memo", "id", "amount"]),
-            None,
-            &[],
-        )
+        .submit_job(job_id, "src", "payments", &["memo", "id", "amount"])
         .await;
     worker
         .wait_for_lines(

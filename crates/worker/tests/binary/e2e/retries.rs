@@ -68,13 +68,7 @@ async fn run_job(
     table: &str,
 ) -> (Uuid, Value, String) {
     let job_id = Uuid::now_v7();
-    world
-        .submit(
-            &world.job_body(job_id, connection, table, &["id"]),
-            None,
-            &[],
-        )
-        .await;
+    world.submit_job(job_id, connection, table, &["id"]).await;
     let (execution, end) = execution_and_end(events, world, job_id).await;
     (job_id, execution, end)
 }
@@ -197,9 +191,7 @@ async fn a_job_run_again_after_its_worker_was_killed_counts_the_delivery() {
     let mut victim = world.start_worker().await;
     let mut events = world.listen_to("job.#").await;
     let job_id = Uuid::now_v7();
-    world
-        .submit(&world.job_body(job_id, "src", "slow", &["id"]), None, &[])
-        .await;
+    world.submit_job(job_id, "src", "slow", &["id"]).await;
     world
         .wait_status(job_id, "processing", Duration::from_secs(20))
         .await;
