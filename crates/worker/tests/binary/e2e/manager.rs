@@ -94,7 +94,7 @@ impl ManagerWorld {
     /// [`create`](Self::create) on the connection named `connection`, with `more` metadata
     /// after the world's (jobs of one table then are requests of their own: the Manager's
     /// unique request hash).
-    async fn create_on(
+    pub(super) async fn create_on(
         &self,
         connection: &str,
         table: &str,
@@ -120,20 +120,9 @@ impl ManagerWorld {
 
     /// [`submit`](Self::submit) on the connection named `connection`.
     async fn submit_on(&self, connection: &str, table: &str, fields: &[&str]) -> (Uuid, NewJob) {
-        self.submit_with(connection, table, fields, Document::new())
-            .await
-    }
-
-    /// [`submit`](Self::submit) of a job with `more` metadata, as [`create_on`](Self::create_on)
-    /// creates it.
-    pub(super) async fn submit_with(
-        &self,
-        connection: &str,
-        table: &str,
-        fields: &[&str],
-        more: Document,
-    ) -> (Uuid, NewJob) {
-        let (job_id, job) = self.create_on(connection, table, fields, more).await;
+        let (job_id, job) = self
+            .create_on(connection, table, fields, Document::new())
+            .await;
         self.world
             .submit_job(job_id, connection, table, fields)
             .await;

@@ -26,7 +26,8 @@ async fn two_manager_mode_replicas_never_run_more_reads_of_a_capped_datasource_t
     let mut jobs = Vec::new();
     for n in 0..6 {
         // A request of its own each (the Manager's unique request hash).
-        let (job_id, _) = m.submit_with("src", "capped", &["id"], doc! {"n": n}).await;
+        let (job_id, _) = m.create_on("src", "capped", &["id"], doc! {"n": n}).await;
+        m.world.submit_job(job_id, "src", "capped", &["id"]).await;
         jobs.push(job_id);
     }
     events.all_completed(&jobs, Duration::from_secs(60)).await;
