@@ -56,6 +56,31 @@ const OUTBOX_INDEXES: [(&str, &[&str], bool, bool); 6] = [
     ),
 ];
 
+/// The indexes of a collection of rows relayed as a queue (this Worker's outbox, the MQTT
+/// mirror's), named `{prefix}_ce_id` and `{prefix}_due`: one row per event (a unique `ce_id`),
+/// and the relay's scan of the due rows (`next_attempt_at`, `id`; unpublished rows only).
+fn queue_indexes(prefix: &str) -> [IndexModel; 2] {
+    let unique_ce_id = IndexModel::builder()
+        .keys(doc! {"ce_id": 1})
+        .options(
+            IndexOptions::builder()
+                .name(format!("{prefix}_ce_id"))
+                .unique(true)
+                .build(),
+        )
+        .build();
+    let due = IndexModel::builder()
+        .keys(doc! {"next_attempt_at": 1, "id": 1})
+        .options(
+            IndexOptions::builder()
+                .name(format!("{prefix}_due"))
+                .partial_filter_expression(doc! {"published_at": null})
+                .build(),
+        )
+        .build();
+    [unique_ce_id, due]
+}
+
 impl ManagerStore {
     /// Creates lib-commons' outbox indexes (as a Go Worker does at start) and this Worker's own
     /// `job` indexes; each already present with the same options is left as it is. Call it at
@@ -106,24 +131,7 @@ impl ManagerStore {
                 .await
                 .map_err(|e| unavailable(STEP, &e))?;
         }
-        let unique_ce_id = IndexModel::builder()
-            .keys(doc! {"ce_id": 1})
-            .options(
-                IndexOptions::builder()
-                    .name("fetcher_worker_outbox_ce_id".to_owned())
-                    .unique(true)
-                    .build(),
-            )
-            .build();
-        let due = IndexModel::builder()
-            .keys(doc! {"next_attempt_at": 1, "id": 1})
-            .options(
-                IndexOptions::builder()
-                    .name("fetcher_worker_outbox_due".to_owned())
-                    .partial_filter_expression(doc! {"published_at": null})
-                    .build(),
-            )
-            .build();
+        let [unique_ce_id, due] = queue_indexes("fetcher_worker_outbox");
         let by_job = IndexModel::builder()
             .keys(doc! {"job_id": 1})
             .options(
@@ -141,25 +149,7 @@ impl ManagerStore {
         }
         // The MQTT mirror's rows: one per event, and the relay's due scan. Created whether the
         // mirror is on or not, so turning it on needs no index build under load.
-        let mirror_ce_id = IndexModel::builder()
-            .keys(doc! {"ce_id": 1})
-            .options(
-                IndexOptions::builder()
-                    .name("fetcher_worker_mirror_ce_id".to_owned())
-                    .unique(true)
-                    .build(),
-            )
-            .build();
-        let mirror_due = IndexModel::builder()
-            .keys(doc! {"next_attempt_at": 1, "id": 1})
-            .options(
-                IndexOptions::builder()
-                    .name("fetcher_worker_mirror_due".to_owned())
-                    .partial_filter_expression(doc! {"published_at": null})
-                    .build(),
-            )
-            .build();
-        for model in [mirror_ce_id, mirror_due] {
+        for model in queue_indexes("fetcher_worker_mirror") {
             self.store()
                 .mirror_rows()
                 .create_index(model)

@@ -15,9 +15,7 @@ use mongodb::bson::{doc, Bson, Document};
 use outbox::{OutboxStats, PendingEvent, Sink};
 use uuid::Uuid;
 
-use crate::claims::chrono_duration;
-use crate::jobs::bson_time;
-use crate::worker_outbox::{give_back, held, lease_rows, pending_event};
+use crate::worker_outbox::{give_back, held, lease_due, pending_event};
 use crate::{Error, Result, Store};
 
 /// Leases up to `limit` due rows to `owner` for `lease`: recorded at least `grace` ago, due, and
@@ -30,17 +28,10 @@ pub async fn claim_due(
     lease: Duration,
     limit: i64,
 ) -> Result<Vec<PendingEvent>> {
-    let now = Utc::now();
-    let filter = doc! {
-        "published_at": Bson::Null,
-        "created_at": {"$lte": bson_time(now - chrono_duration(grace))},
-        "next_attempt_at": {"$lte": bson_time(now)},
-        "$or": [{"lease_until": Bson::Null}, {"lease_until": {"$lte": bson_time(now)}}],
-    };
-    lease_rows(
+    lease_due(
         &store.mirror_rows(),
-        filter,
         owner,
+        grace,
         lease,
         limit,
         mirror_event,

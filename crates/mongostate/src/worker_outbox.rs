@@ -102,6 +102,27 @@ pub async fn claim_due(
     lease: Duration,
     limit: i64,
 ) -> Result<Vec<PendingEvent>> {
+    lease_due(
+        &store.worker_rows(),
+        owner,
+        grace,
+        lease,
+        limit,
+        pending_event,
+    )
+    .await
+}
+
+/// [`claim_due`] on `rows` (this Worker's outbox or the mirror's, `mirror_queue`), each row
+/// read back by `decode`.
+pub(crate) async fn lease_due(
+    rows: &Collection<Document>,
+    owner: &str,
+    grace: Duration,
+    lease: Duration,
+    limit: i64,
+    decode: fn(&Document) -> Result<PendingEvent>,
+) -> Result<Vec<PendingEvent>> {
     let now = Utc::now();
     let filter = doc! {
         "published_at": Bson::Null,
@@ -109,15 +130,7 @@ pub async fn claim_due(
         "next_attempt_at": {"$lte": bson_time(now)},
         "$or": [{"lease_until": Bson::Null}, {"lease_until": {"$lte": bson_time(now)}}],
     };
-    lease_rows(
-        &store.worker_rows(),
-        filter,
-        owner,
-        lease,
-        limit,
-        pending_event,
-    )
-    .await
+    lease_rows(rows, filter, owner, lease, limit, decode).await
 }
 
 /// Leases `job_id`'s unpublished rows to `owner` for `lease`, whatever their age or backoff
@@ -146,8 +159,8 @@ pub async fn claim_for_job(
 }
 
 /// Leases the rows of `rows` that `filter` matches (up to `limit`, oldest due first) to `owner`,
-/// each read back by `decode`. Shared with the MQTT mirror's queue (`mirror_queue`).
-pub(crate) async fn lease_rows(
+/// each read back by `decode`.
+async fn lease_rows(
     rows: &Collection<Document>,
     filter: Document,
     owner: &str,

@@ -554,6 +554,18 @@ mod tests {
             .unwrap_or_else(|_| Err(std::io::Error::new(std::io::ErrorKind::TimedOut, "timeout")))
     }
 
+    /// Round-trips `msg` within 2 s, failing the test otherwise.
+    async fn passes(s: &mut TcpStream, msg: &[u8]) {
+        roundtrip(s, msg, Duration::from_secs(2))
+            .await
+            .unwrap_or_else(|e| panic!("{:?} did not pass: {e}", String::from_utf8_lossy(msg)));
+    }
+
+    /// Whether the round trip of `msg` fails (or does not end) within `within`.
+    async fn fails(s: &mut TcpStream, msg: &[u8], within: Duration) -> bool {
+        roundtrip(s, msg, within).await.is_err()
+    }
+
     #[tokio::test]
     async fn forwards_and_applies_latency() {
         let proxy = FaultProxy::start(echo().await).await;
@@ -566,9 +578,7 @@ mod tests {
         );
         proxy.set_latency(Duration::from_millis(150));
         let t = std::time::Instant::now();
-        roundtrip(&mut s, b"slow", Duration::from_secs(2))
-            .await
-            .unwrap();
+        passes(&mut s, b"slow").await;
         assert!(
             t.elapsed() >= Duration::from_millis(300),
             "{:?}",
@@ -576,9 +586,7 @@ mod tests {
         );
         proxy.heal();
         let t = std::time::Instant::now();
-        roundtrip(&mut s, b"fast", Duration::from_secs(2))
-            .await
-            .unwrap();
+        passes(&mut s, b"fast").await;
         assert!(t.elapsed() < Duration::from_millis(150));
     }
 
@@ -586,50 +594,34 @@ mod tests {
     async fn stall_holds_bytes_until_lifted() {
         let proxy = FaultProxy::start(echo().await).await;
         let mut s = TcpStream::connect(proxy.addr()).await.unwrap();
-        roundtrip(&mut s, b"a", Duration::from_secs(2))
-            .await
-            .unwrap();
+        passes(&mut s, b"a").await;
         proxy.set_stall(true);
-        assert!(roundtrip(&mut s, b"b", Duration::from_millis(300))
-            .await
-            .is_err());
+        assert!(fails(&mut s, b"b", Duration::from_millis(300)).await);
         // A new connection is accepted but stalled too.
         let mut s2 = TcpStream::connect(proxy.addr()).await.unwrap();
-        assert!(roundtrip(&mut s2, b"c", Duration::from_millis(300))
-            .await
-            .is_err());
+        assert!(fails(&mut s2, b"c", Duration::from_millis(300)).await);
         proxy.set_stall(false);
         let mut back = [0u8; 1];
         s2.read_exact(&mut back).await.unwrap();
         assert_eq!(&back, b"c");
         let mut fresh = TcpStream::connect(proxy.addr()).await.unwrap();
-        roundtrip(&mut fresh, b"d", Duration::from_secs(2))
-            .await
-            .unwrap();
+        passes(&mut fresh, b"d").await;
     }
 
     #[tokio::test]
     async fn refuse_resets_new_connections_only() {
         let proxy = FaultProxy::start(echo().await).await;
         let mut old = TcpStream::connect(proxy.addr()).await.unwrap();
-        roundtrip(&mut old, b"x", Duration::from_secs(2))
-            .await
-            .unwrap();
+        passes(&mut old, b"x").await;
         proxy.set_refuse(true);
         // The reset may already reach the client's connect.
         if let Ok(mut new) = TcpStream::connect(proxy.addr()).await {
-            assert!(roundtrip(&mut new, b"y", Duration::from_secs(2))
-                .await
-                .is_err());
+            assert!(fails(&mut new, b"y", Duration::from_secs(2)).await);
         }
-        roundtrip(&mut old, b"z", Duration::from_secs(2))
-            .await
-            .unwrap();
+        passes(&mut old, b"z").await;
         proxy.set_refuse(false);
         let mut again = TcpStream::connect(proxy.addr()).await.unwrap();
-        roundtrip(&mut again, b"w", Duration::from_secs(2))
-            .await
-            .unwrap();
+        passes(&mut again, b"w").await;
     }
 
     #[tokio::test]
@@ -637,23 +629,13 @@ mod tests {
         let proxy = FaultProxy::start(echo().await).await;
         let mut a = TcpStream::connect(proxy.addr()).await.unwrap();
         let mut b = TcpStream::connect(proxy.addr()).await.unwrap();
-        roundtrip(&mut a, b"1", Duration::from_secs(2))
-            .await
-            .unwrap();
-        roundtrip(&mut b, b"2", Duration::from_secs(2))
-            .await
-            .unwrap();
+        passes(&mut a, b"1").await;
+        passes(&mut b, b"2").await;
         proxy.reset_all();
-        assert!(roundtrip(&mut a, b"3", Duration::from_secs(2))
-            .await
-            .is_err());
-        assert!(roundtrip(&mut b, b"4", Duration::from_secs(2))
-            .await
-            .is_err());
+        assert!(fails(&mut a, b"3", Duration::from_secs(2)).await);
+        assert!(fails(&mut b, b"4", Duration::from_secs(2)).await);
         let mut c = TcpStream::connect(proxy.addr()).await.unwrap();
-        roundtrip(&mut c, b"5", Duration::from_secs(2))
-            .await
-            .unwrap();
+        passes(&mut c, b"5").await;
         for _ in 0..50 {
             if proxy.killed() >= 2 {
                 break;
@@ -667,14 +649,10 @@ mod tests {
     async fn cut_closes_after_n_bytes() {
         let proxy = FaultProxy::start(echo().await).await;
         let mut s = TcpStream::connect(proxy.addr()).await.unwrap();
-        roundtrip(&mut s, b"before", Duration::from_secs(2))
-            .await
-            .unwrap();
+        passes(&mut s, b"before").await;
         // 10 bytes out + 10 back = 20: the connection survives; the next 10 out cut it at 25.
         proxy.set_cut_after(Some(25));
-        roundtrip(&mut s, b"0123456789", Duration::from_secs(2))
-            .await
-            .unwrap();
+        passes(&mut s, b"0123456789").await;
         s.write_all(b"abcdefghij").await.unwrap();
         let mut got = Vec::new();
         let mut buf = [0u8; 64];
@@ -691,9 +669,7 @@ mod tests {
         );
         proxy.set_cut_after(None);
         let mut fresh = TcpStream::connect(proxy.addr()).await.unwrap();
-        roundtrip(&mut fresh, &[7u8; 5000], Duration::from_secs(2))
-            .await
-            .unwrap();
+        passes(&mut fresh, &[7u8; 5000]).await;
     }
 
     /// An echo server that also keeps everything it received.
@@ -726,19 +702,11 @@ mod tests {
         let mut s = TcpStream::connect(proxy.addr()).await.unwrap();
         proxy.set_trap(Trap::before(b"COMMIT").after(b"INSERT"));
         // `COMMIT` before any `INSERT` on this connection passes.
-        roundtrip(&mut s, b"BEGIN;COMMIT", Duration::from_secs(2))
-            .await
-            .unwrap();
+        passes(&mut s, b"BEGIN;COMMIT").await;
         // The pattern split across two writes is still seen.
-        roundtrip(&mut s, b"BEGIN;INS", Duration::from_secs(2))
-            .await
-            .unwrap();
-        roundtrip(&mut s, b"ERT x;", Duration::from_secs(2))
-            .await
-            .unwrap();
-        assert!(roundtrip(&mut s, b"COMMIT", Duration::from_secs(2))
-            .await
-            .is_err());
+        passes(&mut s, b"BEGIN;INS").await;
+        passes(&mut s, b"ERT x;").await;
+        assert!(fails(&mut s, b"COMMIT", Duration::from_secs(2)).await);
         assert_eq!(proxy.trap_fired(), 1);
         tokio::time::sleep(Duration::from_millis(100)).await;
         let seen = received.lock().unwrap().clone();
@@ -748,9 +716,7 @@ mod tests {
         );
         // One shot: the next connection passes the same bytes.
         let mut again = TcpStream::connect(proxy.addr()).await.unwrap();
-        roundtrip(&mut again, b"INSERT;COMMIT", Duration::from_secs(2))
-            .await
-            .unwrap();
+        passes(&mut again, b"INSERT;COMMIT").await;
         assert_eq!(proxy.trap_fired(), 1);
     }
 
@@ -783,18 +749,12 @@ mod tests {
         let proxy = FaultProxy::start(target).await;
         let mut s = TcpStream::connect(proxy.addr()).await.unwrap();
         proxy.set_trap(Trap::hold(b"getMore"));
-        roundtrip(&mut s, b"find", Duration::from_secs(2))
-            .await
-            .unwrap();
-        assert!(roundtrip(&mut s, b"getMore", Duration::from_millis(300))
-            .await
-            .is_err());
+        passes(&mut s, b"find").await;
+        assert!(fails(&mut s, b"getMore", Duration::from_millis(300)).await);
         assert_eq!(proxy.trap_fired(), 1);
         // Other connections pass meanwhile.
         let mut other = TcpStream::connect(proxy.addr()).await.unwrap();
-        roundtrip(&mut other, b"killCursors", Duration::from_secs(2))
-            .await
-            .unwrap();
+        passes(&mut other, b"killCursors").await;
         assert_eq!(received.lock().unwrap().as_slice(), b"findkillCursors");
         proxy.release_held();
         let mut back = [0u8; 7];
@@ -808,12 +768,8 @@ mod tests {
         let proxy = FaultProxy::start(target).await;
         let mut s = TcpStream::connect(proxy.addr()).await.unwrap();
         proxy.set_trap(Trap::reply_lost(b"publish"));
-        roundtrip(&mut s, b"hello", Duration::from_secs(2))
-            .await
-            .unwrap();
-        assert!(roundtrip(&mut s, b"publish", Duration::from_secs(2))
-            .await
-            .is_err());
+        passes(&mut s, b"hello").await;
+        assert!(fails(&mut s, b"publish", Duration::from_secs(2)).await);
         tokio::time::sleep(Duration::from_millis(100)).await;
         assert_eq!(received.lock().unwrap().as_slice(), b"hellopublish");
         assert_eq!(proxy.trap_fired(), 1);

@@ -10,30 +10,19 @@ use std::time::Duration;
 use mongodb::bson::{doc, Bson};
 use mongodb::options::ClientOptions;
 use mongodb::Client;
-use mongostate::{ManagerConfig, ManagerStore, Store};
-use outbox::{ClaimRequest, TerminalRecord};
-use serde_json::Map;
 use testkit::manager::Manager;
 use testkit::secantus::PrivateSecantus;
 use uuid::Uuid;
 
-use crate::manager_world::{completed, event, request, LEASE, SOURCE};
+use crate::manager_world::{
+    claim_request, completed, event, manager_store, request, terminal_record, LEASE,
+};
 
 async fn client(server: &PrivateSecantus) -> Client {
     let mut options = ClientOptions::parse(server.url()).await.expect("the URL");
     options.server_selection_timeout = Some(Duration::from_secs(20));
     mongostate::journaled_writes(&mut options);
     Client::with_options(options).expect("client")
-}
-
-fn store(client: &Client, name: &str) -> ManagerStore {
-    ManagerStore::new(
-        Store::new(client.clone(), name),
-        ManagerConfig {
-            exchange: "fetcher.job.events".to_owned(),
-            source: SOURCE.to_owned(),
-        },
-    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -43,7 +32,7 @@ async fn acknowledged_claims_and_terminal_records_survive_a_sigkill_of_the_serve
     let before = client(&server).await;
     let manager = Manager::new(before.database(&name));
     manager.ensure_indexes().await;
-    let states = store(&before, &name);
+    let states = manager_store(&before, &name);
 
     // One job ended (claim, then its terminal record and outbox row), one only claimed.
     let ended = manager.create_job(&request()).await.expect("create");
@@ -54,40 +43,21 @@ async fn acknowledged_claims_and_terminal_records_survive_a_sigkill_of_the_serve
         })
         .await
         .expect("create");
-    let metadata = Map::new();
     for id in [ended, claimed] {
         states
-            .claim(&ClaimRequest {
-                job_id: id,
-                tenant: None,
-                request_id: Some("req-1"),
-                metadata: &metadata,
-                spec: None,
-                message_sha256: Some(&[7; 32]),
-                timeout_seconds: None,
-                owner: "worker-1",
-                lease: LEASE,
-                traceparent: None,
-            })
+            .claim(&claim_request(id, "worker-1", LEASE))
             .await
             .expect("claim");
     }
     let outcome = completed();
     let terminal_event = event(ended, &outcome);
     states
-        .record_terminal(&TerminalRecord {
-            job_id: ended,
-            owner: Some("worker-1"),
-            tenant: None,
+        .record_terminal(&terminal_record(
+            ended,
+            Some("worker-1"),
             outcome,
-            event: &terminal_event,
-            publisher: "publisher-1",
-            lease: LEASE,
-            leaves_object: false,
-            metadata: &Map::new(),
-            executions: &[],
-            close: None,
-        })
+            &terminal_event,
+        ))
         .await
         .expect("record");
 
@@ -106,7 +76,7 @@ async fn acknowledged_claims_and_terminal_records_survive_a_sigkill_of_the_serve
     assert_eq!(stored.get_str("status"), Ok("completed"), "{stored:?}");
     assert_eq!(stored.get("dedup_active"), Some(&Bson::Boolean(false)));
 
-    let rows = store(&after, &name)
+    let rows = manager_store(&after, &name)
         .store()
         .outbox_rows()
         .count_documents(doc! {})

@@ -7,29 +7,15 @@ use std::time::Duration;
 use contract::lifecycle::{Event, JobStatus, Refusal, Step, Then};
 use mongodb::bson::doc;
 use mongostate::ManagerStore;
-use outbox::{Claim, ControlRequest, Controlled, EndCancel, Lease, Recorded};
+use outbox::{Claim, Controlled, EndCancel, Lease, Recorded};
 use serde_json::Map;
 use uuid::Uuid;
 
 use crate::manager_world::*;
 
-fn request(job_id: Uuid, step: Step) -> ControlRequest<'static> {
-    ControlRequest {
-        job_id,
-        tenant: None,
-        step,
-        comment: Some("wrong period"),
-        reason_code: Some("OPS_1"),
-        source: SOURCE,
-        request_id: Some("req-api"),
-        publisher: "api-1",
-        lease: LEASE,
-    }
-}
-
 async fn control(store: &ManagerStore, job_id: Uuid, step: Step) -> Controlled {
     store
-        .control(&request(job_id, step))
+        .control(&control_request(job_id, step))
         .await
         .expect("the control request is recorded")
 }
@@ -158,7 +144,7 @@ async fn a_request_for_an_unknown_or_another_tenants_job_or_an_ended_one_changes
         "the Manager creates every job: a cancel does not wait for one"
     );
     let id = world.job().await;
-    let mut other = request(id, Step::Cancel { force: false });
+    let mut other = control_request(id, Step::Cancel { force: false });
     other.tenant = Some("tenant-b");
     assert_eq!(
         world.store.control(&other).await.unwrap(),

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use mongodb::bson::{doc, Document};
 use mongostate::{mirror_queue, ManagerStore};
-use outbox::{Recorded, RowId, Sink, TerminalRecord};
+use outbox::{Recorded, RowId, Sink, TerminalOutcome, TerminalRecord};
 use serde_json::{Map, Value};
 use uuid::Uuid;
 
@@ -28,6 +28,23 @@ async fn mirror_rows(store: &ManagerStore, job: Uuid) -> Vec<Document> {
     rows
 }
 
+/// The mirror's topic of `id`'s `event` about `resource` (`job`, `jobExecution`).
+fn topic(resource: &str, id: Uuid, event: &str) -> String {
+    format!("{PREFIX}/events/{resource}/{}/{event}", id.as_hyphenated())
+}
+
+/// The row of `rows` on `topic`, if one is.
+fn row_on<'a>(rows: &'a [Document], topic: &str) -> Option<&'a Document> {
+    rows.iter().find(|r| r.get_str("topic") == Ok(topic))
+}
+
+/// The due mirror rows `relay` leases (no grace, up to 10).
+async fn due(rows: &mongostate::Store, relay: &str) -> Vec<outbox::PendingEvent> {
+    mirror_queue::claim_due(rows, relay, Duration::ZERO, LEASE, 10)
+        .await
+        .expect("claim")
+}
+
 async fn streaming_rows(store: &ManagerStore) -> u64 {
     store
         .store()
@@ -37,20 +54,35 @@ async fn streaming_rows(store: &ManagerStore) -> u64 {
         .expect("count")
 }
 
-#[tokio::test]
-async fn a_completed_job_with_the_mirror_on_gets_one_mirror_row_and_only_its_amqp_row_streams() {
-    let world = World::new().await;
+/// `world`'s store with the mirror on, and a new job it claimed for `owner-a`.
+async fn mirrored_claimed(world: &World) -> (ManagerStore, Uuid) {
     let store = world.store.clone().mirrored(PREFIX);
-    store.ensure_indexes().await.expect("indexes");
     let id = world.job().await;
     world.claim(id, "owner-a", LEASE).await;
+    (store, id)
+}
+
+/// Records `id`'s completion in `store`: the event sent, and the answer.
+async fn record_completed(
+    store: &ManagerStore,
+    id: Uuid,
+) -> (contract::event::OutboundEvent, Recorded) {
     let outcome = completed();
     let sent = event(id, &outcome);
-
     let recorded = store
         .record_terminal(&record(id, outcome, &sent))
         .await
         .expect("record");
+    (sent, recorded)
+}
+
+#[tokio::test]
+async fn a_completed_job_with_the_mirror_on_gets_one_mirror_row_and_only_its_amqp_row_streams() {
+    let world = World::new().await;
+    let (store, id) = mirrored_claimed(&world).await;
+    store.ensure_indexes().await.expect("indexes");
+
+    let (sent, recorded) = record_completed(&store, id).await;
 
     assert!(
         matches!(recorded, Recorded::Inserted { .. }),
@@ -60,8 +92,10 @@ async fn a_completed_job_with_the_mirror_on_gets_one_mirror_row_and_only_its_amq
     assert_eq!(rows.len(), 1, "{rows:?}");
     let row = &rows[0];
     assert_eq!(row.get_str("ce_id"), Ok(sent.ce_id()));
-    let topic = format!("{PREFIX}/events/job/{}/completed", id.as_hyphenated());
-    assert_eq!(row.get_str("topic"), Ok(topic.as_str()));
+    assert_eq!(
+        row.get_str("topic"),
+        Ok(topic("job", id, "completed").as_str())
+    );
     let body = row.get_binary_generic("body").expect("payload bytes");
     let payload: Map<String, Value> = serde_json::from_slice(body).expect("JSON payload");
     assert_eq!(payload.get("description"), Some(&Value::from("tests")));
@@ -120,27 +154,16 @@ async fn an_event_the_mirror_cannot_copy_aborts_the_whole_transaction() {
 #[tokio::test]
 async fn mirror_rows_are_leased_backed_off_and_deleted_once_delivered() {
     let world = World::new().await;
-    let store = world.store.clone().mirrored(PREFIX);
+    let (store, id) = mirrored_claimed(&world).await;
     store.ensure_indexes().await.expect("indexes");
-    let id = world.job().await;
-    world.claim(id, "owner-a", LEASE).await;
-    let outcome = completed();
-    let sent = event(id, &outcome);
-    store
-        .record_terminal(&record(id, outcome, &sent))
-        .await
-        .expect("record");
+    record_completed(&store, id).await;
     let rows = store.store();
     let before = mirror_queue::stats(rows).await.expect("stats");
     assert_eq!((before.pending, before.failing), (1, 0), "{before:?}");
     assert!(before.oldest_unpublished_age.is_some());
 
-    let taken = mirror_queue::claim_due(rows, "relay-1", Duration::ZERO, LEASE, 10)
-        .await
-        .expect("claim");
-    let again = mirror_queue::claim_due(rows, "relay-2", Duration::ZERO, LEASE, 10)
-        .await
-        .expect("claim");
+    let taken = due(rows, "relay-1").await;
+    let again = due(rows, "relay-2").await;
 
     assert_eq!(taken.len(), 1);
     assert!(again.is_empty(), "a leased row is taken twice: {again:?}");
@@ -149,7 +172,7 @@ async fn mirror_rows_are_leased_backed_off_and_deleted_once_delivered() {
     assert_eq!(event.attempts, 1);
     assert_eq!(
         event.topic.as_deref(),
-        Some(format!("{PREFIX}/events/job/{}/completed", id.as_hyphenated()).as_str())
+        Some(topic("job", id, "completed").as_str())
     );
     let RowId::Uuid(row) = event.id else {
         panic!("a UUID row id")
@@ -165,9 +188,7 @@ async fn mirror_rows_are_leased_backed_off_and_deleted_once_delivered() {
     )
     .await
     .expect("mark failed"));
-    let backed_off = mirror_queue::claim_due(rows, "relay-1", Duration::ZERO, LEASE, 10)
-        .await
-        .expect("claim");
+    let backed_off = due(rows, "relay-1").await;
     assert!(
         backed_off.is_empty(),
         "due before its backoff: {backed_off:?}"
@@ -185,9 +206,7 @@ async fn mirror_rows_are_leased_backed_off_and_deleted_once_delivered() {
         )
         .await
         .expect("make it due");
-    let retried = mirror_queue::claim_due(rows, "relay-1", Duration::ZERO, LEASE, 10)
-        .await
-        .expect("claim");
+    let retried = due(rows, "relay-1").await;
     assert_eq!(retried.len(), 1);
     assert_eq!(retried[0].attempts, 2);
 
@@ -210,50 +229,25 @@ async fn mirror_rows_are_leased_backed_off_and_deleted_once_delivered() {
     assert_eq!(after.oldest_unpublished_age, None);
 }
 
-fn record<'a>(
+/// `id`'s end by `owner-a`.
+fn record(
     id: Uuid,
-    outcome: outbox::TerminalOutcome,
-    event: &'a contract::event::OutboundEvent,
-) -> TerminalRecord<'a> {
-    TerminalRecord {
-        job_id: id,
-        owner: Some("owner-a"),
-        tenant: None,
-        outcome,
-        event,
-        publisher: "publisher-1",
-        lease: LEASE,
-        leaves_object: false,
-        metadata: empty(),
-        executions: &[],
-        close: None,
-    }
-}
-
-fn empty() -> &'static Map<String, Value> {
-    static EMPTY: std::sync::OnceLock<Map<String, Value>> = std::sync::OnceLock::new();
-    EMPTY.get_or_init(Map::new)
+    outcome: TerminalOutcome,
+    event: &contract::event::OutboundEvent,
+) -> TerminalRecord<'_> {
+    terminal_record(id, Some("owner-a"), outcome, event)
 }
 
 #[tokio::test]
 async fn a_cancel_mirrors_each_of_its_events_and_streams_none() {
     let world = World::new().await;
-    let store = world.store.clone().mirrored(PREFIX);
-    let id = world.job().await;
-    world.claim(id, "owner-a", LEASE).await;
+    let (store, id) = mirrored_claimed(&world).await;
 
     let controlled = store
-        .control(&outbox::ControlRequest {
-            job_id: id,
-            tenant: None,
-            step: contract::lifecycle::Step::Cancel { force: true },
-            comment: Some("wrong period"),
-            reason_code: Some("OPS_1"),
-            source: SOURCE,
-            request_id: Some("req-api"),
-            publisher: "api-1",
-            lease: LEASE,
-        })
+        .control(&control_request(
+            id,
+            contract::lifecycle::Step::Cancel { force: true },
+        ))
         .await
         .expect("the cancel is recorded");
 
@@ -272,15 +266,8 @@ async fn a_cancel_mirrors_each_of_its_events_and_streams_none() {
     mirrored.sort();
     assert_eq!(mirrored, recorded);
     // A running job's forced cancel: in progress until its run ends it.
-    let job_topic = format!(
-        "{PREFIX}/events/job/{}/cancellation_in_progress",
-        id.as_hyphenated()
-    );
-    assert!(
-        rows.iter()
-            .any(|r| r.get_str("topic") == Ok(job_topic.as_str())),
-        "{rows:?}"
-    );
+    let job_topic = topic("job", id, "cancellation_in_progress");
+    assert!(row_on(&rows, &job_topic).is_some(), "{rows:?}");
     // Nothing of a cancel goes to lib-streaming's collection.
     assert_eq!(streaming_rows(&store).await, 0);
 }
@@ -288,9 +275,7 @@ async fn a_cancel_mirrors_each_of_its_events_and_streams_none() {
 #[tokio::test]
 async fn a_failed_end_mirrors_its_closed_executions_and_counts_them_in_its_payload() {
     let world = World::new().await;
-    let store = world.store.clone().mirrored(PREFIX);
-    let id = world.job().await;
-    world.claim(id, "owner-a", LEASE).await;
+    let (store, id) = mirrored_claimed(&world).await;
     let outcome = failed("the datasource refused the query");
     let sent = event(id, &outcome);
     let mut end = record(id, outcome, &sent);
@@ -304,21 +289,11 @@ async fn a_failed_end_mirrors_its_closed_executions_and_counts_them_in_its_paylo
     assert_eq!(executions.len(), 1, "the claim queued one execution");
     let rows = mirror_rows(&store, id).await;
     assert_eq!(rows.len(), 2, "{rows:?}");
-    let execution = format!(
-        "{PREFIX}/events/jobExecution/{}/canceled",
-        id.as_hyphenated()
-    );
-    assert!(
-        rows.iter()
-            .any(|r| r.get_str("topic") == Ok(execution.as_str())),
-        "{rows:?}"
-    );
+    let execution = topic("jobExecution", id, "canceled");
+    assert!(row_on(&rows, &execution).is_some(), "{rows:?}");
     // A failed job is, to the mirror, a job whose executions all ended: `completed`, with the
     // execution this transaction closed counted.
-    let job_topic = format!("{PREFIX}/events/job/{}/completed", id.as_hyphenated());
-    let job_row = rows
-        .iter()
-        .find(|r| r.get_str("topic") == Ok(job_topic.as_str()))
+    let job_row = row_on(&rows, &topic("job", id, "completed"))
         .unwrap_or_else(|| panic!("no job row: {rows:?}"));
     let payload: Value =
         serde_json::from_slice(job_row.get_binary_generic("body").expect("bytes")).expect("JSON");

@@ -5,11 +5,15 @@ use std::time::Duration;
 
 use chrono::Utc;
 use contract::event::{CloudEventAttributes, OutboundEvent, Outcome, StoredResult};
+use contract::lifecycle::Step;
 use contract::Redacted;
 use mongodb::bson::{doc, Document};
+use mongodb::Client;
 use mongostate::{ManagerConfig, ManagerStore, Store};
-use outbox::{Claim, ClaimRequest, Recorded, RowId, TerminalOutcome, TerminalRecord};
-use serde_json::Map;
+use outbox::{
+    Claim, ClaimRequest, ControlRequest, Recorded, RowId, TerminalOutcome, TerminalRecord,
+};
+use serde_json::{Map, Value};
 use testkit::manager::{Manager, NewJob, MARKER_KEYS};
 use testkit::mongo::MongoDb;
 use uuid::Uuid;
@@ -28,13 +32,7 @@ impl World {
         let db = MongoDb::create().await;
         let manager = Manager::new(db.db());
         manager.ensure_indexes().await;
-        let store = ManagerStore::new(
-            Store::new(db.client.clone(), &db.name),
-            ManagerConfig {
-                exchange: "fetcher.job.events".to_owned(),
-                source: SOURCE.to_owned(),
-            },
-        );
+        let store = manager_store(&db.client, &db.name);
         World { db, manager, store }
     }
 
@@ -53,20 +51,8 @@ impl World {
     }
 
     pub async fn claim(&self, id: Uuid, owner: &str, lease: Duration) -> Claim {
-        let metadata = Map::new();
         self.store
-            .claim(&ClaimRequest {
-                job_id: id,
-                tenant: None,
-                request_id: Some("req-1"),
-                metadata: &metadata,
-                spec: None,
-                message_sha256: Some(&[7; 32]),
-                timeout_seconds: None,
-                owner,
-                lease,
-                traceparent: None,
-            })
+            .claim(&claim_request(id, owner, lease))
             .await
             .expect("claim")
     }
@@ -89,19 +75,7 @@ impl World {
         event: &OutboundEvent,
     ) -> Recorded {
         self.store
-            .record_terminal(&TerminalRecord {
-                job_id: id,
-                owner,
-                tenant: None,
-                outcome,
-                event,
-                publisher: "publisher-1",
-                lease: LEASE,
-                leaves_object: false,
-                metadata: &Map::new(),
-                executions: &[],
-                close: None,
-            })
+            .record_terminal(&terminal_record(id, owner, outcome, event))
             .await
             .expect("record")
     }
@@ -118,6 +92,77 @@ impl World {
             .expect("find the row")
             .expect("the row is committed")
     }
+}
+
+/// The store of the database `name` on `client`, as the Worker configures it.
+pub fn manager_store(client: &Client, name: &str) -> ManagerStore {
+    ManagerStore::new(
+        Store::new(client.clone(), name),
+        ManagerConfig {
+            exchange: "fetcher.job.events".to_owned(),
+            source: SOURCE.to_owned(),
+        },
+    )
+}
+
+/// The job core's claim of `id` for `owner`: no metadata, a message digest, request `req-1`.
+pub fn claim_request(id: Uuid, owner: &str, lease: Duration) -> ClaimRequest<'_> {
+    ClaimRequest {
+        job_id: id,
+        tenant: None,
+        request_id: Some("req-1"),
+        metadata: empty(),
+        spec: None,
+        message_sha256: Some(&[7; 32]),
+        timeout_seconds: None,
+        owner,
+        lease,
+        traceparent: None,
+    }
+}
+
+/// The job core's end of `id` with `outcome` and its `event`, by `owner` (or no one), leased
+/// to `publisher-1`: no metadata, no executions to close.
+pub fn terminal_record<'a>(
+    id: Uuid,
+    owner: Option<&'a str>,
+    outcome: TerminalOutcome,
+    event: &'a OutboundEvent,
+) -> TerminalRecord<'a> {
+    TerminalRecord {
+        job_id: id,
+        owner,
+        tenant: None,
+        outcome,
+        event,
+        publisher: "publisher-1",
+        lease: LEASE,
+        leaves_object: false,
+        metadata: empty(),
+        executions: &[],
+        close: None,
+    }
+}
+
+/// The control API's request to take `step` on `job_id` (with a comment and a reason code).
+pub fn control_request(job_id: Uuid, step: Step) -> ControlRequest<'static> {
+    ControlRequest {
+        job_id,
+        tenant: None,
+        step,
+        comment: Some("wrong period"),
+        reason_code: Some("OPS_1"),
+        source: SOURCE,
+        request_id: Some("req-api"),
+        publisher: "api-1",
+        lease: LEASE,
+    }
+}
+
+/// No metadata, borrowed for as long as a request needs.
+pub fn empty() -> &'static Map<String, Value> {
+    static EMPTY: std::sync::OnceLock<Map<String, Value>> = std::sync::OnceLock::new();
+    EMPTY.get_or_init(Map::new)
 }
 
 pub fn request() -> NewJob {

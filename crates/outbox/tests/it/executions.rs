@@ -2,34 +2,18 @@
 //! the run reports them (only by the claim's owner), closed by the job's end with their events
 //! before the job's own, removed by its deletion, each end's event recorded once.
 
-use std::collections::BTreeMap;
-
 use chrono::Utc;
 use contract::lifecycle::{ExecutionStatus, Step};
-use contract::message::MappedFields;
 use outbox::{
-    Claim, ClaimRequest, Close, ControlRequest, Controlled, ExecutionEvents, ExecutionReport,
-    JobSpec, Recorded, Store, TerminalRecord,
+    Claim, Close, ControlRequest, Controlled, ExecutionEvents, ExecutionReport, Recorded, Store,
+    TerminalRecord,
 };
 use serde_json::Value;
 use uuid::Uuid;
 
-use crate::support::{claim_request, failed, metadata, TestDb, LONG, SOURCE};
-
-fn mapped(names: &[&str]) -> MappedFields {
-    names
-        .iter()
-        .map(|name| {
-            (
-                (*name).to_owned(),
-                BTreeMap::from([
-                    ("a".to_owned(), vec!["id".to_owned()]),
-                    ("b".to_owned(), vec!["id".to_owned()]),
-                ]),
-            )
-        })
-        .collect()
-}
+use crate::support::{
+    claim_with_spec, claimed_of, control_request, failed, mapped, metadata, TestDb, LONG, SOURCE,
+};
 
 const EVENTS: ExecutionEvents<'static> = ExecutionEvents {
     tenant: None,
@@ -54,22 +38,12 @@ fn report(datasource: &str, status: ExecutionStatus, rows: u64) -> ExecutionRepo
     }
 }
 
+/// Each datasource's tables in these tests.
+const TABLES: [&str; 2] = ["a", "b"];
+
 /// Claims a new job of `datasources` for `owner`.
 async fn claimed_with(store: &Store, owner: &str, datasources: &[&str]) -> Uuid {
-    let job_id = Uuid::new_v4();
-    let metadata = metadata();
-    let mapped = mapped(datasources);
-    let filters = Default::default();
-    let request = ClaimRequest {
-        spec: Some(JobSpec {
-            mapped_fields: &mapped,
-            filters: &filters,
-        }),
-        ..claim_request(job_id, owner, LONG, &metadata)
-    };
-    let claim = store.claim(&request).await.expect("claim");
-    assert!(matches!(claim, Claim::Acquired { .. }), "{claim:?}");
-    job_id
+    claimed_of(store, owner, &mapped(datasources, &TABLES)).await
 }
 
 /// `(datasource, status, rows, tables, error)` of each execution.
@@ -258,17 +232,7 @@ async fn a_cancel_closes_the_executions_counted_in_its_event_and_a_delete_remove
         )
         .await
         .expect("record");
-    let cancel = ControlRequest {
-        job_id,
-        tenant: None,
-        step: Step::Cancel { force: true },
-        comment: None,
-        reason_code: None,
-        source: SOURCE,
-        request_id: None,
-        publisher: "api",
-        lease: LONG,
-    };
+    let cancel = control_request(job_id, Step::Cancel { force: true });
     assert!(matches!(
         store.control(&cancel).await.expect("cancel"),
         Controlled::Done { .. }
@@ -370,20 +334,8 @@ async fn a_takeover_queues_the_executions_again() {
         .execute(store.pool())
         .await
         .expect("expire");
-    let metadata = metadata();
-    let mapped = mapped(&["a"]);
-    let filters = Default::default();
-    let request = ClaimRequest {
-        spec: Some(JobSpec {
-            mapped_fields: &mapped,
-            filters: &filters,
-        }),
-        ..claim_request(job_id, "worker-b", LONG, &metadata)
-    };
-    assert!(matches!(
-        store.claim(&request).await.expect("takeover"),
-        Claim::Acquired { attempt: 2, .. }
-    ));
+    let takeover = claim_with_spec(store, job_id, "worker-b", &mapped(&["a"], &TABLES)).await;
+    assert!(matches!(takeover, Claim::Acquired { attempt: 2, .. }));
     assert_eq!(
         executions(store, job_id).await,
         [("a".into(), "QUEUED".into(), 0, 2, None)]
@@ -433,20 +385,8 @@ async fn a_retried_executions_attempts_reach_its_event_and_the_read_model_and_a_
         .execute(store.pool())
         .await
         .expect("expire");
-    let metadata = metadata();
-    let mapped = mapped(&["a", "b"]);
-    let filters = Default::default();
-    let request = ClaimRequest {
-        spec: Some(JobSpec {
-            mapped_fields: &mapped,
-            filters: &filters,
-        }),
-        ..claim_request(job_id, "worker-b", LONG, &metadata)
-    };
-    assert!(matches!(
-        store.claim(&request).await.expect("takeover"),
-        Claim::Acquired { attempt: 2, .. }
-    ));
+    let takeover = claim_with_spec(store, job_id, "worker-b", &mapped(&["a", "b"], &TABLES)).await;
+    assert!(matches!(takeover, Claim::Acquired { attempt: 2, .. }));
     let b = &store.executions(job_id).await.expect("executions")[1];
     assert_eq!((b.status.as_str(), b.attempts), ("QUEUED", 0));
     assert!(b.last_error.is_none());

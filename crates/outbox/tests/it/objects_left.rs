@@ -7,7 +7,7 @@ use contract::lifecycle::{Step, Then};
 use outbox::{ControlRequest, Controlled, Recorded, TerminalRecord};
 use uuid::Uuid;
 
-use crate::support::{claimed, completed, failed, record, TestDb, LONG, SOURCE};
+use crate::support::{claimed, completed, control_request, failed, record, TestDb, LONG, SOURCE};
 
 async fn left(db: &TestDb) -> Vec<Uuid> {
     db.store
@@ -89,17 +89,7 @@ async fn a_failed_end_that_leaves_an_object_is_listed_until_discarded() {
 async fn a_cancel_that_discards_the_object_marks_it_and_a_deletion_clears_it() {
     let db = TestDb::migrated().await;
     let job_id = claimed(&db.store, "worker-a").await;
-    let cancel = ControlRequest {
-        job_id,
-        tenant: None,
-        step: Step::Cancel { force: false },
-        comment: None,
-        reason_code: None,
-        source: SOURCE,
-        request_id: None,
-        publisher: "api",
-        lease: LONG,
-    };
+    let cancel = control_request(job_id, Step::Cancel { force: false });
     db.store.control(&cancel).await.expect("cancel");
     // The run's commit loses the race: the cancel ends, its object is to be discarded.
     let recorded = record(

@@ -16,7 +16,7 @@ use outbox::{
 use serde_json::Value;
 use uuid::Uuid;
 
-use crate::support::{claim_request, completed, metadata, TestDb, LONG, SOURCE};
+use crate::support::{claim_request, completed, control_request, metadata, TestDb, LONG, SOURCE};
 
 const TRACE: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
 
@@ -152,15 +152,8 @@ async fn a_job_run_again_shows_its_deliveries_in_the_details_and_the_events() {
 
 fn control(job_id: Uuid, step: Step) -> ControlRequest<'static> {
     ControlRequest {
-        job_id,
-        tenant: None,
-        step,
-        comment: None,
-        reason_code: None,
-        source: SOURCE,
-        request_id: None,
         publisher: "api-1",
-        lease: LONG,
+        ..control_request(job_id, step)
     }
 }
 

@@ -7,10 +7,16 @@
 
 use std::time::Duration;
 
+use std::collections::BTreeMap;
+
 use chrono::Utc;
 use contract::event::{CloudEventAttributes, OutboundEvent, Outcome, StoredResult, TerminalStatus};
+use contract::lifecycle::Step;
+use contract::message::MappedFields;
 use contract::Redacted;
-use outbox::{Claim, ClaimRequest, Recorded, Store, TerminalOutcome, TerminalRecord};
+use outbox::{
+    Claim, ClaimRequest, ControlRequest, JobSpec, Recorded, Store, TerminalOutcome, TerminalRecord,
+};
 use serde_json::{Map, Value};
 use sqlx::PgPool;
 use uuid::Uuid;
@@ -99,6 +105,63 @@ pub async fn claimed(store: &Store, owner: &str) -> Uuid {
         }
     );
     job_id
+}
+
+/// A job's `mappedFields`: each of `datasources` reading each of `tables` (their `id`).
+pub fn mapped(datasources: &[&str], tables: &[&str]) -> MappedFields {
+    datasources
+        .iter()
+        .map(|name| {
+            let tables = tables
+                .iter()
+                .map(|table| ((*table).to_owned(), vec!["id".to_owned()]))
+                .collect::<BTreeMap<_, _>>();
+            ((*name).to_owned(), tables)
+        })
+        .collect()
+}
+
+/// Claims `job_id` for `owner` (for [`LONG`]) with its spec: `mapped`, no filters.
+pub async fn claim_with_spec(
+    store: &Store,
+    job_id: Uuid,
+    owner: &str,
+    mapped: &MappedFields,
+) -> Claim {
+    let metadata = metadata();
+    let filters = Default::default();
+    let request = ClaimRequest {
+        spec: Some(JobSpec {
+            mapped_fields: mapped,
+            filters: &filters,
+        }),
+        ..claim_request(job_id, owner, LONG, &metadata)
+    };
+    store.claim(&request).await.expect("claim")
+}
+
+/// Claims a new job of `mapped` for `owner`, asserting it is acquired.
+pub async fn claimed_of(store: &Store, owner: &str, mapped: &MappedFields) -> Uuid {
+    let job_id = Uuid::new_v4();
+    let claim = claim_with_spec(store, job_id, owner, mapped).await;
+    assert!(matches!(claim, Claim::Acquired { .. }), "{claim:?}");
+    job_id
+}
+
+/// The control API's request to take `step` on `job_id`, as publisher `api`: no comment, reason
+/// code or request id.
+pub fn control_request(job_id: Uuid, step: Step) -> ControlRequest<'static> {
+    ControlRequest {
+        job_id,
+        tenant: None,
+        step,
+        comment: None,
+        reason_code: None,
+        source: SOURCE,
+        request_id: None,
+        publisher: "api",
+        lease: LONG,
+    }
 }
 
 /// The outcome and the frozen event of a completed job.

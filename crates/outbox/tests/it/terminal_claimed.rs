@@ -3,47 +3,25 @@
 //! in progress, a claim not held, the mirror on, an end recorded already) it writes nothing and
 //! the locked-row transaction answers as before.
 
-use std::collections::BTreeMap;
-
 use chrono::{DateTime, Duration as Span, Utc};
 use contract::event::OutboundEvent;
 use contract::lifecycle::{ExecutionStatus, Step};
-use contract::message::MappedFields;
 use outbox::{
-    Claim, ClaimRequest, Close, ControlRequest, Controlled, ExecutionReport, JobSpec, Recorded,
-    Store, TerminalOutcome, TerminalRecord,
+    Close, ControlRequest, Controlled, ExecutionReport, Recorded, Store, TerminalOutcome,
+    TerminalRecord,
 };
 use serde_json::Value;
 use uuid::Uuid;
 
-use crate::support::{claim_request, completed, failed, metadata, TestDb, LONG, SOURCE};
+use crate::support::{
+    claimed_of, completed, control_request, failed, mapped, metadata, TestDb, LONG,
+};
 
 const DATASOURCES: [&str; 2] = ["beta", "alpha"];
 
-/// Claims a new job of [`DATASOURCES`] for `owner`.
+/// Claims a new job of [`DATASOURCES`] (a table `t` each) for `owner`.
 async fn claimed_with(store: &Store, owner: &str) -> Uuid {
-    let job_id = Uuid::new_v4();
-    let metadata = metadata();
-    let mapped: MappedFields = DATASOURCES
-        .iter()
-        .map(|name| {
-            (
-                (*name).to_owned(),
-                BTreeMap::from([("t".to_owned(), vec!["id".to_owned()])]),
-            )
-        })
-        .collect();
-    let filters = Default::default();
-    let request = ClaimRequest {
-        spec: Some(JobSpec {
-            mapped_fields: &mapped,
-            filters: &filters,
-        }),
-        ..claim_request(job_id, owner, LONG, &metadata)
-    };
-    let claim = store.claim(&request).await.expect("claim");
-    assert!(matches!(claim, Claim::Acquired { .. }), "{claim:?}");
-    job_id
+    claimed_of(store, owner, &mapped(&DATASOURCES, &["t"])).await
 }
 
 /// A run's last reports: every datasource ended (one succeeded, one rejected after a retry),
@@ -74,26 +52,33 @@ fn reports(at: DateTime<Utc>) -> Vec<ExecutionReport> {
     ]
 }
 
-fn terminal_record<'a>(
+/// `job_id`'s end by its holder `worker-a` with `outcome` and the run's last `executions`,
+/// what they leave open closed as canceled.
+fn end<'a>(
     job_id: Uuid,
-    owner: &'a str,
     (outcome, event): &'a (TerminalOutcome, OutboundEvent),
     executions: &'a [ExecutionReport],
-    metadata: &'a serde_json::Map<String, Value>,
 ) -> TerminalRecord<'a> {
     TerminalRecord {
         job_id,
-        owner: Some(owner),
+        owner: Some("worker-a"),
         tenant: None,
         outcome: outcome.clone(),
         event,
         publisher: "worker-a",
         lease: LONG,
         leaves_object: true,
-        metadata,
+        metadata: job_metadata(),
         executions,
         close: Some(Close::CANCELED),
     }
+}
+
+/// The jobs' [`metadata`], for as long as a record borrows it.
+fn job_metadata() -> &'static serde_json::Map<String, Value> {
+    static METADATA: std::sync::OnceLock<serde_json::Map<String, Value>> =
+        std::sync::OnceLock::new();
+    METADATA.get_or_init(metadata)
 }
 
 /// Everything the end wrote about the job, with its id replaced by `JOB` and what differs by
@@ -169,6 +154,20 @@ async fn written(store: &Store, job_id: Uuid) -> Value {
     serde_json::from_str(&text).expect("JSON")
 }
 
+/// Asserts the one statement declines `record` (it answers `None`) and writes nothing: the job
+/// is still as [`written`] gave it `before`.
+async fn assert_declined(store: &Store, record: &TerminalRecord<'_>, before: &Value) {
+    assert_eq!(
+        store.record_terminal_claimed(record).await.expect("one"),
+        None
+    );
+    assert_eq!(
+        &written(store, record.job_id).await,
+        before,
+        "nothing written"
+    );
+}
+
 /// `time` to the nanosecond, as text.
 fn time(time: Option<DateTime<Utc>>) -> Option<String> {
     time.map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Nanos, true))
@@ -197,7 +196,6 @@ fn answered(recorded: &Recorded, job_id: Uuid) -> Vec<String> {
 async fn the_one_statement_writes_what_the_locked_transaction_writes() {
     let db = TestDb::migrated().await;
     let store = &db.store;
-    let metadata = metadata();
     let at = Utc::now();
     let reports = reports(at);
     for (name, outcome) in [
@@ -222,24 +220,12 @@ async fn the_one_statement_writes_what_the_locked_transaction_writes() {
         };
 
         let one = store
-            .record_terminal_claimed(&terminal_record(
-                fast,
-                "worker-a",
-                &fast_outcome,
-                &reports,
-                &metadata,
-            ))
+            .record_terminal_claimed(&end(fast, &fast_outcome, &reports))
             .await
             .expect("one statement")
             .expect("the normal path");
         let tx = store
-            .record_terminal_locked(&terminal_record(
-                locked,
-                "worker-a",
-                &locked_outcome,
-                &reports,
-                &metadata,
-            ))
+            .record_terminal_locked(&end(locked, &locked_outcome, &reports))
             .await
             .expect("locked transaction");
 
@@ -290,15 +276,8 @@ async fn canceling(store: &Store) -> Uuid {
     let job_id = claimed_with(store, "worker-a").await;
     let controlled = store
         .control(&ControlRequest {
-            job_id,
-            tenant: None,
-            step: Step::Cancel { force: false },
-            comment: None,
-            reason_code: None,
-            source: SOURCE,
             request_id: Some("req-2"),
-            publisher: "api",
-            lease: LONG,
+            ..control_request(job_id, Step::Cancel { force: false })
         })
         .await
         .expect("cancel");
@@ -313,28 +292,19 @@ async fn canceling(store: &Store) -> Uuid {
 async fn a_job_being_canceled_falls_back_and_its_cancel_wins_as_before() {
     let db = TestDb::migrated().await;
     let store = &db.store;
-    let metadata = metadata();
     let reports = reports(Utc::now());
     let fast = canceling(store).await;
     let locked = canceling(store).await;
     let before = written(store, fast).await;
 
     let fast_outcome = completed(fast);
-    let record = terminal_record(fast, "worker-a", &fast_outcome, &reports, &metadata);
-    let one = store.record_terminal_claimed(&record).await.expect("one");
-    assert_eq!(one, None);
-    assert_eq!(written(store, fast).await, before, "nothing written");
+    let record = end(fast, &fast_outcome, &reports);
+    assert_declined(store, &record, &before).await;
 
     let recorded = store.record_terminal(&record).await.expect("record");
     let locked_outcome = completed(locked);
     let tx = store
-        .record_terminal_locked(&terminal_record(
-            locked,
-            "worker-a",
-            &locked_outcome,
-            &reports,
-            &metadata,
-        ))
+        .record_terminal_locked(&end(locked, &locked_outcome, &reports))
         .await
         .expect("locked");
     let (
@@ -365,19 +335,17 @@ async fn a_job_being_canceled_falls_back_and_its_cancel_wins_as_before() {
 async fn a_claim_not_held_writes_nothing_and_answers_lost() {
     let db = TestDb::migrated().await;
     let store = &db.store;
-    let metadata = metadata();
     let reports = reports(Utc::now());
     let job_id = claimed_with(store, "worker-a").await;
     let before = written(store, job_id).await;
     let outcome = completed(job_id);
 
     // Another worker's record (a claim taken over: its owner is no longer the caller).
-    let record = terminal_record(job_id, "worker-b", &outcome, &reports, &metadata);
-    assert_eq!(
-        store.record_terminal_claimed(&record).await.expect("one"),
-        None
-    );
-    assert_eq!(written(store, job_id).await, before, "nothing written");
+    let record = TerminalRecord {
+        owner: Some("worker-b"),
+        ..end(job_id, &outcome, &reports)
+    };
+    assert_declined(store, &record, &before).await;
     assert_eq!(
         store.record_terminal(&record).await.expect("record"),
         Recorded::LostClaim
@@ -385,7 +353,7 @@ async fn a_claim_not_held_writes_nothing_and_answers_lost() {
     assert_eq!(written(store, job_id).await, before, "still nothing");
 
     // The holder's end, once: the same end again finds the job ended.
-    let record = terminal_record(job_id, "worker-a", &outcome, &reports, &metadata);
+    let record = end(job_id, &outcome, &reports);
     assert!(matches!(
         store.record_terminal(&record).await.expect("record"),
         Recorded::Inserted { .. }
@@ -409,7 +377,6 @@ async fn a_claim_not_held_writes_nothing_and_answers_lost() {
 async fn an_event_recorded_already_falls_back_to_its_answer() {
     let db = TestDb::migrated().await;
     let store = &db.store;
-    let metadata = metadata();
     let job_id = claimed_with(store, "worker-a").await;
     let outcome = completed(job_id);
     // The job's event is in the outbox already (a store edited by hand).
@@ -420,12 +387,8 @@ async fn an_event_recorded_already_falls_back_to_its_answer() {
         .await
         .expect("a row");
     let before = written(store, job_id).await;
-    let record = terminal_record(job_id, "worker-a", &outcome, &[], &metadata);
-    assert_eq!(
-        store.record_terminal_claimed(&record).await.expect("one"),
-        None
-    );
-    assert_eq!(written(store, job_id).await, before, "nothing written");
+    let record = end(job_id, &outcome, &[]);
+    assert_declined(store, &record, &before).await;
     assert_eq!(
         store.record_terminal(&record).await.expect("record"),
         Recorded::DuplicateEvent {
@@ -438,13 +401,12 @@ async fn an_event_recorded_already_falls_back_to_its_answer() {
 #[tokio::test]
 async fn off_the_normal_path_the_locked_transaction_answers() {
     let db = TestDb::migrated().await;
-    let metadata = metadata();
     let reports = reports(Utc::now());
     // The MQTT mirror on: its rows need the job's facts as the transaction leaves them.
     let mirrored = Store::new(db.pool().clone()).mirrored("fetcher");
     let job_id = claimed_with(&mirrored, "worker-a").await;
     let outcome = completed(job_id);
-    let record = terminal_record(job_id, "worker-a", &outcome, &reports, &metadata);
+    let record = end(job_id, &outcome, &reports);
     assert_eq!(
         mirrored
             .record_terminal_claimed(&record)
@@ -466,7 +428,7 @@ async fn off_the_normal_path_the_locked_transaction_answers() {
         ended_at: None,
         ..reports[1].clone()
     }];
-    let record = terminal_record(job_id, "worker-a", &outcome, &open, &metadata);
+    let record = end(job_id, &outcome, &open);
     assert_eq!(
         store.record_terminal_claimed(&record).await.expect("one"),
         None

@@ -3,41 +3,16 @@
 //! of their statements at once (`pg_stat_activity`, sampled every 20 ms by the test), all ten
 //! complete, and the replicas counted waits.
 
-use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use uuid::Uuid;
 
-use crate::harness::{metric_sum, Signing, World};
-
-/// A view each read of which takes 0.4 s: the jobs' statements overlap unless held apart.
-const CAPPED_VIEW: &str = "CREATE VIEW capped AS SELECT id FROM payments, pg_sleep(0.4)";
-
-/// The source's active statements that read `capped`, the test's own excepted.
-async fn capped_statements(pool: &sqlx::PgPool, database: &str) -> i64 {
-    sqlx::query_scalar(
-        "SELECT count(*) FROM pg_stat_activity
-         WHERE datname = $1 AND state = 'active' AND query ILIKE '%capped%'
-           AND pid <> pg_backend_pid()",
-    )
-    .bind(database)
-    .fetch_one(pool)
-    .await
-    .expect("pg_stat_activity")
-}
+use crate::harness::{Overlap, Signing, World};
 
 #[tokio::test]
 async fn three_replicas_never_run_more_reads_of_a_capped_datasource_than_its_cap() {
     let world = World::new().await;
-    let source = sqlx::PgPool::connect(world.source_url())
-        .await
-        .expect("source");
-    sqlx::query(CAPPED_VIEW)
-        .execute(&source)
-        .await
-        .expect("view");
-    source.close().await;
+    world.create_capped_view().await;
     let capped = || vec![("DATASOURCE_SRC_MAX_CONCURRENT".to_owned(), "2".to_owned())];
     let workers = [
         world.start_worker_with(capped()).await,
@@ -46,88 +21,50 @@ async fn three_replicas_never_run_more_reads_of_a_capped_datasource_than_its_cap
     ];
 
     // The sampler: the most statements on `capped` seen at once, until told to stop.
-    let most = Arc::new(AtomicI64::new(0));
-    let stop = tokio_util::sync::CancellationToken::new();
-    let sampler = tokio::spawn({
-        let (most, stop) = (most.clone(), stop.clone());
-        let (state, database) = (world.state.clone(), world.source_db.clone());
-        async move {
-            let mut ticks = tokio::time::interval(Duration::from_millis(20));
-            while !stop.is_cancelled() {
-                ticks.tick().await;
-                let running = capped_statements(&state, &database).await;
-                most.fetch_max(running, Ordering::Relaxed);
-            }
-        }
-    });
+    let overlap = Overlap::start(&world);
 
     let mut events = world.listen().await;
     let jobs: Vec<Uuid> = (0..10).map(|_| Uuid::now_v7()).collect();
     for job_id in &jobs {
-        world
-            .submit(
-                &world.job_body(*job_id, "src", "capped", &["id"]),
-                None,
-                &[],
-            )
-            .await;
+        world.submit_job(*job_id, "src", "capped", &["id"]).await;
     }
-    for job_id in &jobs {
-        let event = events.event_for(*job_id, Duration::from_secs(60)).await;
-        assert_eq!(
-            event.delivery.routing_key.as_str(),
-            "job.completed",
-            "{job_id}: {}",
-            event.body()
-        );
-    }
-    stop.cancel();
-    sampler.await.expect("sampler");
-
-    let most = most.load(Ordering::Relaxed);
+    events.all_completed(&jobs, Duration::from_secs(60)).await;
+    let most = overlap.stop().await;
     println!("caps: at most {most} statements on the capped view at once");
     assert!(
         most <= 2,
         "the source ran {most} of the jobs' statements at once"
     );
     assert!(most >= 1, "the sampler saw the jobs' statements");
-    let metrics: Vec<String> = workers
-        .iter()
-        .map(|worker| worker.get("/metrics").expect("metrics").1)
-        .collect();
-    let label = "datasource=\"src\"";
-    let waits: f64 = metrics
-        .iter()
-        .map(|m| metric_sum(m, "fetcher_datasource_slot_waits_total", label))
-        .sum();
+    let sum = |name| -> f64 {
+        workers
+            .iter()
+            .map(|worker| worker.metric(name, "datasource=\"src\""))
+            .sum()
+    };
+    let waits = sum("fetcher_datasource_slot_waits_total");
     println!("caps: {waits} waits counted over the three replicas");
     assert!(waits >= 1.0, "ten jobs on two slots waited: {waits}");
-    let in_use: f64 = metrics
-        .iter()
-        .map(|m| metric_sum(m, "fetcher_datasource_slots_in_use", label))
-        .sum();
+    let in_use = sum("fetcher_datasource_slots_in_use");
     assert_eq!(in_use, 0.0, "every slot was given back");
-    let taken: f64 = metrics
-        .iter()
-        .map(|m| metric_sum(m, "fetcher_datasource_slot_wait_seconds_count", label))
-        .sum();
+    let taken = sum("fetcher_datasource_slot_wait_seconds_count");
     assert!(taken >= 10.0, "each job took a slot: {taken}");
     // Every slot is freed by its run (on a task of its own, right after the read), not left to
     // lapse: JOB_LEASE_SEC is 3 s, so a row left behind would outlive this wait.
-    let deadline = Instant::now() + Duration::from_secs(2);
-    loop {
-        let held: i64 = sqlx::query_scalar("SELECT count(*) FROM datasource_slots")
-            .fetch_one(&world.state)
-            .await
-            .expect("slots");
-        if held == 0 {
-            break;
-        }
-        assert!(Instant::now() < deadline, "{held} slots were never freed");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    wait_for("every slot freed", Duration::from_secs(2), async || {
+        slots_held(&world).await == 0
+    })
+    .await;
     drop(workers);
     world.cleanup().await;
+}
+
+/// The rows of `datasource_slots`: slots held (or left behind).
+async fn slots_held(world: &World) -> i64 {
+    sqlx::query_scalar("SELECT count(*) FROM datasource_slots")
+        .fetch_one(&world.state)
+        .await
+        .expect("slots")
 }
 
 /// Polls `check` every 50 ms until it holds, failing after `within`.
@@ -148,9 +85,7 @@ async fn a_job_waiting_for_a_slot_stays_queued_and_ends_by_its_cancel_or_its_tim
 
     // The one slot, held by a 6-second read.
     let holder = Uuid::now_v7();
-    world
-        .submit(&world.job_body(holder, "src", "slow", &["id"]), None, &[])
-        .await;
+    world.submit_job(holder, "src", "slow", &["id"]).await;
     wait_for(
         "the holder's statement",
         Duration::from_secs(20),
@@ -160,20 +95,9 @@ async fn a_job_waiting_for_a_slot_stays_queued_and_ends_by_its_cancel_or_its_tim
 
     // A job that waits: processing, its execution QUEUED, the wait counted.
     let waiting = Uuid::now_v7();
-    world
-        .submit(
-            &world.job_body(waiting, "src", "payments", &["id"]),
-            None,
-            &[],
-        )
-        .await;
+    world.submit_job(waiting, "src", "payments", &["id"]).await;
     wait_for("the wait counted", Duration::from_secs(20), async || {
-        let metrics = worker.get("/metrics").expect("metrics").1;
-        metric_sum(
-            &metrics,
-            "fetcher_datasource_slot_waits_total",
-            "datasource=\"src\"",
-        ) >= 1.0
+        worker.metric("fetcher_datasource_slot_waits_total", "datasource=\"src\"") >= 1.0
     })
     .await;
     assert_eq!(
@@ -219,11 +143,7 @@ async fn a_job_waiting_for_a_slot_stays_queued_and_ends_by_its_cancel_or_its_tim
     let completed = events.event_for(holder, Duration::from_secs(20)).await;
     assert_eq!(completed.delivery.routing_key.as_str(), "job.completed");
     wait_for("every slot freed", Duration::from_secs(2), async || {
-        sqlx::query_scalar::<_, i64>("SELECT count(*) FROM datasource_slots")
-            .fetch_one(&world.state)
-            .await
-            .expect("slots")
-            == 0
+        slots_held(&world).await == 0
     })
     .await;
     drop(worker);

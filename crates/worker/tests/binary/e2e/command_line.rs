@@ -74,13 +74,7 @@ async fn only_no_argument_or_run_starts_the_worker_and_it_names_its_build() {
         .expect("the Worker's topology");
     let mut events = world.listen().await;
     let job_id = Uuid::now_v7();
-    world
-        .submit(
-            &world.job_body(job_id, "src", "payments", &["id"]),
-            None,
-            &[],
-        )
-        .await;
+    world.submit_job(job_id, "src", "payments", &["id"]).await;
     wait_depth(&world, 1, Duration::from_secs(10)).await;
 
     let port = free_port();

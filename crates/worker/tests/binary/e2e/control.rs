@@ -16,9 +16,7 @@ async fn a_force_cancel_stops_the_running_query_and_ends_the_job_canceled() {
     let (worker, api) = world.start_worker_with_api(Vec::new()).await;
     let mut events = world.listen().await;
     let job_id = Uuid::now_v7();
-    world
-        .submit(&world.job_body(job_id, "src", "slow", &["id"]), None, &[])
-        .await;
+    world.submit_job(job_id, "src", "slow", &["id"]).await;
     let deadline = Instant::now() + Duration::from_secs(20);
     while world.slow_queries().await == 0 {
         assert!(Instant::now() < deadline, "the query never ran");
@@ -126,13 +124,7 @@ async fn a_completed_job_is_deleted_in_two_phases_and_its_object_is_gone() {
     let (worker, api) = world.start_worker_with_api(Vec::new()).await;
     let mut events = world.listen().await;
     let job_id = Uuid::now_v7();
-    world
-        .submit(
-            &world.job_body(job_id, "src", "payments", &["id"]),
-            None,
-            &[],
-        )
-        .await;
+    world.submit_job(job_id, "src", "payments", &["id"]).await;
     let completed = events.event_for(job_id, Duration::from_secs(40)).await;
     assert_eq!(completed.delivery.routing_key.as_str(), "job.completed");
     assert_eq!(world.object_keys().await.len(), 1);
@@ -176,13 +168,7 @@ async fn requests_not_signed_for_their_job_method_and_tenant_change_nothing() {
     let (worker, api) = world.start_worker_with_api(Vec::new()).await;
     let mut events = world.listen().await;
     let job_id = Uuid::now_v7();
-    world
-        .submit(
-            &world.job_body(job_id, "src", "payments", &["id"]),
-            None,
-            &[],
-        )
-        .await;
+    world.submit_job(job_id, "src", "payments", &["id"]).await;
     events.event_for(job_id, Duration::from_secs(40)).await;
 
     for (signing, code) in [
@@ -241,9 +227,7 @@ async fn a_force_cancel_reaches_a_long_leased_run_through_its_announcement() {
         .await;
     let mut events = world.listen().await;
     let job_id = Uuid::now_v7();
-    world
-        .submit(&world.job_body(job_id, "src", "slow", &["id"]), None, &[])
-        .await;
+    world.submit_job(job_id, "src", "slow", &["id"]).await;
     let deadline = Instant::now() + Duration::from_secs(20);
     while world.slow_queries().await == 0 {
         assert!(Instant::now() < deadline, "the query never ran");
@@ -304,9 +288,7 @@ async fn a_force_cancel_stops_a_running_query_on_mariadb_too() {
     let (worker, api) = world.start_worker_with_api(source.datasource("mdb")).await;
     let mut events = world.listen().await;
     let job_id = Uuid::now_v7();
-    world
-        .submit(&world.job_body(job_id, "mdb", "slow", &["id"]), None, &[])
-        .await;
+    world.submit_job(job_id, "mdb", "slow", &["id"]).await;
     let deadline = Instant::now() + Duration::from_secs(20);
     while running(&source).await == 0 {
         assert!(Instant::now() < deadline, "the query never ran on MariaDB");
@@ -365,9 +347,7 @@ async fn a_cancel_of_a_queued_job_ends_it_unrun_when_a_worker_takes_its_message(
     drop(world.start_worker().await);
     let mut events = world.listen().await;
     let job_id = Uuid::now_v7();
-    world
-        .submit(&world.job_body(job_id, "src", "slow", &["id"]), None, &[])
-        .await;
+    world.submit_job(job_id, "src", "slow", &["id"]).await;
     let (status, document) = api.send(
         "POST",
         job_id,

@@ -44,9 +44,7 @@ async fn a_job_whose_worker_is_killed_is_finished_by_another() {
     let mut events = world.listen().await;
 
     let job_id = Uuid::now_v7();
-    world
-        .submit(&world.job_body(job_id, "src", "slow", &["id"]), None, &[])
-        .await;
+    world.submit_job(job_id, "src", "slow", &["id"]).await;
     world
         .wait_status(job_id, "processing", Duration::from_secs(20))
         .await;
@@ -102,9 +100,7 @@ async fn a_run_whose_claim_is_taken_over_while_extracting_stores_nothing() {
     worker.wait_ready(Duration::from_secs(60)).await;
 
     let job_id = Uuid::now_v7();
-    world
-        .submit(&world.job_body(job_id, "src", "slow", &["id"]), None, &[])
-        .await;
+    world.submit_job(job_id, "src", "slow", &["id"]).await;
     // While the 6-s query runs, another owner takes the job over.
     world
         .wait_status(job_id, "processing", Duration::from_secs(20))

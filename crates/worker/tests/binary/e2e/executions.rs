@@ -302,13 +302,7 @@ async fn a_running_execution_shows_its_rows_so_far() {
     let (worker, api) = world.start_worker_with_api(Vec::new()).await;
     let mut events = world.listen().await;
     let job_id = Uuid::now_v7();
-    world
-        .submit(
-            &world.job_body(job_id, "src", "trickle", &["id"]),
-            None,
-            &[],
-        )
-        .await;
+    world.submit_job(job_id, "src", "trickle", &["id"]).await;
     // While it runs, the job document shows the rows read so far, growing.
     let mut seen: Vec<u64> = Vec::new();
     let deadline = Instant::now() + Duration::from_secs(60);

@@ -30,13 +30,7 @@ async fn failing_jobs_publish_redacted_reasons_and_store_nothing() {
     ];
     for (connection, table, expected) in cases {
         let job_id = Uuid::now_v7();
-        world
-            .submit(
-                &world.job_body(job_id, connection, table, &["id"]),
-                None,
-                &[],
-            )
-            .await;
+        world.submit_job(job_id, connection, table, &["id"]).await;
         let event = events.event_for(job_id, Duration::from_secs(40)).await;
         assert_eq!(event.delivery.routing_key.as_str(), "job.failed");
         event.verify(&world.keys).expect("signature");

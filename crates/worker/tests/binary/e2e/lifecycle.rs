@@ -46,9 +46,7 @@ async fn sigterm_drains_in_flight_jobs_with_readyz_at_503() {
 
     let jobs: Vec<Uuid> = (0..2).map(|_| Uuid::now_v7()).collect();
     for job_id in &jobs {
-        world
-            .submit(&world.job_body(*job_id, "src", "slow", &["id"]), None, &[])
-            .await;
+        world.submit_job(*job_id, "src", "slow", &["id"]).await;
     }
     for job_id in &jobs {
         world

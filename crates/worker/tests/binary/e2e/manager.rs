@@ -55,8 +55,17 @@ impl ManagerWorld {
     }
 
     pub async fn start_worker(&self) -> WorkerProcess {
+        self.start_worker_with(&[]).await
+    }
+
+    /// A Worker with these variables besides [`env`](Self::env)'s, once ready.
+    pub(super) async fn start_worker_with(&self, extra: &[(&str, &str)]) -> WorkerProcess {
         let port = crate::harness::free_port();
-        let worker = WorkerProcess::spawn(self.env(port), port);
+        let mut env = self.env(port);
+        for (name, value) in extra {
+            env.insert((*name).to_owned(), (*value).to_owned());
+        }
+        let worker = WorkerProcess::spawn(env, port);
         worker.wait_ready(Duration::from_secs(60)).await;
         worker
     }
@@ -79,11 +88,26 @@ impl ManagerWorld {
 
     /// The job as the Manager creates it, its message not published yet.
     pub async fn create(&self, table: &str, fields: &[&str]) -> (Uuid, NewJob) {
+        self.create_on("src", table, fields, Document::new()).await
+    }
+
+    /// [`create`](Self::create) on the connection named `connection`, with `more` metadata
+    /// after the world's (jobs of one table then are requests of their own: the Manager's
+    /// unique request hash).
+    pub(super) async fn create_on(
+        &self,
+        connection: &str,
+        table: &str,
+        fields: &[&str],
+        more: Document,
+    ) -> (Uuid, NewJob) {
         let field_list: Vec<Bson> = fields.iter().map(|f| Bson::from(*f)).collect();
+        let mut metadata = doc! {"source": "e2e", "correlationId": &self.world.id};
+        metadata.extend(more);
         let job = NewJob {
-            mapped_fields: doc! {"src": {table: field_list}},
+            mapped_fields: doc! {connection: {table: field_list}},
             filters: Document::new(),
-            metadata: doc! {"source": "e2e", "correlationId": &self.world.id},
+            metadata,
         };
         let job_id = self.manager.create_job(&job).await.expect("create the job");
         (job_id, job)
@@ -96,19 +120,11 @@ impl ManagerWorld {
 
     /// [`submit`](Self::submit) on the connection named `connection`.
     async fn submit_on(&self, connection: &str, table: &str, fields: &[&str]) -> (Uuid, NewJob) {
-        let field_list: Vec<Bson> = fields.iter().map(|f| Bson::from(*f)).collect();
-        let job = NewJob {
-            mapped_fields: doc! {connection: {table: field_list}},
-            filters: Document::new(),
-            metadata: doc! {"source": "e2e", "correlationId": &self.world.id},
-        };
-        let job_id = self.manager.create_job(&job).await.expect("create the job");
+        let (job_id, job) = self
+            .create_on(connection, table, fields, Document::new())
+            .await;
         self.world
-            .submit(
-                &self.world.job_body(job_id, connection, table, fields),
-                None,
-                &[],
-            )
+            .submit_job(job_id, connection, table, fields)
             .await;
         (job_id, job)
     }
@@ -198,12 +214,7 @@ async fn a_job_the_manager_created_completes_and_the_manager_reads_it_back() {
     // A second delivery of the same message runs nothing again.
     let before = m.manager.stored(job_id).await;
     m.world
-        .submit(
-            &m.world
-                .job_body(job_id, "src", "payments", &["memo", "id", "amount"]),
-            None,
-            &[],
-        )
+        .submit_job(job_id, "src", "payments", &["memo", "id", "amount"])
         .await;
     worker
         .wait_for_lines(

@@ -80,13 +80,7 @@ async fn a_cancel_of_a_job_whose_message_has_not_come_ends_it_and_its_message_is
     manager_sees_canceled(&m, job_id).await;
 
     // Its message comes: acknowledged without a run, nothing stored, no other event.
-    m.world
-        .submit(
-            &m.world.job_body(job_id, "src", "payments", &["id"]),
-            None,
-            &[],
-        )
-        .await;
+    m.world.submit_job(job_id, "src", "payments", &["id"]).await;
     worker
         .wait_for_lines(
             "the message acknowledged unrun",

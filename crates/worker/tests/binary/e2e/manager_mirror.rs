@@ -9,7 +9,7 @@ use mongodb::bson::{doc, Document};
 use serde_json::Value;
 use testkit::mqtt::{mqtt_url, unique_prefix, Subscriber};
 
-use crate::harness::{Listener, WorkerProcess};
+use crate::harness::Listener;
 
 use super::manager::ManagerWorld;
 
@@ -20,12 +20,9 @@ async fn a_completed_jobs_event_reaches_its_mqtt_topic_and_only_its_amqp_row_str
     let m = ManagerWorld::new().await;
     let prefix = unique_prefix();
     let subscriber = Subscriber::start(&mqtt_url(), &format!("{prefix}/events/#"));
-    let port = crate::harness::free_port();
-    let mut env = m.env(port);
-    env.insert("MQTT_URL".to_owned(), mqtt_url());
-    env.insert("MQTT_TOPIC_PREFIX".to_owned(), prefix.clone());
-    let mut worker = WorkerProcess::spawn(env, port);
-    worker.wait_ready(Duration::from_secs(60)).await;
+    let mut worker = m
+        .start_worker_with(&[("MQTT_URL", &mqtt_url()), ("MQTT_TOPIC_PREFIX", &prefix)])
+        .await;
     let mut events: Listener = m.world.listen().await;
 
     let (job_id, _) = m.submit("payments", &["memo", "id", "amount"]).await;

@@ -168,18 +168,10 @@ async fn mosquitto_sub_receives_every_lifecycle_event_with_payloads_matching_the
 
     let [completed, failed, canceled, deleted] = [(); 4].map(|_| Uuid::now_v7());
     for job in [completed, deleted] {
-        world
-            .submit(&world.job_body(job, "src", "payments", &["id"]), None, &[])
-            .await;
+        world.submit_job(job, "src", "payments", &["id"]).await;
     }
     // `down` refuses connections: its execution fails, and the job.
-    world
-        .submit(
-            &world.job_body(failed, "down", "payments", &["id"]),
-            None,
-            &[],
-        )
-        .await;
+    world.submit_job(failed, "down", "payments", &["id"]).await;
     for job in [completed, deleted] {
         world
             .wait_status(job, "completed", Duration::from_secs(40))
@@ -189,9 +181,7 @@ async fn mosquitto_sub_receives_every_lifecycle_event_with_payloads_matching_the
         .wait_status(failed, "failed", Duration::from_secs(40))
         .await;
     // Submitted last: its 6 s statement is still running when the cancel comes.
-    world
-        .submit(&world.job_body(canceled, "src", "slow", &["id"]), None, &[])
-        .await;
+    world.submit_job(canceled, "src", "slow", &["id"]).await;
     let deadline = Instant::now() + Duration::from_secs(20);
     while world.slow_queries().await == 0 {
         assert!(
@@ -353,9 +343,7 @@ async fn run_jobs(
 ) -> Vec<Duration> {
     let mut submitted = BTreeMap::new();
     for job in jobs {
-        world
-            .submit(&world.job_body(*job, "src", "payments", &["id"]), None, &[])
-            .await;
+        world.submit_job(*job, "src", "payments", &["id"]).await;
         submitted.insert(job.to_string(), Instant::now());
     }
     let mut latencies =

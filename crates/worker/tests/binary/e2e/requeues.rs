@@ -108,11 +108,7 @@ async fn a_job_given_back_to_the_queue_counts_its_reason_and_its_redelivery() {
     pg.set_trap(Trap::before(CONNECTION_LOOKUP));
     let unknown = Uuid::now_v7();
     world
-        .submit(
-            &world.job_body(unknown, "stored", "payments", &["id"]),
-            None,
-            &[],
-        )
+        .submit_job(unknown, "stored", "payments", &["id"])
         .await;
     let event = events.event_for(unknown, Duration::from_secs(60)).await;
     assert_eq!(event.delivery.routing_key.as_str(), "job.failed");
@@ -134,11 +130,7 @@ async fn a_job_given_back_to_the_queue_counts_its_reason_and_its_redelivery() {
     pg.reset_all();
     let waiting = Uuid::now_v7();
     world
-        .submit(
-            &world.job_body(waiting, "src", "payments", &["id", "amount"]),
-            None,
-            &[],
-        )
+        .submit_job(waiting, "src", "payments", &["id", "amount"])
         .await;
     let down = wait_counters(
         &worker,

@@ -36,13 +36,7 @@ async fn old_results_are_deleted_through_the_lifecycle_by_one_replica_and_tombst
     let mut events = world.listen().await;
     let jobs: Vec<Uuid> = (0..3).map(|_| Uuid::now_v7()).collect();
     for job_id in &jobs {
-        world
-            .submit(
-                &world.job_body(*job_id, "src", "payments", &["id"]),
-                None,
-                &[],
-            )
-            .await;
+        world.submit_job(*job_id, "src", "payments", &["id"]).await;
     }
     for job_id in &jobs {
         let completed = events.event_for(*job_id, Duration::from_secs(40)).await;

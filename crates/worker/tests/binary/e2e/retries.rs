@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde_json::Value;
 use uuid::Uuid;
 
-use crate::harness::{metric_sum, FaultProxy, Listener, Signing, World};
+use crate::harness::{ControlClient, FaultProxy, Listener, Signing, WorkerProcess, World};
 
 /// The world's source database as the datasource `flaky`, reached through `proxy`.
 fn flaky(world: &World, proxy: &FaultProxy) -> Vec<(String, String)> {
@@ -45,6 +45,39 @@ fn settings(attempts: &str) -> Vec<(String, String)> {
     .collect()
 }
 
+/// A Worker (with its control API) reading the datasource `flaky` through a fault proxy with
+/// `attempts` retries, and a listener on every job event.
+async fn start_flaky(
+    world: &World,
+    attempts: &str,
+) -> (FaultProxy, WorkerProcess, ControlClient, Listener) {
+    let proxy = proxy_to_source(world).await;
+    let mut extra = flaky(world, &proxy);
+    extra.extend(settings(attempts));
+    let (worker, api) = world.start_worker_with_api(extra).await;
+    let events = world.listen_to("job.#").await;
+    (proxy, worker, api, events)
+}
+
+/// Submits a job reading `table` on `connection`; its execution's event and its end, as
+/// [`execution_and_end`] gives them.
+async fn run_job(
+    world: &World,
+    events: &mut Listener,
+    connection: &str,
+    table: &str,
+) -> (Uuid, Value, String) {
+    let job_id = Uuid::now_v7();
+    world.submit_job(job_id, connection, table, &["id"]).await;
+    let (execution, end) = execution_and_end(events, world, job_id).await;
+    (job_id, execution, end)
+}
+
+/// The sum of the Worker's `fetcher_datasource_retries_total` series whose labels contain `label`.
+fn retries(worker: &WorkerProcess, label: &str) -> f64 {
+    worker.metric("fetcher_datasource_retries_total", label)
+}
+
 /// The job's execution event, then its terminal event (verified), as they come.
 async fn execution_and_end(events: &mut Listener, world: &World, job_id: Uuid) -> (Value, String) {
     let mut execution = None;
@@ -63,21 +96,9 @@ async fn execution_and_end(events: &mut Listener, world: &World, job_id: Uuid) -
 #[tokio::test]
 async fn a_datasource_reset_twice_is_read_on_its_third_attempt_with_three_retries() {
     let world = World::new().await;
-    let proxy = proxy_to_source(&world).await;
-    let mut extra = flaky(&world, &proxy);
-    extra.extend(settings("3"));
-    let (worker, api) = world.start_worker_with_api(extra).await;
-    let mut events = world.listen_to("job.#").await;
+    let (proxy, worker, api, mut events) = start_flaky(&world, "3").await;
     proxy.refuse_next(2);
-    let job_id = Uuid::now_v7();
-    world
-        .submit(
-            &world.job_body(job_id, "flaky", "payments", &["id"]),
-            None,
-            &[],
-        )
-        .await;
-    let (execution, end) = execution_and_end(&mut events, &world, job_id).await;
+    let (job_id, execution, end) = run_job(&world, &mut events, "flaky", "payments").await;
     assert_eq!(end, "job.completed");
     assert_eq!(execution["status"], "SUCCEEDED", "{execution}");
     assert_eq!(execution["statusDetails"]["attempts"], 3, "{execution}");
@@ -111,11 +132,9 @@ async fn a_datasource_reset_twice_is_read_on_its_third_attempt_with_three_retrie
     source.close().await;
     assert_eq!(rows.len() as i64, count);
 
-    let metrics = worker.get("/metrics").expect("metrics").1;
-    let sum = |label| metric_sum(&metrics, "fetcher_datasource_retries_total", label);
-    assert_eq!(sum("\"retried\""), 2.0, "{metrics}");
-    assert_eq!(sum("\"recovered\""), 1.0, "{metrics}");
-    assert_eq!(sum("\"exhausted\""), 0.0, "{metrics}");
+    assert_eq!(retries(&worker, "\"retried\""), 2.0);
+    assert_eq!(retries(&worker, "\"recovered\""), 1.0);
+    assert_eq!(retries(&worker, "\"exhausted\""), 0.0);
     drop(worker);
     world.cleanup().await;
 }
@@ -123,21 +142,9 @@ async fn a_datasource_reset_twice_is_read_on_its_third_attempt_with_three_retrie
 #[tokio::test]
 async fn without_retries_a_reset_datasource_fails_the_job_at_once() {
     let world = World::new().await;
-    let proxy = proxy_to_source(&world).await;
-    let mut extra = flaky(&world, &proxy);
-    extra.extend(settings("0"));
-    let (worker, api) = world.start_worker_with_api(extra).await;
-    let mut events = world.listen_to("job.#").await;
+    let (proxy, worker, api, mut events) = start_flaky(&world, "0").await;
     proxy.refuse_next(2);
-    let job_id = Uuid::now_v7();
-    world
-        .submit(
-            &world.job_body(job_id, "flaky", "payments", &["id"]),
-            None,
-            &[],
-        )
-        .await;
-    let (execution, end) = execution_and_end(&mut events, &world, job_id).await;
+    let (job_id, execution, end) = run_job(&world, &mut events, "flaky", "payments").await;
     assert_eq!(end, "job.failed");
     assert_eq!(execution["status"], "FAILED", "{execution}");
     assert!(
@@ -154,12 +161,7 @@ async fn without_retries_a_reset_datasource_fails_the_job_at_once() {
         "{error}"
     );
     assert!(world.object_keys().await.is_empty(), "nothing stored");
-    let metrics = worker.get("/metrics").expect("metrics").1;
-    assert_eq!(
-        metric_sum(&metrics, "fetcher_datasource_retries_total", ""),
-        0.0,
-        "{metrics}"
-    );
+    assert_eq!(retries(&worker, ""), 0.0);
     drop(worker);
     world.cleanup().await;
 }
@@ -167,32 +169,15 @@ async fn without_retries_a_reset_datasource_fails_the_job_at_once() {
 #[tokio::test]
 async fn a_missing_table_fails_at_once_whatever_the_retries() {
     let world = World::new().await;
-    let proxy = proxy_to_source(&world).await;
-    let mut extra = flaky(&world, &proxy);
-    extra.extend(settings("10"));
-    let (worker, _api) = world.start_worker_with_api(extra).await;
-    let mut events = world.listen_to("job.#").await;
-    let job_id = Uuid::now_v7();
-    world
-        .submit(
-            &world.job_body(job_id, "flaky", "missing_table", &["id"]),
-            None,
-            &[],
-        )
-        .await;
-    let (execution, end) = execution_and_end(&mut events, &world, job_id).await;
+    let (_proxy, worker, _api, mut events) = start_flaky(&world, "10").await;
+    let (_, execution, end) = run_job(&world, &mut events, "flaky", "missing_table").await;
     assert_eq!(end, "job.failed");
     assert_eq!(execution["status"], "REJECTED", "{execution}");
     assert!(
         execution["statusDetails"].get("attempts").is_none(),
         "{execution}"
     );
-    let metrics = worker.get("/metrics").expect("metrics").1;
-    assert_eq!(
-        metric_sum(&metrics, "fetcher_datasource_retries_total", "\"retried\""),
-        0.0,
-        "{metrics}"
-    );
+    assert_eq!(retries(&worker, "\"retried\""), 0.0);
     drop(worker);
     world.cleanup().await;
 }
@@ -206,9 +191,7 @@ async fn a_job_run_again_after_its_worker_was_killed_counts_the_delivery() {
     let mut victim = world.start_worker().await;
     let mut events = world.listen_to("job.#").await;
     let job_id = Uuid::now_v7();
-    world
-        .submit(&world.job_body(job_id, "src", "slow", &["id"]), None, &[])
-        .await;
+    world.submit_job(job_id, "src", "slow", &["id"]).await;
     world
         .wait_status(job_id, "processing", Duration::from_secs(20))
         .await;
@@ -233,16 +216,7 @@ async fn a_job_run_again_after_its_worker_was_killed_counts_the_delivery() {
         document["executions"][0]["statusDetails"]["deliveries"], 2,
         "{document}"
     );
-    let metrics = worker.get("/metrics").expect("metrics").1;
-    assert_eq!(
-        metric_sum(
-            &metrics,
-            "fetcher_datasource_retries_total",
-            "outcome=\"redelivered\""
-        ),
-        1.0,
-        "{metrics}"
-    );
+    assert_eq!(retries(&worker, "outcome=\"redelivered\""), 1.0);
     drop(worker);
     world.cleanup().await;
 }
@@ -253,15 +227,7 @@ async fn a_job_run_once_shows_no_deliveries() {
     let world = World::new().await;
     let (worker, api) = world.start_worker_with_api(Vec::new()).await;
     let mut events = world.listen_to("job.#").await;
-    let job_id = Uuid::now_v7();
-    world
-        .submit(
-            &world.job_body(job_id, "src", "payments", &["id"]),
-            None,
-            &[],
-        )
-        .await;
-    let (execution, end) = execution_and_end(&mut events, &world, job_id).await;
+    let (job_id, execution, end) = run_job(&world, &mut events, "src", "payments").await;
     assert_eq!(end, "job.completed");
     assert!(execution.get("statusDetails").is_none(), "{execution}");
     let (_, document) = api.send("GET", job_id, "", None, b"", Signing::Valid);
@@ -269,16 +235,7 @@ async fn a_job_run_once_shows_no_deliveries() {
         document["executions"][0]["statusDetails"],
         serde_json::json!({})
     );
-    let metrics = worker.get("/metrics").expect("metrics").1;
-    assert_eq!(
-        metric_sum(
-            &metrics,
-            "fetcher_datasource_retries_total",
-            "outcome=\"redelivered\""
-        ),
-        0.0,
-        "{metrics}"
-    );
+    assert_eq!(retries(&worker, "outcome=\"redelivered\""), 0.0);
     drop(worker);
     world.cleanup().await;
 }

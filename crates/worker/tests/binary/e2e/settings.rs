@@ -198,9 +198,7 @@ async fn zero_settings_a_typo_and_upstream_only_variables_are_warned_about_and_s
     // A zero extraction timeout is the default one, not an instant failure; the job proves the
     // state database (its URL from a file) and the key (from a file) are the ones in use.
     let fine = Uuid::now_v7();
-    world
-        .submit(&world.job_body(fine, "src", "payments", &["id"]), None, &[])
-        .await;
+    world.submit_job(fine, "src", "payments", &["id"]).await;
     let event = events.event_for(fine, Duration::from_secs(40)).await;
     assert_eq!(event.delivery.routing_key.as_str(), "job.completed");
     assert_eq!(world.job_status(fine).await.as_deref(), Some("completed"));

@@ -34,15 +34,11 @@ async fn a_sql_server_job_completes_with_its_rows_sealed() {
     let mut events = world.listen().await;
     let job_id = Uuid::now_v7();
     world
-        .submit(
-            &world.job_body(
-                job_id,
-                "mssql",
-                "dbo.people",
-                &["score", "id", "name", "big"],
-            ),
-            None,
-            &[],
+        .submit_job(
+            job_id,
+            "mssql",
+            "dbo.people",
+            &["score", "id", "name", "big"],
         )
         .await;
     let event = events.event_for(job_id, Duration::from_secs(60)).await;

@@ -50,6 +50,14 @@ pub async fn http_get_from(source: IpAddr, port: u16, path: &str) -> Option<(u16
     Some((status, body))
 }
 
+impl super::WorkerProcess {
+    /// [`metric_sum`] of the Worker's `/metrics` as of now.
+    pub fn metric(&self, name: &str, label: &str) -> f64 {
+        let metrics = self.get("/metrics").expect("metrics").1;
+        metric_sum(&metrics, name, label)
+    }
+}
+
 /// The sum of a Prometheus counter's samples whose labels contain `label` (`""`: all).
 pub fn metric_sum(metrics: &str, name: &str, label: &str) -> f64 {
     metrics

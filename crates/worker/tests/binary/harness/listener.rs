@@ -131,6 +131,19 @@ impl Listener {
         }
     }
 
+    /// Waits for each of `jobs`' next event, asserting it is its `job.completed`.
+    pub async fn all_completed(&mut self, jobs: &[Uuid], within: Duration) {
+        for job_id in jobs {
+            let event = self.event_for(*job_id, within).await;
+            assert_eq!(
+                event.delivery.routing_key.as_str(),
+                "job.completed",
+                "{job_id}: {}",
+                event.body()
+            );
+        }
+    }
+
     /// Every event that arrives within `within`.
     pub async fn drain(&mut self, within: Duration) -> Vec<Event> {
         let mut events = Vec::new();

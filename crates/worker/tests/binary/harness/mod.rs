@@ -21,6 +21,8 @@
 //!   as the Worker's datasources.
 //! - [`results`]: a job's outcome as a consumer checks it (result opened, or failure message).
 //! - [`golden`]: a result's bytes checked against a golden file under `e2e/fixtures/`.
+//! - [`overlap`]: [`Overlap`], the most reads of a slow view the source ran at once, sampled
+//!   while jobs run (what a datasource's concurrency cap holds down).
 //! - [`statements`]: [`StatementCounter`], a proxy that counts the statements and round trips
 //!   a job makes on PostgreSQL or MariaDB.
 
@@ -29,6 +31,7 @@ mod dead_letters;
 mod golden;
 mod http;
 mod listener;
+mod overlap;
 mod process;
 mod publish;
 mod results;
@@ -42,6 +45,7 @@ pub use dead_letters::DeadLetters;
 pub use golden::assert_golden;
 pub use http::{connect_from, http_get, http_get_from, metric_sum};
 pub use listener::{Event, Listener};
+pub use overlap::Overlap;
 pub use process::{free_port, WorkerProcess};
 pub use publish::{publish, signed, work_route, Headers, RUN_HEADER};
 pub use s3::s3_client;

@@ -1,4 +1,5 @@
-//! Messages for the work queue: [`World::submit`] signs a job as the Manager does;
+//! Messages for the work queue: [`World::submit`] signs a job as the Manager does
+//! ([`World::submit_job`]: a plain one);
 //! [`Headers`], [`signed`] and [`publish`] make any other message, typed headers and all.
 
 use contract::envelope::{self, Route};
@@ -25,6 +26,13 @@ impl World {
         })
         .to_string()
         .into_bytes()
+    }
+
+    /// Publishes the [`job_body`](Self::job_body) of `job_id` signed, single-tenant, with no
+    /// other header: a job as most tests send it.
+    pub async fn submit_job(&self, job_id: Uuid, connection: &str, table: &str, fields: &[&str]) {
+        self.submit(&self.job_body(job_id, connection, table, fields), None, &[])
+            .await;
     }
 
     /// Publishes `body` to the work queue, signed with the internal key.
