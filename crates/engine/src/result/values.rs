@@ -58,7 +58,7 @@ pub(crate) fn write_date(w: &mut W, date: NaiveDate) -> Result<(), JsonError> {
 /// A date and time as RFC 3339 in UTC with `Z`, the fraction trimmed of trailing zeros, as
 /// Go's `time.Time` marshals (`2026-07-13T18:04:11.2Z`).
 pub(crate) fn write_timestamp(w: &mut W, at: NaiveDateTime) -> Result<(), JsonError> {
-    w.string(GoTime::new(at).as_str())
+    w.time(&GoTime::new(at))
 }
 
 /// Microseconds since an epoch as a UTC date-time; `None` when out of chrono's range.
