@@ -96,8 +96,8 @@ fn write_value(w: &mut W, column: &Column, value: PgValueRef<'_>) -> Result<(), 
             match micros {
                 i64::MAX => w.string("infinity"),
                 i64::MIN => w.string("-infinity"),
-                _ => match result::from_micros(PG_EPOCH_MICROS, micros) {
-                    Some(at) => result::write_timestamp(w, at),
+                _ => match result::write_micros(w, PG_EPOCH_MICROS, micros) {
+                    Some(written) => written,
                     None => return Err("timestamp out of range".into()),
                 },
             }

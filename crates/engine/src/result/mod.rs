@@ -23,7 +23,7 @@ pub use budget::Budget;
 pub(crate) use spool::SpillPlace;
 pub use spool::{probe_spill_dir, SpillStats};
 pub(crate) use values::{
-    from_micros, write_base64, write_date, write_float, write_float32, write_json_text,
+    write_base64, write_date, write_float, write_float32, write_json_text, write_micros,
     write_timestamp,
 };
 
