@@ -64,25 +64,46 @@ impl GoTime {
         };
         let year = year_of_era + era * 400 + i64::from(month <= 2);
 
-        let seconds = of_day / 1_000_000;
-        let mut text = GoTime {
-            bytes: [0; CAPACITY],
-            len: 0,
+        let seconds = (of_day / 1_000_000) as u32;
+        // `YYYY-MM-DDTHH:MM:SS`, each digit at its place (all in range: year 0..=9999, the
+        // rest below 100), then the fraction and `Z`.
+        let mut bytes = *b"0000-00-00T00:00:00.000000Z0000000000000";
+        let digits = |bytes: &mut [u8; CAPACITY], at: usize, value: u32| {
+            bytes[at] = b'0' + (value / 10) as u8;
+            bytes[at + 1] = b'0' + (value % 10) as u8;
         };
-        // All in range: year 0..=9999, the rest below 100.
-        text.push_two((year / 100) as u32);
-        text.push_two((year % 100) as u32);
-        text.push(b"-");
-        text.push_two(month as u32);
-        text.push(b"-");
-        text.push_two(day as u32);
-        text.push_clock(
-            (seconds / 3600) as u32,
-            (seconds / 60 % 60) as u32,
-            (seconds % 60) as u32,
-            (of_day % 1_000_000) as u32 * 1000,
-        );
-        Some(text)
+        let year = year as u32;
+        digits(&mut bytes, 0, year / 100);
+        digits(&mut bytes, 2, year % 100);
+        digits(&mut bytes, 5, month as u32);
+        digits(&mut bytes, 8, day as u32);
+        digits(&mut bytes, 11, seconds / 3600);
+        digits(&mut bytes, 14, seconds / 60 % 60);
+        digits(&mut bytes, 17, seconds % 60);
+        let mut fraction = (of_day % 1_000_000) as u32;
+        let len = if fraction == 0 {
+            bytes[19] = b'Z';
+            20
+        } else {
+            // Microseconds: six digits at most, trailing zeros trimmed.
+            let mut places = 6;
+            while fraction.is_multiple_of(10) {
+                fraction /= 10;
+                places -= 1;
+            }
+            for at in (20..20 + places).rev() {
+                bytes[at] = b'0' + (fraction % 10) as u8;
+                fraction /= 10;
+            }
+            bytes[20 + places] = b'Z';
+            21 + places
+        };
+        Some(GoTime { bytes, len })
+    }
+
+    /// The text's bytes (ASCII).
+    pub(crate) fn as_bytes(&self) -> &[u8] {
+        &self.bytes[..self.len]
     }
 
     /// The text.

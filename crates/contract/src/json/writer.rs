@@ -214,7 +214,7 @@ impl<W: Write> JsonWriter<W> {
     /// Writes a time as Go's `time.Time` marshals it; its text needs no escaping.
     #[inline]
     pub fn time(&mut self, value: &GoTime) -> Result<()> {
-        self.verbatim_string(value.as_str().as_bytes())
+        self.verbatim_string(value.as_bytes())
     }
 
     /// Writes a UUID as Go writes its usual string form: 36 characters, lowercase hex,
@@ -222,17 +222,12 @@ impl<W: Write> JsonWriter<W> {
     #[inline]
     pub fn uuid(&mut self, value: &[u8; 16]) -> Result<()> {
         const HEX: &[u8; 16] = b"0123456789abcdef";
-        let mut text = [b'-'; 38];
-        text[0] = b'"';
-        text[37] = b'"';
-        let mut at = 1;
-        for (i, byte) in value.iter().enumerate() {
-            if matches!(i, 4 | 6 | 8 | 10) {
-                at += 1;
-            }
+        /// Where each byte's two digits go in `"xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx"`.
+        const AT: [usize; 16] = [1, 3, 5, 7, 10, 12, 15, 17, 20, 22, 25, 27, 29, 31, 33, 35];
+        let mut text = *b"\"00000000-0000-0000-0000-000000000000\"";
+        for (byte, at) in value.iter().zip(AT) {
             text[at] = HEX[usize::from(byte >> 4)];
             text[at + 1] = HEX[usize::from(byte & 0x0f)];
-            at += 2;
         }
         self.before_value()?;
         Ok(self.out.write_all(&text)?)
