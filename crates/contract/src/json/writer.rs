@@ -221,16 +221,11 @@ impl<W: Write> JsonWriter<W> {
     /// hyphenated (`67e55044-10b1-426f-9247-bb680e5fe0c8`).
     #[inline]
     pub fn uuid(&mut self, value: &[u8; 16]) -> Result<()> {
-        const HEX: &[u8; 16] = b"0123456789abcdef";
-        /// Where each byte's two digits go in `"xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx"`.
-        const AT: [usize; 16] = [1, 3, 5, 7, 10, 12, 15, 17, 20, 22, 25, 27, 29, 31, 33, 35];
-        let mut text = *b"\"00000000-0000-0000-0000-000000000000\"";
-        for (byte, at) in value.iter().zip(AT) {
-            text[at] = HEX[usize::from(byte >> 4)];
-            text[at + 1] = HEX[usize::from(byte & 0x0f)];
-        }
-        self.before_value()?;
-        Ok(self.out.write_all(&text)?)
+        let mut text = uuid::Uuid::encode_buffer();
+        let text = uuid::Uuid::from_bytes(*value)
+            .hyphenated()
+            .encode_lower(&mut text);
+        self.verbatim_string(text.as_bytes())
     }
 
     /// Writes text that needs no escaping (the caller's type guarantees it), quoted.
