@@ -14,6 +14,7 @@
 
 use std::future::Future;
 
+use contract::json::EncodedKey;
 use sqlx::{Connection, Database};
 
 use crate::cancel::Session;
@@ -168,12 +169,14 @@ where
 }
 
 /// Writes one database row's members: each planned column, in plan order (sorted by name),
-/// through the datasource's value decoder. The caller then ends the row
+/// through the datasource's value decoder, under its key as [`ConnectionResult::row_keys`]
+/// encoded it once for the table. The caller then ends the row
 /// ([`ConnectionResult::end_row`], which may wait to hand a chunk on).
 pub(crate) fn write_row<R>(
     row: &R,
     connection: &str,
     plan: &TablePlan,
+    keys: &[EncodedKey],
     out: &mut ConnectionResult,
     write_value: impl Fn(
         &mut contract::json::JsonWriter<Vec<u8>>,
@@ -186,8 +189,8 @@ where
     usize: sqlx::ColumnIndex<R>,
 {
     let w = out.begin_row()?;
-    for (i, column) in plan.columns.iter().enumerate() {
-        w.key(&column.name)
+    for (i, (column, key)) in plan.columns.iter().zip(keys).enumerate() {
+        w.encoded_key(key)
             .map_err(|e| EngineError::Result(e.to_string()))?;
         let value = row
             .try_get_raw(i)

@@ -60,6 +60,12 @@ pub(crate) fn write_str<W: Write>(out: &mut W, s: &str, close: &[u8]) -> io::Res
 /// `close` is as for [`write_str`].
 pub(crate) fn write_bytes<W: Write>(out: &mut W, bytes: &[u8], close: &[u8]) -> io::Result<()> {
     out.write_all(QUOTE)?;
+    // Text from a database is nearly always valid: one validation (word-at-a-time over ASCII)
+    // instead of the lossy decoder, which walks it byte by byte.
+    if let Ok(valid) = std::str::from_utf8(bytes) {
+        write_body(out, valid)?;
+        return out.write_all(close);
+    }
     for chunk in bytes.utf8_chunks() {
         write_body(out, chunk.valid())?;
         for _ in chunk.invalid() {
@@ -69,55 +75,106 @@ pub(crate) fn write_bytes<W: Write>(out: &mut W, bytes: &[u8], close: &[u8]) -> 
     out.write_all(close)
 }
 
+/// Bytes per word of [`needs_attention`].
+const WORD: usize = 8;
+const ONES: u64 = u64::from_ne_bytes([0x01; WORD]);
+const HIGHS: u64 = u64::from_ne_bytes([0x80; WORD]);
+
+/// Whether any byte of `word` is zero.
+#[inline(always)]
+fn has_zero_byte(word: u64) -> bool {
+    word.wrapping_sub(ONES) & !word & HIGHS != 0
+}
+
+/// Whether any of the eight bytes of `word` may need more than being copied: a control
+/// character, `"`, `&`, `<`, `>`, `\`, or any non-ASCII byte (0xE2 may start U+2028/U+2029).
+/// A word without any is copied as it is; one with any goes through [`ESCAPE`] byte by byte.
+#[inline(always)]
+fn needs_attention(word: u64) -> bool {
+    let splat = |byte: u8| u64::from_ne_bytes([byte; WORD]);
+    // A byte below 0x20: subtracting 0x20 borrows into its high bit, which was clear.
+    let control = word.wrapping_sub(splat(0x20)) & !word & HIGHS != 0;
+    control
+        || word & HIGHS != 0
+        || has_zero_byte(word ^ splat(b'"'))
+        || has_zero_byte(word ^ splat(b'\\'))
+        || has_zero_byte(word ^ splat(b'<'))
+        || has_zero_byte(word ^ splat(b'>'))
+        || has_zero_byte(word ^ splat(b'&'))
+}
+
 /// Writes the escaped contents of `s` (no quotes), copying unescaped runs in one `write_all`.
 fn write_body<W: Write>(out: &mut W, s: &str) -> io::Result<()> {
     let bytes = s.as_bytes();
     let mut run_start = 0;
     let mut i = 0;
     while i < bytes.len() {
-        let byte = bytes[i];
-        let action = ESCAPE[usize::from(byte)];
-        if action == RAW {
-            i += 1;
-            continue;
-        }
-        if action == LINE_SEP {
-            // Valid UTF-8 (`s` is a str): E2 80 A8/A9 are U+2028/U+2029; other E2 sequences are
-            // ordinary characters and stay in the run.
-            let escape: &[u8] = match (bytes.get(i + 1), bytes.get(i + 2)) {
-                (Some(0x80), Some(0xA8)) => b"\\u2028",
-                (Some(0x80), Some(0xA9)) => b"\\u2029",
-                _ => {
-                    i += 1;
+        // A word that needs nothing stays in the run; the bytes of one that may need something
+        // go through the table, one by one.
+        let end = match bytes.get(i..i + WORD) {
+            Some(word) => {
+                let word = u64::from_ne_bytes(word.try_into().unwrap_or([0; WORD]));
+                if !needs_attention(word) {
+                    i += WORD;
                     continue;
                 }
-            };
-            out.write_all(&bytes[run_start..i])?;
-            out.write_all(escape)?;
-            i += 3;
-            run_start = i;
-            continue;
+                i + WORD
+            }
+            None => bytes.len(),
+        };
+        while i < end {
+            i = escape_byte(out, bytes, i, &mut run_start)?;
         }
-        if run_start < i {
-            out.write_all(&bytes[run_start..i])?;
-        }
-        if action == HEX {
-            let hex = [
-                b'\\',
-                b'u',
-                b'0',
-                b'0',
-                HEX_DIGITS[usize::from(byte >> 4)],
-                HEX_DIGITS[usize::from(byte & 0x0f)],
-            ];
-            out.write_all(&hex)?;
-        } else {
-            out.write_all(&[b'\\', action])?;
-        }
-        i += 1;
-        run_start = i;
     }
     out.write_all(&bytes[run_start..])
+}
+
+/// Handles the byte at `i` of valid UTF-8 `bytes`: leaves it in the run that started at
+/// `run_start`, or writes the run and the byte's escape and starts a new run after it. Returns
+/// where the next byte is.
+#[inline(always)]
+fn escape_byte<W: Write>(
+    out: &mut W,
+    bytes: &[u8],
+    i: usize,
+    run_start: &mut usize,
+) -> io::Result<usize> {
+    let byte = bytes[i];
+    let action = ESCAPE[usize::from(byte)];
+    if action == RAW {
+        return Ok(i + 1);
+    }
+    if action == LINE_SEP {
+        // Valid UTF-8 (`bytes` is a str): E2 80 A8/A9 are U+2028/U+2029; other E2 sequences are
+        // ordinary characters and stay in the run.
+        let escape: &[u8] = match (bytes.get(i + 1), bytes.get(i + 2)) {
+            (Some(0x80), Some(0xA8)) => b"\\u2028",
+            (Some(0x80), Some(0xA9)) => b"\\u2029",
+            _ => return Ok(i + 1),
+        };
+        out.write_all(&bytes[*run_start..i])?;
+        out.write_all(escape)?;
+        *run_start = i + 3;
+        return Ok(i + 3);
+    }
+    if *run_start < i {
+        out.write_all(&bytes[*run_start..i])?;
+    }
+    if action == HEX {
+        let hex = [
+            b'\\',
+            b'u',
+            b'0',
+            b'0',
+            HEX_DIGITS[usize::from(byte >> 4)],
+            HEX_DIGITS[usize::from(byte & 0x0f)],
+        ];
+        out.write_all(&hex)?;
+    } else {
+        out.write_all(&[b'\\', action])?;
+    }
+    *run_start = i + 1;
+    Ok(i + 1)
 }
 
 #[cfg(test)]
@@ -210,6 +267,59 @@ mod tests {
     fn valid_bytes_are_escaped_like_strings() {
         let s = "x<\u{2028}\n日";
         assert_eq!(quoted_bytes(s.as_bytes()), quoted(s));
+    }
+
+    /// Go's escaping, one character at a time, as plainly as it can be written.
+    fn reference(s: &str) -> String {
+        let mut out = String::from("\"");
+        for c in s.chars() {
+            match c {
+                '"' => out.push_str("\\\""),
+                '\\' => out.push_str("\\\\"),
+                '\n' => out.push_str("\\n"),
+                '\r' => out.push_str("\\r"),
+                '\t' => out.push_str("\\t"),
+                '\u{8}' => out.push_str("\\b"),
+                '\u{c}' => out.push_str("\\f"),
+                '<' | '>' | '&' | '\u{0}'..='\u{1f}' | '\u{2028}' | '\u{2029}' => {
+                    out.push_str(&format!("\\u{:04x}", u32::from(c)));
+                }
+                c => out.push(c),
+            }
+        }
+        out.push('"');
+        out
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(4000))]
+
+        /// Whole clean words are skipped, so an escape at any offset from a word's start, and
+        /// any mix of them, must still come out as Go's.
+        #[test]
+        fn strings_are_escaped_as_the_plain_reference_escapes_them(
+            s in "([a-z0-9 ./]{0,9}|[<>&\"\\\\\u{0}-\u{1f}\u{7f}]|é|€|\u{2028}|\u{2029}|\u{2027}|日|😀){0,24}"
+        ) {
+            proptest::prop_assert_eq!(quoted(&s), reference(&s));
+            proptest::prop_assert_eq!(quoted_bytes(s.as_bytes()), reference(&s));
+        }
+
+        #[test]
+        fn arbitrary_bytes_are_escaped_as_their_lossy_decoding(
+            bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..64)
+        ) {
+            // Each invalid byte is one U+FFFD, written as `\ufffd`.
+            let mut expected = String::from("\"");
+            for chunk in bytes.utf8_chunks() {
+                let valid = reference(chunk.valid());
+                expected.push_str(&valid[1..valid.len() - 1]);
+                for _ in chunk.invalid() {
+                    expected.push_str("\\ufffd");
+                }
+            }
+            expected.push('"');
+            proptest::prop_assert_eq!(quoted_bytes(&bytes), expected);
+        }
     }
 
     #[test]

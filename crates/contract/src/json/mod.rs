@@ -2,7 +2,8 @@
 //! and `MarshalIndent(v, "", "  ")` (indented, the result JSON), streamed into any `io::Write`.
 //!
 //! - [`JsonWriter`] writes a document piece by piece (rows are streamed, never collected); keys
-//!   come out in the order given, so the caller sorts them once.
+//!   come out in the order given, so the caller sorts them once; keys written on every row are
+//!   escaped once ([`EncodedKey`]).
 //! - [`JsonWriter::value`] and the `to_vec_*` / `write_*` helpers write a `serde_json::Value`,
 //!   sorting object keys by byte order as Go sorts map keys.
 //!
@@ -12,6 +13,7 @@
 //! `123456789` for an integral float, `-0`; a `float32` with its own shortest digits).
 //! [`GoTime`] is the text of a `time.Time`.
 
+mod encoded_key;
 mod error;
 mod escape;
 mod float;
@@ -21,6 +23,7 @@ mod time;
 mod value;
 mod writer;
 
+pub use encoded_key::EncodedKey;
 pub use error::{JsonError, Result};
 pub use style::Style;
 pub use time::GoTime;

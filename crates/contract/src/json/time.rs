@@ -28,28 +28,82 @@ impl GoTime {
         };
         text.push_date(at);
         let time = at.time();
-        text.push(b"T");
-        text.push_two(time.hour());
-        text.push(b":");
-        text.push_two(time.minute());
-        text.push(b":");
-        text.push_two(time.second());
-        let mut nanos = time.nanosecond() % 1_000_000_000;
-        if nanos != 0 {
-            let mut digits = 9;
-            while nanos.is_multiple_of(10) {
-                nanos /= 10;
-                digits -= 1;
-            }
-            let mut fraction = [b'.'; 10];
-            for slot in fraction[1..=digits].iter_mut().rev() {
-                *slot = b'0' + (nanos % 10) as u8;
-                nanos /= 10;
-            }
-            text.push(&fraction[..=digits]);
-        }
-        text.push(b"Z");
+        text.push_clock(
+            time.hour(),
+            time.minute(),
+            time.second(),
+            time.nanosecond() % 1_000_000_000,
+        );
         text
+    }
+
+    /// `micros` microseconds from the Unix epoch, in UTC: the text [`GoTime::new`] writes for
+    /// the same instant, computed from the count directly (no calendar type in between) for
+    /// the years 0000 to 9999; `None` outside them (take the [`GoTime::new`] way there).
+    pub fn from_unix_micros(micros: i64) -> Option<GoTime> {
+        const MICROS_PER_DAY: i64 = 86_400_000_000;
+        let days = micros.div_euclid(MICROS_PER_DAY);
+        let of_day = micros.rem_euclid(MICROS_PER_DAY);
+        // Days from 0000-03-01 (a leap cycle starts with March): 0000-01-01 and 9999-12-31
+        // are -60 and 3_652_364 from there.
+        let from_march = days.checked_add(719_468)?;
+        if !(-60..=3_652_364).contains(&from_march) {
+            return None;
+        }
+        // The civil date of a day count (H. Hinnant's `civil_from_days`), in 400-year eras.
+        let era = from_march.div_euclid(146_097);
+        let of_era = from_march.rem_euclid(146_097);
+        let year_of_era = (of_era - of_era / 1460 + of_era / 36_524 - of_era / 146_096) / 365;
+        let day_of_year = of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
+        let month_from_march = (5 * day_of_year + 2) / 153;
+        let day = day_of_year - (153 * month_from_march + 2) / 5 + 1;
+        let month = if month_from_march < 10 {
+            month_from_march + 3
+        } else {
+            month_from_march - 9
+        };
+        let year = year_of_era + era * 400 + i64::from(month <= 2);
+
+        let seconds = (of_day / 1_000_000) as u32;
+        // `YYYY-MM-DDTHH:MM:SS`, each digit at its place (all in range: year 0..=9999, the
+        // rest below 100), then the fraction and `Z`.
+        let mut bytes = *b"0000-00-00T00:00:00.000000Z0000000000000";
+        let digits = |bytes: &mut [u8; CAPACITY], at: usize, value: u32| {
+            bytes[at] = b'0' + (value / 10) as u8;
+            bytes[at + 1] = b'0' + (value % 10) as u8;
+        };
+        let year = year as u32;
+        digits(&mut bytes, 0, year / 100);
+        digits(&mut bytes, 2, year % 100);
+        digits(&mut bytes, 5, month as u32);
+        digits(&mut bytes, 8, day as u32);
+        digits(&mut bytes, 11, seconds / 3600);
+        digits(&mut bytes, 14, seconds / 60 % 60);
+        digits(&mut bytes, 17, seconds % 60);
+        let mut fraction = (of_day % 1_000_000) as u32;
+        let len = if fraction == 0 {
+            bytes[19] = b'Z';
+            20
+        } else {
+            // Microseconds: six digits at most, trailing zeros trimmed.
+            let mut places = 6;
+            while fraction.is_multiple_of(10) {
+                fraction /= 10;
+                places -= 1;
+            }
+            for at in (20..20 + places).rev() {
+                bytes[at] = b'0' + (fraction % 10) as u8;
+                fraction /= 10;
+            }
+            bytes[20 + places] = b'Z';
+            21 + places
+        };
+        Some(GoTime { bytes, len })
+    }
+
+    /// The text's bytes (ASCII).
+    pub(crate) fn as_bytes(&self) -> &[u8] {
+        &self.bytes[..self.len]
     }
 
     /// The text.
@@ -72,6 +126,31 @@ impl GoTime {
         self.push_two(at.month());
         self.push(b"-");
         self.push_two(at.day());
+    }
+
+    /// `THH:MM:SS`, the fraction of `nanos` trimmed of trailing zeros (none when zero), `Z`.
+    fn push_clock(&mut self, hour: u32, minute: u32, second: u32, nanos: u32) {
+        self.push(b"T");
+        self.push_two(hour);
+        self.push(b":");
+        self.push_two(minute);
+        self.push(b":");
+        self.push_two(second);
+        let mut nanos = nanos;
+        if nanos != 0 {
+            let mut digits = 9;
+            while nanos.is_multiple_of(10) {
+                nanos /= 10;
+                digits -= 1;
+            }
+            let mut fraction = [b'.'; 10];
+            for slot in fraction[1..=digits].iter_mut().rev() {
+                *slot = b'0' + (nanos % 10) as u8;
+                nanos /= 10;
+            }
+            self.push(&fraction[..=digits]);
+        }
+        self.push(b"Z");
     }
 
     fn push_two(&mut self, value: u32) {
@@ -138,6 +217,53 @@ mod tests {
     fn years_beyond_four_digits_are_kept() {
         assert_eq!(go(10000, 1, 1, 0, 0, 0, 0), "+10000-01-01T00:00:00Z");
         assert_eq!(go(-1, 1, 1, 0, 0, 0, 0), "-0001-01-01T00:00:00Z");
+    }
+
+    /// The direct computation against chrono's calendar, over the years it covers and past
+    /// both ends of them.
+    fn through_chrono(micros: i64) -> Option<String> {
+        let at = chrono::DateTime::from_timestamp_micros(micros)?.naive_utc();
+        (0..=9999)
+            .contains(&at.year())
+            .then(|| GoTime::new(at).to_string())
+    }
+
+    #[test]
+    fn micros_from_the_epoch_are_written_as_the_calendar_writes_them() {
+        let first = -62_167_219_200_000_000; // 0000-01-01T00:00:00Z
+        let last = 253_402_300_799_999_999; // 9999-12-31T23:59:59.999999Z
+        let mut edges = vec![i64::MIN, i64::MAX, 0, -1, 1, first, last];
+        for edge in [first, last, 0, 951_782_400_000_000, 4_107_542_400_000_000] {
+            for delta in [-86_400_000_001, -86_400_000_000, -1_000_001, -1, 1, 999_999] {
+                edges.push(edge + delta);
+            }
+        }
+        // Every day's start and a varying time of day, through 10,000 years in steps of 7 days
+        // and 13 seconds (so every weekday, month, leap rule and century is crossed).
+        let mut at = first - 86_400_000_000;
+        while at <= last + 86_400_000_000 {
+            edges.push(at);
+            edges.push(at + (at / 7).rem_euclid(86_400_000_000));
+            at += 7 * 86_400_000_000 + 13_000_000;
+        }
+        for micros in edges {
+            assert_eq!(
+                GoTime::from_unix_micros(micros).map(|t| t.to_string()),
+                through_chrono(micros),
+                "{micros} µs"
+            );
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_micros_are_written_as_the_calendar_writes_them(micros in proptest::prelude::any::<i64>()) {
+            let micros = micros % 300_000_000_000_000_000;
+            proptest::prop_assert_eq!(
+                GoTime::from_unix_micros(micros).map(|t| t.to_string()),
+                through_chrono(micros)
+            );
+        }
     }
 
     #[test]

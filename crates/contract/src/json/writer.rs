@@ -2,11 +2,13 @@
 
 use std::io::Write;
 
+use super::encoded_key::EncodedKey;
 use super::error::{JsonError, Result};
 use super::escape;
 use super::float::{self, FloatBuf};
 use super::integer::{self, IntBuf};
 use super::style::Style;
+use super::time::GoTime;
 
 /// One open container.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -82,6 +84,12 @@ impl<W: Write> JsonWriter<W> {
         self.stack.len()
     }
 
+    /// The nesting depth of the members of the innermost open container (what an
+    /// [`EncodedKey`] for them is encoded for).
+    pub fn member_depth(&self) -> usize {
+        self.base_depth + self.stack.len()
+    }
+
     /// True once exactly one complete top-level value has been written.
     pub fn is_complete(&self) -> bool {
         self.started && self.stack.is_empty()
@@ -154,6 +162,33 @@ impl<W: Write> JsonWriter<W> {
         )?)
     }
 
+    /// Writes an object key encoded beforehand ([`EncodedKey`]): the same bytes as
+    /// [`key`](Self::key), without escaping it again. A key encoded for another depth or style
+    /// is [`JsonError::Misuse`] and writes nothing.
+    #[inline]
+    pub fn encoded_key(&mut self, key: &EncodedKey) -> Result<()> {
+        if !key.fits(self.style, self.member_depth()) {
+            return Err(JsonError::Misuse(
+                "a key encoded for another depth or style",
+            ));
+        }
+        match self.stack.last_mut() {
+            Some(Frame::Object {
+                empty,
+                awaiting_value,
+            }) if !*awaiting_value => {
+                let first = *empty;
+                *empty = false;
+                *awaiting_value = true;
+                Ok(self.out.write_all(key.bytes(first))?)
+            }
+            Some(Frame::Object { .. }) => {
+                Err(JsonError::Misuse("a key where a value was expected"))
+            }
+            _ => Err(JsonError::Misuse("a key outside an object")),
+        }
+    }
+
     /// Writes an object key given as bytes; invalid UTF-8 bytes become `\ufffd` as in Go.
     pub fn key_bytes(&mut self, key: &[u8]) -> Result<()> {
         self.before_key()?;
@@ -174,6 +209,32 @@ impl<W: Write> JsonWriter<W> {
     pub fn string_bytes(&mut self, value: &[u8]) -> Result<()> {
         self.before_value()?;
         Ok(escape::write_bytes(&mut self.out, value, escape::QUOTE)?)
+    }
+
+    /// Writes a time as Go's `time.Time` marshals it; its text needs no escaping.
+    #[inline]
+    pub fn time(&mut self, value: &GoTime) -> Result<()> {
+        self.verbatim_string(value.as_bytes())
+    }
+
+    /// Writes a UUID as Go writes its usual string form: 36 characters, lowercase hex,
+    /// hyphenated (`67e55044-10b1-426f-9247-bb680e5fe0c8`).
+    #[inline]
+    pub fn uuid(&mut self, value: &[u8; 16]) -> Result<()> {
+        let mut text = uuid::Uuid::encode_buffer();
+        let text = uuid::Uuid::from_bytes(*value)
+            .hyphenated()
+            .encode_lower(&mut text);
+        self.verbatim_string(text.as_bytes())
+    }
+
+    /// Writes text that needs no escaping (the caller's type guarantees it), quoted.
+    #[inline]
+    fn verbatim_string(&mut self, text: &[u8]) -> Result<()> {
+        self.before_value()?;
+        self.out.write_all(escape::QUOTE)?;
+        self.out.write_all(text)?;
+        Ok(self.out.write_all(escape::QUOTE)?)
     }
 
     /// Writes a signed integer exactly.
@@ -372,6 +433,42 @@ mod tests {
         let mut w = indented();
         w.string_bytes(b"a\xffb").unwrap();
         assert_eq!(text(w), "\"a\\ufffdb\"");
+    }
+
+    #[test]
+    fn times_and_uuids_are_the_strings_of_their_text() {
+        let at = chrono::NaiveDate::from_ymd_opt(2026, 7, 13)
+            .and_then(|d| d.and_hms_nano_opt(18, 4, 11, 200_000_000))
+            .unwrap();
+        let far = chrono::NaiveDate::from_ymd_opt(10_000, 1, 1)
+            .and_then(|d| d.and_hms_opt(0, 0, 0))
+            .unwrap();
+        let uuids = [
+            ([0u8; 16], "00000000-0000-0000-0000-000000000000"),
+            ([0xff; 16], "ffffffff-ffff-ffff-ffff-ffffffffffff"),
+            (
+                [
+                    0x67, 0xe5, 0x50, 0x44, 0x10, 0xb1, 0x42, 0x6f, 0x92, 0x47, 0xbb, 0x68, 0x0e,
+                    0x5f, 0xe0, 0xc8,
+                ],
+                "67e55044-10b1-426f-9247-bb680e5fe0c8",
+            ),
+        ];
+        let mut typed = JsonWriter::new(Vec::new(), Style::Compact);
+        let mut plain = JsonWriter::new(Vec::new(), Style::Compact);
+        typed.begin_array().unwrap();
+        plain.begin_array().unwrap();
+        for time in [GoTime::new(at), GoTime::new(far)] {
+            typed.time(&time).unwrap();
+            plain.string(time.as_str()).unwrap();
+        }
+        for (bytes, text) in uuids {
+            typed.uuid(&bytes).unwrap();
+            plain.string(text).unwrap();
+        }
+        typed.end_array().unwrap();
+        plain.end_array().unwrap();
+        assert_eq!(text(typed), text(plain));
     }
 
     #[test]

@@ -43,13 +43,14 @@ pub(crate) async fn stream_table(
         bound.map_err(|e| EngineError::Result(e.to_string()))?;
     }
     out.start_table(&plan.key)?;
+    let keys = out.row_keys(&plan.columns);
     let mut rows = sqlx::query_with(&sql, args).fetch(conn);
     while let Some(row) = rows
         .try_next()
         .await
         .map_err(|e| EngineError::query(connection, &e))?
     {
-        write_row(&row, connection, plan, out, write_value)?;
+        write_row(&row, connection, plan, &keys, out, write_value)?;
         out.end_row().await?;
     }
     Ok(())

@@ -4,7 +4,6 @@
 use futures_util::TryStreamExt;
 use sqlx::postgres::{PgArguments, PgValueRef};
 use sqlx::{Arguments, Decode, PgConnection, Postgres, ValueRef};
-use uuid::Uuid;
 
 use crate::catalog::{Column, ElementKind, ValueKind};
 use crate::datasource::write_row;
@@ -44,13 +43,14 @@ pub(crate) async fn stream_table(
         bound.map_err(|e| EngineError::Result(e.to_string()))?;
     }
     out.start_table(&plan.key)?;
+    let keys = out.row_keys(&plan.columns);
     let mut rows = sqlx::query_with(&sql, args).fetch(conn);
     while let Some(row) = rows
         .try_next()
         .await
         .map_err(|e| EngineError::query(connection, &e))?
     {
-        write_row(&row, connection, plan, out, write_value)?;
+        write_row(&row, connection, plan, &keys, out, write_value)?;
         out.end_row().await?;
     }
     Ok(())
@@ -76,11 +76,7 @@ fn write_value(w: &mut W, column: &Column, value: PgValueRef<'_>) -> Result<(), 
         ValueKind::Bool => w.bool(bytes.first().is_some_and(|b| *b != 0)),
         ValueKind::Text | ValueKind::Set => w.string_bytes(bytes),
         ValueKind::Bytes => result::write_base64(w, bytes),
-        ValueKind::Uuid => w.string(
-            Uuid::from_bytes(fixed(bytes)?)
-                .hyphenated()
-                .encode_lower(&mut Uuid::encode_buffer()),
-        ),
+        ValueKind::Uuid => w.uuid(&fixed(bytes)?),
         ValueKind::Json => result::write_json_text(w, bytes),
         ValueKind::Date => {
             let days = i32::from_be_bytes(fixed(bytes)?);
@@ -100,8 +96,8 @@ fn write_value(w: &mut W, column: &Column, value: PgValueRef<'_>) -> Result<(), 
             match micros {
                 i64::MAX => w.string("infinity"),
                 i64::MIN => w.string("-infinity"),
-                _ => match result::from_micros(PG_EPOCH_MICROS, micros) {
-                    Some(at) => result::write_timestamp(w, at),
+                _ => match result::write_micros(w, PG_EPOCH_MICROS, micros) {
+                    Some(written) => written,
                     None => return Err("timestamp out of range".into()),
                 },
             }

@@ -15,7 +15,7 @@ mod values;
 
 use std::sync::Arc;
 
-use contract::json::{JsonError, JsonWriter, Style};
+use contract::json::{EncodedKey, JsonError, JsonWriter, Style};
 use tokio::sync::mpsc;
 
 pub(crate) use assemble::Assembly;
@@ -23,7 +23,7 @@ pub use budget::Budget;
 pub(crate) use spool::SpillPlace;
 pub use spool::{probe_spill_dir, SpillStats};
 pub(crate) use values::{
-    from_micros, write_base64, write_date, write_float, write_float32, write_json_text,
+    write_base64, write_date, write_float, write_float32, write_json_text, write_micros,
     write_timestamp,
 };
 
@@ -32,6 +32,11 @@ use crate::watch::Progress;
 
 /// Bytes a datasource writes before handing them on as one chunk.
 pub const CHUNK_BYTES: usize = 128 * 1024;
+
+/// Nesting depth of a row's members: the connection's value is a member of the document (1),
+/// its tables members of it (2), a table's rows elements of those (3), their columns members
+/// of a row (4).
+const ROW_MEMBER_DEPTH: usize = 4;
 
 /// The receiving end of a streamed extraction: the result document's bytes, in order, in chunks
 /// of about [`CHUNK_BYTES`]. The document is complete only when the extraction returns `Ok`.
@@ -125,6 +130,15 @@ impl ConnectionResult {
         self.end_table()?;
         self.pending_table = Some(key.to_owned());
         Ok(())
+    }
+
+    /// The keys of a table's row members, `columns`' names, escaped once for every row of it
+    /// ([`JsonWriter::encoded_key`]).
+    pub fn row_keys(&self, columns: &[crate::catalog::Column]) -> Vec<EncodedKey> {
+        columns
+            .iter()
+            .map(|column| EncodedKey::new(&column.name, Style::Indented, ROW_MEMBER_DEPTH))
+            .collect()
     }
 
     /// Opens a row object; write its members, then call [`end_row`](Self::end_row).

@@ -58,12 +58,23 @@ pub(crate) fn write_date(w: &mut W, date: NaiveDate) -> Result<(), JsonError> {
 /// A date and time as RFC 3339 in UTC with `Z`, the fraction trimmed of trailing zeros, as
 /// Go's `time.Time` marshals (`2026-07-13T18:04:11.2Z`).
 pub(crate) fn write_timestamp(w: &mut W, at: NaiveDateTime) -> Result<(), JsonError> {
-    w.string(GoTime::new(at).as_str())
+    w.time(&GoTime::new(at))
 }
 
-/// Microseconds since an epoch as a UTC date-time; `None` when out of chrono's range.
-pub(crate) fn from_micros(epoch_micros: i64, micros: i64) -> Option<NaiveDateTime> {
-    DateTime::from_timestamp_micros(epoch_micros.checked_add(micros)?).map(|t| t.naive_utc())
+/// Microseconds since an epoch (`epoch_micros` from the Unix epoch) as [`write_timestamp`]
+/// writes that time; `None` when out of chrono's range. The years 0000 to 9999 are written
+/// from the count directly, without a calendar type in between.
+pub(crate) fn write_micros(
+    w: &mut W,
+    epoch_micros: i64,
+    micros: i64,
+) -> Option<Result<(), JsonError>> {
+    let unix = epoch_micros.checked_add(micros)?;
+    if let Some(time) = GoTime::from_unix_micros(unix) {
+        return Some(w.time(&time));
+    }
+    let at = DateTime::from_timestamp_micros(unix)?.naive_utc();
+    Some(write_timestamp(w, at))
 }
 
 fn format_date(buf: &mut [u8], date: NaiveDate) -> usize {

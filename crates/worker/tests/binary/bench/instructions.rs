@@ -4,7 +4,8 @@
 //! zeroed (`callgrind_control -z`), then `BENCH_CALLGRIND_SMALL` small jobs (3 rows each, one
 //! after the other) are run and dumped (`callgrind_control -d`), then one job over
 //! `BENCH_CALLGRIND_ROWS` rows of the wide table (default 250,000: about 64 MiB of result
-//! JSON). Reported: instructions (`Ir`, every thread of the process) per small job and per
+//! JSON). `BENCH_CALLGRIND_KEEP` (set to anything) keeps the dumps for `callgrind_annotate`
+//! and prints where. Reported: instructions (`Ir`, every thread of the process) per small job and per
 //! MiB of the big job's result. Run the release binary: `TEST_WORKER_BIN=target/release/
 //! fetcher-worker cargo test -p worker --test binary -- --ignored --nocapture bench::instructions`.
 
@@ -75,7 +76,11 @@ async fn instructions_per_job() {
     let big = dumped(pid, &out);
     drop(worker);
     world.cleanup().await;
-    let _ = std::fs::remove_dir_all(&dir);
+    // Kept on request, for `callgrind_annotate` (the big job's dump is the newest).
+    let kept = std::env::var_os("BENCH_CALLGRIND_KEEP").is_some();
+    if !kept {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     println!(
         "\ninstructions (callgrind Ir, all threads) of {}:",
@@ -92,6 +97,9 @@ async fn instructions_per_job() {
         big as f64 / (result_bytes as f64 / MIB) / 1e6,
         big as f64 / 1e6
     );
+    if kept {
+        println!("  dumps kept in {}", dir.display());
+    }
 }
 
 /// One small job, waited for.
