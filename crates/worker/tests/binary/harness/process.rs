@@ -69,14 +69,22 @@ impl WorkerProcess {
         .flatten()
         {
             let output = output.clone();
+            // Read as bytes to the end: a line that is not UTF-8 must not stop the reading
+            // (the pipe would fill and block the Worker's next log line).
             std::thread::spawn(move || {
-                for line in BufReader::new(stream).lines().map_while(Result::ok) {
+                let mut reader = BufReader::new(stream);
+                let mut bytes = Vec::new();
+                while matches!(reader.read_until(b'\n', &mut bytes), Ok(n) if n > 0) {
+                    let line = String::from_utf8_lossy(&bytes);
+                    let line = line.trim_end_matches(['\n', '\r']);
                     if std::env::var_os("TEST_LOG").is_some() {
                         eprintln!("[worker] {line}");
                     }
                     let mut out = output.lock().unwrap_or_else(|e| e.into_inner());
-                    out.push_str(&line);
+                    out.push_str(line);
                     out.push('\n');
+                    drop(out);
+                    bytes.clear();
                 }
             });
         }
