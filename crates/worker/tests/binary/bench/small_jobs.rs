@@ -66,6 +66,9 @@ struct Cpu {
     postgres: f64,
     /// PostgreSQL's backends of this bench's databases and its shared processes.
     postgres_ours: f64,
+    /// PostgreSQL's backends of the state database alone and its shared processes (the bench's
+    /// source is a second database of the same server).
+    postgres_state: f64,
     rabbitmq: f64,
     s3: f64,
     bench: f64,
@@ -90,6 +93,7 @@ impl CpuReading {
                 .sum(),
             postgres: procfs::cpu_seconds_of("postgres"),
             postgres_ours: procfs::postgres_cpu_seconds_for(&[&world.state_db, &world.source_db]),
+            postgres_state: procfs::postgres_cpu_seconds_for(&[&world.state_db]),
             rabbitmq: procfs::cpu_seconds_of("beam.smp"),
             s3: procfs::cpu_seconds_of("s3s-fs"),
             bench: procfs::cpu_seconds(std::process::id()).unwrap_or_default(),
@@ -111,6 +115,7 @@ impl CpuReading {
             workers: rate(a.workers, b.workers),
             postgres: rate(a.postgres, b.postgres),
             postgres_ours: rate(a.postgres_ours, b.postgres_ours),
+            postgres_state: rate(a.postgres_state, b.postgres_state),
             rabbitmq: rate(a.rabbitmq, b.rabbitmq),
             s3: rate(a.s3, b.s3),
             bench: rate(a.bench, b.bench),
@@ -176,10 +181,11 @@ async fn small_jobs() {
         // Cores busy divided by jobs per second: CPU seconds per job.
         let per_job = |cores: f64| cores / load.jobs_per_second * 1000.0;
         println!(
-            "    CPU ms per job: workers {:.2}, postgres {:.2} (this bench's backends and the shared processes; all backends {:.2}), rabbitmq {:.2}, s3 {:.2}",
+            "    CPU ms per job: workers {:.2}, postgres {:.2} (this bench's backends and the shared processes; all backends {:.2}; the state database's backends and the shared processes {:.2}), rabbitmq {:.2}, s3 {:.2}",
             per_job(cpu.workers),
             per_job(cpu.postgres_ours),
             per_job(cpu.postgres),
+            per_job(cpu.postgres_state),
             per_job(cpu.rabbitmq),
             per_job(cpu.s3),
         );
