@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 
 use sqlx::mysql::{MySqlPool, MySqlPoolOptions};
+use sqlx::pool::PoolOptions;
 use sqlx::postgres::{PgPool, PgPoolOptions};
 use sqlx::Connection;
 
@@ -44,7 +45,22 @@ impl Pool {
 /// its source one round trip fewer. A connection that died within that time (the server
 /// restarted) fails the read's first statement, and the read is taken again on another
 /// connection at once (`Inner::retried_datasource`), whatever `JOB_RETRY_ATTEMPTS` says.
-pub(crate) const TEST_AFTER_IDLE: std::time::Duration = std::time::Duration::from_secs(1);
+pub const TEST_AFTER_IDLE: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// `options` with sqlx's test when a connection is taken made only after [`TEST_AFTER_IDLE`]
+/// idle: the rule of the sources' pools here and of the Worker's state pool.
+pub fn tested_after_idle<DB: sqlx::Database>(options: PoolOptions<DB>) -> PoolOptions<DB> {
+    options
+        .test_before_acquire(false)
+        .before_acquire(|conn, meta| {
+            Box::pin(async move {
+                if meta.idle_for > TEST_AFTER_IDLE {
+                    conn.ping().await?;
+                }
+                Ok(true)
+            })
+        })
+}
 
 /// One datasource's pool and the settings it was built from.
 #[derive(Debug)]
@@ -143,21 +159,14 @@ impl Pools {
             DatasourceKind::MySql => {
                 let options = config.mysql_options()?;
                 Pool::MySql(
-                    MySqlPoolOptions::new()
-                        .max_connections(self.max_connections)
-                        .min_connections(0)
-                        .idle_timeout(self.idle_timeout)
-                        .acquire_timeout(self.connect_timeout)
-                        .test_before_acquire(false)
-                        .before_acquire(|conn, meta| {
-                            Box::pin(async move {
-                                if meta.idle_for > TEST_AFTER_IDLE {
-                                    conn.ping().await?;
-                                }
-                                Ok(true)
-                            })
-                        })
-                        .connect_lazy_with(options),
+                    tested_after_idle(
+                        MySqlPoolOptions::new()
+                            .max_connections(self.max_connections)
+                            .min_connections(0)
+                            .idle_timeout(self.idle_timeout)
+                            .acquire_timeout(self.connect_timeout),
+                    )
+                    .connect_lazy_with(options),
                 )
             }
             _ => {
@@ -167,21 +176,14 @@ impl Pools {
                 settings.push(("statement_timeout", &statement_timeout));
                 options = options.options(settings);
                 Pool::Postgres(
-                    PgPoolOptions::new()
-                        .max_connections(self.max_connections)
-                        .min_connections(0)
-                        .idle_timeout(self.idle_timeout)
-                        .acquire_timeout(self.connect_timeout)
-                        .test_before_acquire(false)
-                        .before_acquire(|conn, meta| {
-                            Box::pin(async move {
-                                if meta.idle_for > TEST_AFTER_IDLE {
-                                    conn.ping().await?;
-                                }
-                                Ok(true)
-                            })
-                        })
-                        .connect_lazy_with(options),
+                    tested_after_idle(
+                        PgPoolOptions::new()
+                            .max_connections(self.max_connections)
+                            .min_connections(0)
+                            .idle_timeout(self.idle_timeout)
+                            .acquire_timeout(self.connect_timeout),
+                    )
+                    .connect_lazy_with(options),
                 )
             }
         })

@@ -23,11 +23,10 @@
 use std::time::Duration;
 
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
-use sqlx::Connection;
 
 /// How long a connection may sit idle in the pool and still be lent without a round trip to
-/// test it first.
-pub const TEST_AFTER_IDLE: Duration = Duration::from_secs(1);
+/// test it first: the sources' pools' rule too.
+pub use engine::TEST_AFTER_IDLE;
 
 /// How long a statement waits for a connection when all `max_connections` are in use.
 const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -36,17 +35,10 @@ const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(10);
 /// and waits for the database itself), each connection tested when taken only after
 /// [`TEST_AFTER_IDLE`] idle.
 pub fn connect_lazy(options: PgConnectOptions, max_connections: u32) -> PgPool {
-    PgPoolOptions::new()
-        .max_connections(max_connections)
-        .acquire_timeout(ACQUIRE_TIMEOUT)
-        .test_before_acquire(false)
-        .before_acquire(|conn, meta| {
-            Box::pin(async move {
-                if meta.idle_for > TEST_AFTER_IDLE {
-                    conn.ping().await?;
-                }
-                Ok(true)
-            })
-        })
-        .connect_lazy_with(options)
+    engine::tested_after_idle(
+        PgPoolOptions::new()
+            .max_connections(max_connections)
+            .acquire_timeout(ACQUIRE_TIMEOUT),
+    )
+    .connect_lazy_with(options)
 }
