@@ -172,21 +172,8 @@ impl<W: Write> JsonWriter<W> {
                 "a key encoded for another depth or style",
             ));
         }
-        match self.stack.last_mut() {
-            Some(Frame::Object {
-                empty,
-                awaiting_value,
-            }) if !*awaiting_value => {
-                let first = *empty;
-                *empty = false;
-                *awaiting_value = true;
-                Ok(self.out.write_all(key.bytes(first))?)
-            }
-            Some(Frame::Object { .. }) => {
-                Err(JsonError::Misuse("a key where a value was expected"))
-            }
-            _ => Err(JsonError::Misuse("a key outside an object")),
-        }
+        let first = self.take_key_slot()?;
+        Ok(self.out.write_all(key.bytes(first))?)
     }
 
     /// Writes an object key given as bytes; invalid UTF-8 bytes become `\ufffd` as in Go.
@@ -312,7 +299,15 @@ impl<W: Write> JsonWriter<W> {
     /// Checks that a key may be written here, then writes what precedes it.
     #[inline]
     fn before_key(&mut self) -> Result<()> {
+        let first = self.take_key_slot()?;
         let depth = self.base_depth + self.stack.len();
+        Ok(self.style.write_item_prefix(&mut self.out, first, depth)?)
+    }
+
+    /// Checks that a key may be written here and moves the innermost object to await its value;
+    /// returns whether the key is the object's first (no comma before it). Writes nothing.
+    #[inline]
+    fn take_key_slot(&mut self) -> Result<bool> {
         match self.stack.last_mut() {
             Some(Frame::Object {
                 empty,
@@ -321,7 +316,7 @@ impl<W: Write> JsonWriter<W> {
                 let first = *empty;
                 *empty = false;
                 *awaiting_value = true;
-                Ok(self.style.write_item_prefix(&mut self.out, first, depth)?)
+                Ok(first)
             }
             Some(Frame::Object { .. }) => {
                 Err(JsonError::Misuse("a key where a value was expected"))
