@@ -268,7 +268,10 @@ async fn flush(
     retried: usize,
 ) -> Vec<(i64, String)> {
     shared.flushes.fetch_add(1, Ordering::Relaxed);
-    let marks: Vec<(i64, &str)> = rows.iter().map(|(id, owner)| (*id, owner.as_str())).collect();
+    let marks: Vec<(i64, &str)> = rows
+        .iter()
+        .map(|(id, owner)| (*id, owner.as_str()))
+        .collect();
     match store.mark_published_by(&marks).await {
         Ok(marked) => {
             shared.marked.fetch_add(marked, Ordering::Relaxed);
@@ -300,5 +303,7 @@ async fn flush(
 /// The lock, whatever a panicking holder left: the state is a queue and flags, each change
 /// complete before the guard drops.
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }

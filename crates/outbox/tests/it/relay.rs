@@ -248,7 +248,10 @@ async fn a_batch_of_several_owners_rows_marks_each_only_for_its_lease_holder() {
             .expect("rows");
     for (id, is_published, leased_by) in published {
         if id == b[1] {
-            assert!(!is_published, "the taken-over row is left to its new holder");
+            assert!(
+                !is_published,
+                "the taken-over row is left to its new holder"
+            );
             assert_eq!(leased_by.as_deref(), Some("relay"));
         } else {
             assert!(is_published, "row {id}");

@@ -24,18 +24,23 @@ async fn leased_rows(store: &Store, n: usize) -> Vec<i64> {
 
 /// How many of `ids` are marked published.
 async fn published(pool: &PgPool, ids: &[i64]) -> i64 {
-    sqlx::query_scalar("SELECT count(*) FROM outbox WHERE id = ANY($1) AND published_at IS NOT NULL")
-        .bind(ids)
-        .fetch_one(pool)
-        .await
-        .expect("count")
+    sqlx::query_scalar(
+        "SELECT count(*) FROM outbox WHERE id = ANY($1) AND published_at IS NOT NULL",
+    )
+    .bind(ids)
+    .fetch_one(pool)
+    .await
+    .expect("count")
 }
 
 /// Waits until all of `ids` are marked published.
 async fn until_published(pool: &PgPool, ids: &[i64], within: Duration) {
     let deadline = Instant::now() + within;
     while published(pool, ids).await < ids.len() as i64 {
-        assert!(Instant::now() < deadline, "{ids:?} not all marked within {within:?}");
+        assert!(
+            Instant::now() < deadline,
+            "{ids:?} not all marked within {within:?}"
+        );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
@@ -83,7 +88,11 @@ async fn the_window_gathers_several_owners_marks_into_one_statement() {
     assert_eq!(marks.stats().flushes, 0, "nothing before the window ends");
     until_published(db.pool(), &ids[..3], Duration::from_secs(10)).await;
     until(&marks, |s| s.flushes == 1 && s.marked == 3).await;
-    assert_eq!(published(db.pool(), &ids[3..]).await, 0, "only its lease holder marks it");
+    assert_eq!(
+        published(db.pool(), &ids[3..]).await,
+        0,
+        "only its lease holder marks it"
+    );
     marks.close(Duration::from_secs(5)).await;
     assert_eq!(marks.stats().flushes, 1, "{:?}", marks.stats());
     db.drop().await;
@@ -100,7 +109,11 @@ async fn enough_rows_flush_before_the_window_ends() {
     assert_eq!(marks.stats().flushes, 1, "{:?}", marks.stats());
     marks.mark_later(RECORDER, &ids[4..]);
     tokio::time::sleep(Duration::from_millis(300)).await;
-    assert_eq!(published(db.pool(), &ids[4..]).await, 0, "one row waits for its window");
+    assert_eq!(
+        published(db.pool(), &ids[4..]).await,
+        0,
+        "one row waits for its window"
+    );
     marks.close(Duration::from_secs(5)).await;
     db.drop().await;
 }
@@ -116,7 +129,11 @@ async fn close_flushes_what_waits_and_later_rows_are_left() {
     assert_eq!(marks.mark_later(RECORDER, &ids[3..]), 0, "closed");
     marks.close(Duration::from_secs(5)).await;
     let stats = marks.stats();
-    assert_eq!((stats.flushes, stats.marked, stats.left), (1, 3, 1), "{stats:?}");
+    assert_eq!(
+        (stats.flushes, stats.marked, stats.left),
+        (1, 3, 1),
+        "{stats:?}"
+    );
     assert_eq!(published(db.pool(), &ids[3..]).await, 0);
     db.drop().await;
 }
@@ -149,14 +166,20 @@ async fn rows_beyond_the_cap_are_left_to_the_repairer() {
     assert_eq!(support::unpublished_count(db.pool()).await, 2);
     let rows = support::outbox_rows(db.pool()).await;
     for row in rows.iter().filter(|r| r.published_at.is_none()) {
-        assert_eq!(row.leased_by.as_deref(), Some(RECORDER), "still leased: {row:?}");
+        assert_eq!(
+            row.leased_by.as_deref(),
+            Some(RECORDER),
+            "still leased: {row:?}"
+        );
     }
 
     // Once their lease ends, the repairer publishes them again: at least once.
-    sqlx::query("UPDATE outbox SET lease_until = now() - interval '1 second' WHERE published_at IS NULL")
-        .execute(db.pool())
-        .await
-        .expect("end leases");
+    sqlx::query(
+        "UPDATE outbox SET lease_until = now() - interval '1 second' WHERE published_at IS NULL",
+    )
+    .execute(db.pool())
+    .await
+    .expect("end leases");
     let repairer = Repairer::new(
         db.store.clone(),
         publisher.clone(),
@@ -220,11 +243,16 @@ async fn a_failed_flush_is_retried_once_then_left_to_the_repairer() {
     marks.close(Duration::from_secs(5)).await;
     assert_eq!(marks.stats().flushes, 4, "{:?}", marks.stats());
     assert_eq!(published(db.pool(), &ids[1..]).await, 0);
-    let leased_by: Option<String> = sqlx::query_scalar("SELECT leased_by FROM outbox WHERE id = $1")
-        .bind(ids[1])
-        .fetch_one(db.pool())
-        .await
-        .expect("row");
-    assert_eq!(leased_by.as_deref(), Some(RECORDER), "left to its lease's end");
+    let leased_by: Option<String> =
+        sqlx::query_scalar("SELECT leased_by FROM outbox WHERE id = $1")
+            .bind(ids[1])
+            .fetch_one(db.pool())
+            .await
+            .expect("row");
+    assert_eq!(
+        leased_by.as_deref(),
+        Some(RECORDER),
+        "left to its lease's end"
+    );
     db.drop().await;
 }

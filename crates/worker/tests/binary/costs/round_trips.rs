@@ -181,7 +181,12 @@ pub(super) async fn counted_wire(
 }
 
 /// Hands the core one signed job and waits until it completed and its event is published.
-pub(super) async fn run_job(world: &World, core: &worker::job::JobCore, connection: &str, table: &str) {
+pub(super) async fn run_job(
+    world: &World,
+    core: &worker::job::JobCore,
+    connection: &str,
+    table: &str,
+) {
     let job_id = Uuid::new_v4();
     let disposition = handle(world, core, job_id, connection, table).await;
     assert_eq!(disposition, Disposition::Ack);
