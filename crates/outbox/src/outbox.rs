@@ -195,6 +195,39 @@ impl Store {
         Ok(marked.rows_affected())
     }
 
+    /// [`Store::mark_published`] for rows of several owners in one statement: each `(id, owner)`
+    /// is marked only if the row is still leased to that owner, or not leased at all, exactly
+    /// as `mark_published` would mark it. What a batcher of several jobs' marks sends
+    /// (`repairer::Marks`). Returns how many rows were marked.
+    pub async fn mark_published_by(&self, rows: &[(i64, &str)]) -> Result<u64> {
+        if rows.is_empty() {
+            return Ok(0);
+        }
+        let (ids, owners): (Vec<i64>, Vec<&str>) = rows.iter().copied().unzip();
+        // Locked in id order first, as `mark_published` does, so that two markers of
+        // overlapping rows wait for each other instead of deadlocking.
+        let marked = sqlx::query(
+            "WITH locked AS (
+                 SELECT o.id FROM outbox o
+                 JOIN unnest($1::bigint[], $2::text[]) AS m(id, owner) ON o.id = m.id
+                 WHERE o.published_at IS NULL
+                   AND (o.leased_by = m.owner OR o.leased_by IS NULL)
+                 ORDER BY o.id
+                 FOR UPDATE OF o
+             )
+             UPDATE outbox o
+             SET published_at = now(), leased_by = NULL, lease_until = NULL
+             FROM locked
+             WHERE o.id = locked.id",
+        )
+        .bind(&ids)
+        .bind(&owners)
+        .execute(self.pool())
+        .await
+        .map_err(|e| OutboxError::sqlx("marking several owners' events published", e))?;
+        Ok(marked.rows_affected())
+    }
+
     /// Gives a row back after a failed publish: lease cleared, not due again before
     /// `retry_after` from now (see [`crate::backoff()`]), `error` kept (redacted) as `last_error`.
     /// False when `owner` no longer held the row (or it was published meanwhile).

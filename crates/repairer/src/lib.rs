@@ -7,6 +7,9 @@
 //!   off the others. Used by the Worker right after a commit, and by the repairer. (The MQTT
 //!   mirror's rows are taken under row locks instead and deleted once delivered:
 //!   `outbox::MirrorBatch`.)
+//! - [`marks`]: [`Marks`], the published marks of several jobs' rows batched into one
+//!   statement; [`relay_marked_later`] hands it a batch's confirmed rows (the Worker's publish
+//!   right after a commit).
 //! - [`repair`]: [`Repairer`], its config, its loop ([`Repairer::run`]) and its testable step
 //!   ([`Repairer::repair_once`]).
 //! - [`sink`]: [`SinkPublisher`], the AMQP or MQTT publisher of one outbox sink's rows; each
@@ -24,6 +27,7 @@
 
 pub mod manager;
 pub mod manager_mirror;
+pub mod marks;
 pub mod metrics;
 pub mod relay;
 pub mod repair;
@@ -32,6 +36,7 @@ mod ticks;
 
 pub use manager::{ManagerPassReport, ManagerRelay, ManagerRepairer, ManagerRepairerConfig};
 pub use manager_mirror::{ManagerMirror, ManagerMirrorConfig, ManagerMirrorReport};
-pub use relay::{relay, RelayReport};
+pub use marks::{Marks, MarksConfig, MarksStats};
+pub use relay::{relay, relay_marked_later, RelayReport};
 pub use repair::{PassReport, Repairer, RepairerConfig};
 pub use sink::{Failure, SinkPublisher};

@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use outbox::{backoff, MirrorBatch, OutboxError, PendingEvent, RowId, Store, Unpublished};
 
+use crate::marks::Marks;
 use crate::sink::{Outcomes, SinkPublisher};
 
 /// The shortest wait before a failed event is due again. [`backoff()`] draws "full jitter" from
@@ -74,13 +75,54 @@ pub(crate) async fn record(
     if !confirmed.is_empty() {
         report.published = store.mark_published(&confirmed, owner).await?;
     }
-    for row in sorted.unpublished {
+    give_back(store, owner, &sorted.unpublished).await?;
+    Ok(report)
+}
+
+/// [`relay`], the confirmed rows handed to `marks` instead of marked here: their marks share
+/// one statement with other jobs' ([`Marks`]). What the Worker does right after a job's
+/// commit; the repairer's passes mark their own batches. `published` counts the rows queued
+/// to be marked; a row the queue could not take stays leased to `owner` until its lease ends,
+/// and the repairer publishes it again. Errors are only the state database's, while giving
+/// back the failed rows.
+pub async fn relay_marked_later(
+    store: &Store,
+    publisher: &SinkPublisher,
+    marks: &Marks,
+    owner: &str,
+    events: &[PendingEvent],
+) -> Result<RelayReport, OutboxError> {
+    if events.is_empty() {
+        return Ok(RelayReport::default());
+    }
+    let outcomes = publisher.send(events).await;
+    let sorted = Sorted::of(events, outcomes);
+    let mut report = sorted.report;
+    let confirmed: Vec<i64> = sorted
+        .confirmed
+        .iter()
+        .filter_map(|id| id.serial())
+        .collect();
+    report.published = marks.mark_later(owner, &confirmed) as u64;
+    give_back(store, owner, &sorted.unpublished).await?;
+    Ok(report)
+}
+
+/// Gives the rows a publish failed back to the outbox, each with its backoff, so the repairer
+/// takes them again once due. Only this store's rows: a row another backend leased is given
+/// back by that backend.
+async fn give_back(
+    store: &Store,
+    owner: &str,
+    unpublished: &[Unpublished],
+) -> Result<(), OutboxError> {
+    for row in unpublished {
         let Some(id) = row.id.serial() else { continue };
         store
             .mark_failed(id, owner, &row.error, row.retry_after)
             .await?;
     }
-    Ok(report)
+    Ok(())
 }
 
 /// Ends a batch of the mirror's rows with its outcomes: the acknowledged rows deleted, the

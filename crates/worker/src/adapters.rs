@@ -1,6 +1,7 @@
 //! The job core's ports ([`crate::job::ports`]) on the real services: the state database
 //! (`outbox::Store`), the bucket (`storage::ObjectStore`), the broker (the repairer's relay over
-//! `publisher::Publisher`) and the engine. Each method forwards; the obligations are the crates'.
+//! `publisher::Publisher`, its published marks batched across jobs by `repairer::Marks`) and the
+//! engine. Each method forwards; the obligations are the crates'.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,11 +22,12 @@ use crate::job::ports::{
     EventSink, Extractor, JobStore, Ports, ResultStore, ResultUpload, SlotStore,
 };
 
-/// The ports on the real services.
+/// The ports on the real services; `marks` marks the published events.
 pub fn ports(
     store: outbox::Store,
     objects: ObjectStore,
     publisher: Arc<publisher::Publisher>,
+    marks: repairer::Marks,
     engine: engine::Engine,
 ) -> Ports {
     let store_for_slots = store.clone();
@@ -35,6 +37,7 @@ pub fn ports(
         events: Arc::new(Relay {
             store,
             publisher: publisher.into(),
+            marks,
         }),
         extractor: Arc::new(engine),
         slots: Some(Arc::new(store_for_slots)),
@@ -210,16 +213,19 @@ impl ResultUpload for Upload {
     }
 }
 
-/// Events go out through the repairer's relay: the same publish-and-mark step as its passes.
+/// Events go out through the repairer's relay, as in its passes, except that the confirmed
+/// rows' marks are batched with other jobs' (`repairer::Marks`): under load many jobs publish
+/// within milliseconds of each other, and one statement marks them all.
 struct Relay {
     store: outbox::Store,
     publisher: repairer::SinkPublisher,
+    marks: repairer::Marks,
 }
 
 #[async_trait]
 impl EventSink for Relay {
     async fn deliver(&self, owner: &str, events: &[PendingEvent]) -> Result<(), OutboxError> {
-        repairer::relay(&self.store, &self.publisher, owner, events)
+        repairer::relay_marked_later(&self.store, &self.publisher, &self.marks, owner, events)
             .await
             .map(drop)
     }

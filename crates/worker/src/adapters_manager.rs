@@ -162,7 +162,9 @@ impl JobStore for ManagerStore {
 }
 
 /// Events go out through the Manager mode's relay: publish, then settle each row while its
-/// publisher still holds it.
+/// publisher still holds it. Its marks are not batched across jobs as the PostgreSQL mode's
+/// are (`repairer::Marks`): a row of lib-streaming's outbox left `PROCESSING` by a lost mark
+/// waits for lib-commons' 10-minute takeover, not a one-minute lease, so each is settled here.
 struct ManagerEvents(repairer::ManagerRelay);
 
 #[async_trait]

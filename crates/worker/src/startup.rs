@@ -42,6 +42,9 @@ enum Backend {
     Postgres {
         pool: sqlx::PgPool,
         store: outbox::Store,
+        /// The published marks of the jobs' events, batched; flushed and closed at the drain,
+        /// before the pool closes.
+        marks: repairer::Marks,
     },
     /// The Manager's MongoDB (the Manager mode): jobs in its `job` collection, events in
     /// lib-streaming's outbox and this Worker's own; the control API when asked for.
@@ -54,6 +57,10 @@ enum Backend {
 /// How often the mirror's relay looks for MQTT rows: they are recorded unleased, and nobody
 /// publishes them right after their commit.
 const MIRROR_POLL: Duration = Duration::from_millis(200);
+
+/// Longest the drain waits for the last published marks; what is still unmarked then is
+/// published again by a repairer.
+const MARKS_CLOSE: Duration = Duration::from_secs(5);
 
 /// A Worker ready to run: every dependency checked, the health server bound.
 pub struct Application {
@@ -81,9 +88,15 @@ impl Application {
                     store,
                     objects,
                     publisher,
+                    marks,
                     core,
                 } = wire(&settings).await?;
-                (Backend::Postgres { pool, store }, objects, publisher, core)
+                (
+                    Backend::Postgres { pool, store, marks },
+                    objects,
+                    publisher,
+                    core,
+                )
             }
             StateSettings::MongoDb(_) => {
                 let WiredManager {
@@ -201,8 +214,8 @@ impl Application {
 
     /// Serves the health server, waits for the dependencies, then runs until `shutdown` is
     /// cancelled and drains: `/readyz` says 503 at once, consuming stops
-    /// `READYZ_DRAIN_DELAY_SEC` later, in-flight jobs finish, the outbox is relayed once more,
-    /// and everything closes.
+    /// `READYZ_DRAIN_DELAY_SEC` later, in-flight jobs finish, their published marks are
+    /// flushed, the outbox is relayed once more, and everything closes.
     pub async fn run_until_stopped(self, shutdown: CancellationToken) -> anyhow::Result<()> {
         let Application {
             settings,
@@ -249,7 +262,9 @@ impl Application {
         if let Some(mirror) = &jobs.mirror {
             mirror.close().await;
         }
-        if let Backend::Postgres { pool, .. } = &jobs.backend {
+        if let Backend::Postgres { pool, marks, .. } = &jobs.backend {
+            // Already closed at the drain when jobs ran; the marks need the pool.
+            marks.close(MARKS_CLOSE).await;
             pool.close().await;
         }
         stop_http.cancel();
@@ -273,11 +288,15 @@ pub struct Wired {
     pub store: outbox::Store,
     pub objects: ObjectStore,
     pub publisher: Arc<publisher::Publisher>,
+    /// The published marks of the core's events, batched across jobs: close it (it flushes what
+    /// waits) before the pool.
+    pub marks: repairer::Marks,
     pub core: Arc<JobCore>,
 }
 
 /// Wires the job core from `settings`: the state database's pool and store (mirrored when the
-/// MQTT mirror is on), the connection store, the engine, the bucket and the event publisher.
+/// MQTT mirror is on), the connection store, the engine, the bucket and the event publisher
+/// with its batched marks (whose task starts here).
 pub async fn wire(settings: &Settings) -> anyhow::Result<Wired> {
     let database = postgres_state(settings)?;
     let options = PgConnectOptions::from_str(database.url.expose_secret())
@@ -306,12 +325,20 @@ pub async fn wire(settings: &Settings) -> anyhow::Result<Wired> {
         publisher,
         jobs,
     } = services(settings, resolver).await?;
-    let ports = adapters::ports(store.clone(), objects.clone(), publisher.clone(), engine);
+    let marks = repairer::Marks::start(store.clone(), repairer::MarksConfig::default());
+    let ports = adapters::ports(
+        store.clone(),
+        objects.clone(),
+        publisher.clone(),
+        marks.clone(),
+        engine,
+    );
     Ok(Wired {
         pool,
         store,
         objects,
         publisher,
+        marks,
         core: Arc::new(JobCore::new(ports, jobs)),
     })
 }
@@ -486,6 +513,10 @@ async fn consume_until_stopped(
     if let Some(stopped) = stopped {
         let _ = stopped.channel.close(200, "OK".into()).await;
         let _ = stopped.connection.close(200, "OK".into()).await;
+    }
+    // The last jobs' marks, before the last relay: what they mark it need not publish again.
+    if let Backend::Postgres { marks, .. } = &jobs.backend {
+        marks.close(MARKS_CLOSE).await;
     }
     stop_background.cancel();
     background.stop().await;

@@ -212,6 +212,65 @@ async fn only_the_lease_holder_marks_a_row_published() {
 }
 
 #[tokio::test]
+async fn a_batch_of_several_owners_rows_marks_each_only_for_its_lease_holder() {
+    let db = TestDb::migrated().await;
+    let a = unpublished(&db.store, 2, "worker-a", LONG).await;
+    let b = unpublished(&db.store, 2, "worker-b", LONG).await;
+    let given_back = unpublished(&db.store, 1, "worker-c", LONG).await;
+    db.store
+        .mark_failed(given_back[0], "worker-c", "nack", Duration::ZERO)
+        .await
+        .expect("mark failed");
+    // b[1]'s lease was taken over: its old owner's mark must not land.
+    sqlx::query("UPDATE outbox SET leased_by = 'relay' WHERE id = $1")
+        .bind(b[1])
+        .execute(db.pool())
+        .await
+        .expect("take over");
+    let marked = db
+        .store
+        .mark_published_by(&[
+            (a[0], "worker-a"),
+            (b[0], "worker-b"),
+            (a[1], "worker-a"),
+            (b[1], "worker-b"),
+            (given_back[0], "worker-c"),
+            // Another owner's row, named with the wrong owner.
+            (a[0], "worker-b"),
+        ])
+        .await
+        .expect("mark");
+    assert_eq!(marked, 4);
+    let published: Vec<(i64, bool, Option<String>)> =
+        sqlx::query_as("SELECT id, published_at IS NOT NULL, leased_by FROM outbox ORDER BY id")
+            .fetch_all(db.pool())
+            .await
+            .expect("rows");
+    for (id, is_published, leased_by) in published {
+        if id == b[1] {
+            assert!(
+                !is_published,
+                "the taken-over row is left to its new holder"
+            );
+            assert_eq!(leased_by.as_deref(), Some("relay"));
+        } else {
+            assert!(is_published, "row {id}");
+            assert_eq!(leased_by, None, "row {id}'s lease is cleared");
+        }
+    }
+    assert_eq!(
+        db.store
+            .mark_published_by(&[(a[0], "worker-a"), (b[1], "relay")])
+            .await
+            .expect("mark"),
+        1,
+        "an already published row is not marked again"
+    );
+    assert_eq!(db.store.mark_published_by(&[]).await.expect("mark"), 0);
+    db.drop().await;
+}
+
+#[tokio::test]
 async fn a_redelivered_terminal_job_leases_its_unpublished_event_now() {
     let db = TestDb::migrated().await;
     let job_id = claimed(&db.store, "worker-a").await;

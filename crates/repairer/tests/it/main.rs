@@ -4,6 +4,7 @@ mod manager;
 mod manager_cut;
 mod manager_mirror;
 mod manager_rows;
+mod marks;
 mod metrics;
 mod partial;
 mod support;

@@ -170,8 +170,11 @@ pub trait ResultUpload: Send {
 /// Where recorded events go (contract §8).
 ///
 /// Obligations: `deliver` publishes events whose outbox rows are leased to `owner` and marks
-/// each row published only once the broker confirmed it; whatever it could not publish stays in
-/// the outbox for the repairer. An `Err` is the state database's; the events are not lost.
+/// each row published only once the broker confirmed it, never before; whatever it could not
+/// publish stays in the outbox for the repairer. The mark may come after `deliver` returns
+/// (batched with other jobs' marks): a mark that never comes (a crash, the state database
+/// away) leaves the row leased until its lease ends, and the repairer publishes it again, at
+/// least once. An `Err` is the state database's; the events are not lost.
 #[async_trait]
 pub trait EventSink: Send + Sync {
     async fn deliver(&self, owner: &str, events: &[PendingEvent]) -> Result<(), OutboxError>;

@@ -31,6 +31,10 @@ const TERMINAL_STATE: &[u8] = b"result_path = $8";
 const LOCKED_VERDICT: &[u8] = b"now() AS expired";
 const COMMIT: &[u8] = b"COMMIT";
 
+/// The published marks of several jobs' rows in one statement (`Store::mark_published_by`,
+/// sent as text on each connection's first use of it).
+const BATCHED_MARK: &[u8] = b"unnest($1::bigint[], $2::text[])";
+
 /// The Worker's settings that send a job's end through the locked-row transaction: the MQTT
 /// mirror on (its copies are written in that transaction).
 const MIRROR_ON: &[(&str, &str)] = &[("MQTT_URL", "mqtt://127.0.0.1:1883")];
@@ -128,6 +132,18 @@ async fn one_job_through_with(
     dependency: Dependency,
     trap: impl FnOnce(&World) -> Trap,
 ) -> usize {
+    let (arrivals, fired) = one_job_cut(overrides, dependency, trap).await;
+    assert_eq!(fired, 1, "the trap fired {fired} times");
+    arrivals
+}
+
+/// Arms `trap` in front of `dependency`, runs one job and checks its one outcome; how many
+/// times its event arrived, and how many times the trap fired.
+async fn one_job_cut(
+    overrides: &[(&str, &str)],
+    dependency: Dependency,
+    trap: impl FnOnce(&World) -> Trap,
+) -> (usize, u64) {
     let setup = Setup::start_with(overrides).await;
     let world = &setup.world;
     let mut listener = world.listen().await;
@@ -143,12 +159,6 @@ async fn one_job_through_with(
         )
         .await;
     let first = listener.event_for(job_id, Duration::from_secs(60)).await;
-    assert_eq!(
-        proxy.trap_fired(),
-        1,
-        "the trap never fired; worker output:\n{}",
-        setup.worker.output()
-    );
 
     // Every event published for the job by now (the repairer's pass included) has arrived once
     // the outbox row is marked published; wait for that, then a little for a late duplicate.
@@ -192,11 +202,17 @@ async fn one_job_through_with(
             .filter(|e| e.text("ce-subject") == job_id.to_string()),
     );
     check_outcome(world, job_id, &events, &setup.worker).await;
+    let fired = proxy.trap_fired();
+    assert!(
+        fired > 0,
+        "the trap never fired; worker output:\n{}",
+        setup.worker.output()
+    );
 
     let arrivals = events.len();
     drop(setup.worker);
     setup.world.cleanup().await;
-    arrivals
+    (arrivals, fired)
 }
 
 /// One terminal outcome: `completed`, one job-level AMQP outbox row, every arrival the same
@@ -282,6 +298,18 @@ async fn a_locked_terminal_commit_whose_answer_is_lost_keeps_the_object_and_publ
     })
     .await;
     assert_eq!(arrivals, 1);
+}
+
+#[tokio::test]
+async fn a_published_mark_cut_twice_is_left_and_the_event_republished() {
+    // The job's event is confirmed, and its batched mark (`repairer::Marks`) is cut before it
+    // reaches PostgreSQL, then its one retry too: the row stays leased until its lease ends,
+    // and the repair pass publishes the event again (at least once) and marks it.
+    let (arrivals, fired) = one_job_cut(&[], Dependency::StateDatabase, |_| {
+        Trap::before(BATCHED_MARK).times(2)
+    })
+    .await;
+    assert_eq!((arrivals, fired), (2, 2));
 }
 
 #[tokio::test]

@@ -93,7 +93,7 @@ fn addr_of(port: u16) -> SocketAddr {
     SocketAddr::from(([127, 0, 0, 1], port))
 }
 
-async fn resolve(host: &str, port: &str) -> SocketAddr {
+pub(super) async fn resolve(host: &str, port: &str) -> SocketAddr {
     tokio::net::lookup_host(format!("{host}:{port}"))
         .await
         .expect("the PostgreSQL server's address")
@@ -102,7 +102,7 @@ async fn resolve(host: &str, port: &str) -> SocketAddr {
 }
 
 /// The counts, for `--nocapture` (BENCHMARKS.md quotes them).
-fn report(what: &str, tally: &Tally) {
+pub(super) fn report(what: &str, tally: &Tally) {
     println!(
         "{what}: {} statements (besides: {} prepares, {} pings)\n{}",
         tally.statements.len(),
@@ -137,6 +137,30 @@ async fn count_one_job(
     table: &str,
     source: &StatementCounter,
 ) -> (Tally, Tally) {
+    let (state, wired) = counted_wire(world, pg, datasource).await;
+    // Events are published mandatory: a bound queue takes them (and every execution's).
+    let _events = world.listen_to("job.#").await;
+
+    run_job(world, &wired.core, connection, table).await;
+    let (state_before, source_before) = (state.tally(), source.tally());
+    run_job(world, &wired.core, connection, table).await;
+    let counted = (
+        state.tally().since(&state_before),
+        source.tally().since(&source_before),
+    );
+    wired.publisher.close().await;
+    wired.marks.close(Duration::from_secs(5)).await;
+    wired.pool.close().await;
+    counted
+}
+
+/// The job core wired as the Worker wires it, datasource `datasource` added, its state database
+/// reached through a counter in front of `pg` (migrated first, around the counter).
+pub(super) async fn counted_wire(
+    world: &World,
+    pg: SocketAddr,
+    datasource: Vec<(String, String)>,
+) -> (StatementCounter, worker::startup::Wired) {
     schema::migrate(&world.state).await.expect("migrate");
     let state = StatementCounter::start(pg, Protocol::Postgres).await;
     let mut env = world.env(free_port());
@@ -153,23 +177,16 @@ async fn count_one_job(
     env.extend(datasource);
     let settings = worker::config::Settings::from_vars(env).expect("settings");
     let wired = worker::startup::wire(&settings).await.expect("wired");
-    // Events are published mandatory: a bound queue takes them (and every execution's).
-    let _events = world.listen_to("job.#").await;
-
-    run_job(world, &wired.core, connection, table).await;
-    let (state_before, source_before) = (state.tally(), source.tally());
-    run_job(world, &wired.core, connection, table).await;
-    let counted = (
-        state.tally().since(&state_before),
-        source.tally().since(&source_before),
-    );
-    wired.publisher.close().await;
-    wired.pool.close().await;
-    counted
+    (state, wired)
 }
 
 /// Hands the core one signed job and waits until it completed and its event is published.
-async fn run_job(world: &World, core: &worker::job::JobCore, connection: &str, table: &str) {
+pub(super) async fn run_job(
+    world: &World,
+    core: &worker::job::JobCore,
+    connection: &str,
+    table: &str,
+) {
     let job_id = Uuid::new_v4();
     let disposition = handle(world, core, job_id, connection, table).await;
     assert_eq!(disposition, Disposition::Ack);

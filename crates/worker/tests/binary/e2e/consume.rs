@@ -88,14 +88,25 @@ async fn a_signed_job_completes_with_a_verifiable_event_and_object() {
     assert_eq!(row.1.as_deref(), Some(path));
     assert_eq!(row.2.as_deref(), result["hmac"].as_str());
     assert_eq!(row.3.as_deref(), Some("acme"));
-    let published: bool = sqlx::query_scalar(
-        "SELECT published_at IS NOT NULL FROM outbox WHERE ce_id = 'fetcher.job.completed.' || $1",
-    )
-    .bind(job_id.to_string())
-    .fetch_one(&world.state)
-    .await
-    .expect("outbox row");
-    assert!(published);
+    // The mark follows the publish (batched with other jobs' marks): wait for it.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let published: bool = sqlx::query_scalar(
+            "SELECT published_at IS NOT NULL FROM outbox WHERE ce_id = 'fetcher.job.completed.' || $1",
+        )
+        .bind(job_id.to_string())
+        .fetch_one(&world.state)
+        .await
+        .expect("outbox row");
+        if published {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the event was never marked published"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
 
     // Liveness, and readiness with one check per dependency.
     let (status, health) = worker.get("/health").expect("health");
