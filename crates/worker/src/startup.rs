@@ -249,8 +249,9 @@ impl Application {
         if let Some(mirror) = &jobs.mirror {
             mirror.close().await;
         }
-        if let Backend::Postgres { pool, .. } = &jobs.backend {
-            pool.close().await;
+        if let Backend::Postgres { store, .. } = &jobs.backend {
+            // The kept connections first, then the pool.
+            store.close().await;
         }
         stop_http.cancel();
         let _ = http.await;

@@ -40,7 +40,7 @@ async fn a_job_right_after_its_connections_were_killed_is_retried_never_failed()
     published(&world, job_id).await;
     println!("{killed} connections killed; the job was requeued {requeued} times, then completed");
     wired.publisher.close().await;
-    wired.pool.close().await;
+    wired.store.close().await;
     world.cleanup().await;
 }
 
@@ -57,7 +57,7 @@ async fn connections_killed_and_left_idle_are_replaced_before_a_job_sees_them() 
     assert_eq!(disposition, Disposition::Ack);
     published(&world, job_id).await;
     wired.publisher.close().await;
-    wired.pool.close().await;
+    wired.store.close().await;
     world.cleanup().await;
 }
 
