@@ -45,6 +45,9 @@ pub const KEPT_IDLE: Duration = Duration::from_secs(1);
 /// statement.
 pub const KEPT_OUT: Duration = Duration::from_secs(60);
 
+/// How long past a connection's idle second the sweep wakes for it.
+const SWEEP_SLACK: Duration = Duration::from_millis(5);
+
 /// The kept connections of one pool; clones share them.
 #[derive(Debug, Clone)]
 pub(crate) struct Kept(Arc<Inner>);
@@ -142,12 +145,6 @@ impl Kept {
         };
         drop(drained);
     }
-
-    /// How many connections are kept, free or lent.
-    #[cfg(test)]
-    fn count(&self) -> usize {
-        self.0.lock().count
-    }
 }
 
 impl Inner {
@@ -198,7 +195,12 @@ impl Inner {
         let now = Instant::now();
         let mut state = self.lock();
         let stale = state.stale(now);
-        let next = state.free.iter().map(|k| k.used_at + KEPT_IDLE).min();
+        // Just past the second (the rule is "longer than"), so one wake-up finds it stale.
+        let next = state
+            .free
+            .iter()
+            .map(|k| k.used_at + KEPT_IDLE + SWEEP_SLACK)
+            .min();
         if next.is_none() {
             state.sweeping = false;
         }
@@ -221,15 +223,10 @@ impl Inner {
 impl State {
     /// Takes the free connections idle longer than [`KEPT_IDLE`] out of the set.
     fn stale(&mut self, now: Instant) -> Vec<Keeper> {
-        let mut stale = Vec::new();
-        let mut i = 0;
-        while i < self.free.len() {
-            if now.saturating_duration_since(self.free[i].used_at) > KEPT_IDLE {
-                stale.push(self.free.remove(i));
-            } else {
-                i += 1;
-            }
-        }
+        let stale: Vec<Keeper> = self
+            .free
+            .extract_if(.., |k| now.saturating_duration_since(k.used_at) > KEPT_IDLE)
+            .collect();
         self.count -= stale.len();
         stale
     }

@@ -198,7 +198,9 @@ impl Store {
         .execute(&mut *conn)
         .await;
         conn.finish(&marked);
-        Ok(marked.map_err(|e| OutboxError::sqlx(STEP, e))?.rows_affected())
+        Ok(marked
+            .map_err(|e| OutboxError::sqlx(STEP, e))?
+            .rows_affected())
     }
 
     /// Gives a row back after a failed publish: lease cleared, not due again before

@@ -58,6 +58,21 @@ async fn given_back_reaches(given_back: &AtomicUsize, n: usize) {
     }
 }
 
+/// Waits until `pool` has `idle` of its `size` connections idle (a connection given back is
+/// idle once its test answered).
+async fn pool_reaches(pool: &PgPool, size: u32, idle: usize) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while (pool.size(), pool.num_idle()) != (size, idle) {
+        assert!(
+            Instant::now() < deadline,
+            "{} connections, {} idle; not {size}, {idle}",
+            pool.size(),
+            pool.num_idle()
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 #[tokio::test]
 async fn the_job_paths_statements_reuse_one_kept_connection_without_a_test() {
     let db = TestDb::migrated().await;
@@ -132,10 +147,15 @@ async fn a_cancelled_statement_never_leaves_its_connection_kept() {
         .execute(&mut *locker)
         .await
         .expect("lock the row");
-    let cancelled =
-        tokio::time::timeout(Duration::from_millis(300), store.renew_lease(job_id, "w1", LONG))
-            .await;
-    assert!(cancelled.is_err(), "the renewal did not wait: {cancelled:?}");
+    let cancelled = tokio::time::timeout(
+        Duration::from_millis(300),
+        store.renew_lease(job_id, "w1", LONG),
+    )
+    .await;
+    assert!(
+        cancelled.is_err(),
+        "the renewal did not wait: {cancelled:?}"
+    );
     locker.rollback().await.expect("rollback");
     // The connection went back mid-statement: the pool's test settles it.
     given_back_reaches(&given_back, 1).await;
@@ -158,7 +178,7 @@ async fn a_kept_connection_idle_past_the_second_goes_back_to_the_pool() {
     tokio::time::sleep(KEPT_IDLE + Duration::from_millis(300)).await;
     // The sweep gave it back, through the test; the pool lends it again.
     given_back_reaches(&given_back, 1).await;
-    assert_eq!((pool.size(), pool.num_idle()), (1, 1));
+    pool_reaches(&pool, 1, 1).await;
     let lease = store.renew_lease(job_id, "w1", LONG).await.expect("renew");
     assert_eq!(lease, Lease::Held);
     assert_eq!((pool.size(), pool.num_idle()), (1, 0));
@@ -194,15 +214,17 @@ async fn at_most_half_the_pool_is_kept_and_a_pool_of_one_keeps_none() {
     for renewal in renewals {
         assert_eq!(renewal.await.expect("task").expect("renew"), Lease::Held);
     }
+    // Two kept (the claim's and one more), two given back.
     given_back_reaches(&given_back, 2).await;
-    assert_eq!(pool.size() - u32::try_from(pool.num_idle()).unwrap(), 2);
+    pool_reaches(&pool, 4, 2).await;
+    assert_eq!(given_back.load(Ordering::SeqCst), 2);
     store.close().await;
 
     let (pool, given_back) = counted_pool(&db, 1).await;
     let store = Store::new(pool.clone());
     claimed(&store, "w2").await;
     given_back_reaches(&given_back, 1).await;
-    assert_eq!(pool.num_idle(), 1);
+    pool_reaches(&pool, 1, 1).await;
     store.close().await;
     db.drop().await;
 }
