@@ -130,12 +130,14 @@ impl Store {
             Some(spec) => executions::datasources(spec.mapped_fields),
             None => (Vec::new(), Vec::new()),
         };
-        // The normal path, the job taken, is that one statement in a transaction of its own.
-        if let Some(row) = claim_statement(request, &names, &tables)
-            .fetch_optional(self.pool())
-            .await
-            .map_err(db)?
-        {
+        // The normal path, the job taken, is that one statement in a transaction of its own,
+        // on a kept connection.
+        let mut conn = self.kept().lend().await.map_err(db)?;
+        let taken = claim_statement(request, &names, &tables)
+            .fetch_optional(&mut *conn)
+            .await;
+        conn.finish(&taken);
+        if let Some(row) = taken.map_err(db)? {
             return acquired(&row);
         }
         // Not taken: why is read in one transaction with the statement tried again, so the row
@@ -239,7 +241,13 @@ impl Store {
     /// ends the cancel ([`Store::end_cancel`]). [`Lease::Lost`] when `owner` no longer holds the
     /// job (taken over, or ended): the caller should stop and not record an outcome.
     pub async fn renew_lease(&self, job_id: Uuid, owner: &str, lease: Duration) -> Result<Lease> {
-        let renewed: Option<(String, bool)> = sqlx::query_as(
+        const STEP: &str = "renewing a job lease";
+        let mut conn = self
+            .kept()
+            .lend()
+            .await
+            .map_err(|e| OutboxError::sqlx(STEP, e))?;
+        let renewed = sqlx::query_as::<_, (String, bool)>(
             "UPDATE jobs SET lease_expires_at = now() + $3, updated_at = now()
              WHERE job_id = $1 AND owner = $2
                AND status IN ('processing', 'cancellation_in_progress')
@@ -248,9 +256,10 @@ impl Store {
         .bind(job_id)
         .bind(owner)
         .bind(interval(lease))
-        .fetch_optional(self.pool())
-        .await
-        .map_err(|e| OutboxError::sqlx("renewing a job lease", e))?;
+        .fetch_optional(&mut *conn)
+        .await;
+        conn.finish(&renewed);
+        let renewed = renewed.map_err(|e| OutboxError::sqlx(STEP, e))?;
         Ok(match renewed {
             None => Lease::Lost,
             Some((status, force)) if status == "cancellation_in_progress" => {

@@ -173,7 +173,13 @@ impl Store {
     pub async fn mark_published(&self, ids: &[i64], owner: &str) -> Result<u64> {
         // The rows are locked in id order first: two publishers marking overlapping batches
         // (a lease lapsed and the other took the row) then wait for each other instead of
-        // deadlocking.
+        // deadlocking. On a kept connection: the job path's last statement.
+        const STEP: &str = "marking events published";
+        let mut conn = self
+            .kept()
+            .lend()
+            .await
+            .map_err(|e| OutboxError::sqlx(STEP, e))?;
         let marked = sqlx::query(
             "WITH locked AS (
                  SELECT id FROM outbox
@@ -189,10 +195,12 @@ impl Store {
         )
         .bind(ids)
         .bind(owner)
-        .execute(self.pool())
-        .await
-        .map_err(|e| OutboxError::sqlx("marking events published", e))?;
-        Ok(marked.rows_affected())
+        .execute(&mut *conn)
+        .await;
+        conn.finish(&marked);
+        Ok(marked
+            .map_err(|e| OutboxError::sqlx(STEP, e))?
+            .rows_affected())
     }
 
     /// [`Store::mark_published`] for rows of several owners in one statement: each `(id, owner)`

@@ -6,21 +6,29 @@ use std::time::Duration;
 use sqlx::postgres::types::PgInterval;
 use sqlx::PgPool;
 
+use crate::kept::Kept;
+
 /// Job state and the outbox in one PostgreSQL database (migrated with `schema::migrate`).
-/// Cheap to clone: clones share the pool.
+/// Cheap to clone: clones share the pool and the connections kept out of it (`kept.rs`).
 ///
 /// Every lease and age is computed with the database's clock (`now()`), so Workers whose clocks
 /// disagree still agree on who holds what.
 #[derive(Debug, Clone)]
 pub struct Store {
     pool: PgPool,
+    /// The job path's connections, kept out of the pool between its statements.
+    kept: Kept,
     /// The MQTT mirror's topic prefix, when the mirror is on.
     mirror: Option<Arc<str>>,
 }
 
 impl Store {
     pub fn new(pool: PgPool) -> Store {
-        Store { pool, mirror: None }
+        Store {
+            kept: Kept::new(pool.clone()),
+            pool,
+            mirror: None,
+        }
     }
 
     /// This store with the MQTT mirror on: every event it records gets an MQTT row too, its
@@ -37,9 +45,23 @@ impl Store {
         self.mirror.as_deref()
     }
 
-    /// The pool, for readiness checks and shutdown.
+    /// The pool, for readiness checks.
     pub fn pool(&self) -> &PgPool {
         &self.pool
+    }
+
+    /// The connections kept for the job path's statements.
+    pub(crate) fn kept(&self) -> &Kept {
+        &self.kept
+    }
+
+    /// Gives the kept connections back to the pool, keeps no more, and closes the pool: waits
+    /// until every connection still lent (a statement running) is given back too. The pool's
+    /// own `close` also ends (the kept connections go back the moment it starts), this says it
+    /// first.
+    pub async fn close(&self) {
+        self.kept.close();
+        self.pool.close().await;
     }
 }
 

@@ -101,6 +101,11 @@ impl Store {
         };
         let (path, hmac, size, rows, error, object_left) = ended_fields(record)?;
         let event = record.event;
+        let mut conn = self
+            .kept()
+            .lend()
+            .await
+            .map_err(|e| OutboxError::sqlx(STEP, e))?;
         let returned = sqlx::query(ONE_STATEMENT)
             .bind(record.job_id)
             .bind(owner)
@@ -157,8 +162,9 @@ impl Store {
             .bind(event.request_id.as_deref())
             .bind(record.publisher)
             .bind(interval(record.lease))
-            .fetch_all(self.pool())
+            .fetch_all(&mut *conn)
             .await;
+        conn.finish(&returned);
         let returned = match returned {
             Ok(returned) => returned,
             // An event's ce-id exists already: nothing was written (the statement is atomic);

@@ -262,10 +262,11 @@ impl Application {
         if let Some(mirror) = &jobs.mirror {
             mirror.close().await;
         }
-        if let Backend::Postgres { pool, marks, .. } = &jobs.backend {
-            // Already closed at the drain when jobs ran; the marks need the pool.
+        if let Backend::Postgres { store, marks, .. } = &jobs.backend {
+            // Already closed at the drain when jobs ran; the marks need the pool. Then the
+            // kept connections, then the pool.
             marks.close(MARKS_CLOSE).await;
-            pool.close().await;
+            store.close().await;
         }
         stop_http.cancel();
         let _ = http.await;

@@ -19,6 +19,17 @@
 //! next tick, and a control API request answers 503 `state_database_unavailable` ("try
 //! again"). A connection idle through a restart of more than a second is tested and replaced
 //! before any statement sees it.
+//!
+//! The job path's statements (the claim, the lease renewal that also fences the publishing of
+//! an object, the claimed terminal record, the event marked published) pay neither test: they
+//! run on a few connections the store keeps out of the pool between statements (`outbox`'s
+//! `kept.rs`), so a warm job makes no ping at all. The same rules hold there: at most half the
+//! pool is kept, so its other users always have the rest; a connection goes back to the pool
+//! (through its test) after any error or a cancelled statement, after [`outbox::KEPT_IDLE`]
+//! idle (the same second as [`TEST_AFTER_IDLE`], checked below), and after
+//! [`outbox::KEPT_OUT`] out of the pool, so the pool's own limits still apply. At shutdown
+//! [`outbox::Store::close`] gives them back before closing the pool (a bare `close` of the
+//! pool gives them back too, the moment it starts).
 
 use std::time::Duration;
 
@@ -27,6 +38,10 @@ use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 /// How long a connection may sit idle in the pool and still be lent without a round trip to
 /// test it first: the sources' pools' rule too.
 pub use engine::TEST_AFTER_IDLE;
+
+// A kept connection idle as long as a pooled one would be tested is given back, and so tested:
+// one rule for both.
+const _: () = assert!(outbox::KEPT_IDLE.as_nanos() == TEST_AFTER_IDLE.as_nanos());
 
 /// How long a statement waits for a connection when all `max_connections` are in use.
 const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(10);

@@ -3,6 +3,7 @@ mod control;
 mod errors;
 mod executions;
 mod job_retention;
+mod kept;
 mod listing;
 mod machine;
 mod mirror_batch;

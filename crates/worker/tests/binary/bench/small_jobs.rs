@@ -346,7 +346,7 @@ async fn commit_rate(world: &World, concurrency: usize, count: usize) -> f64 {
     });
     futures_util::future::join_all(tasks).await;
     let rate = count as f64 / started.elapsed().as_secs_f64();
-    pool.close().await;
+    store.close().await;
     rate
 }
 

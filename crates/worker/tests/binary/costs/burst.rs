@@ -41,7 +41,7 @@ async fn a_burst_of_jobs_shares_its_published_marks() {
     let burst = state.tally().since(&before);
     wired.marks.close(Duration::from_secs(5)).await;
     wired.publisher.close().await;
-    wired.pool.close().await;
+    wired.store.close().await;
     world.cleanup().await;
 
     let marks = burst

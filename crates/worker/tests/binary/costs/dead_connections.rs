@@ -41,7 +41,7 @@ async fn a_job_right_after_its_connections_were_killed_is_retried_never_failed()
     println!("{killed} connections killed; the job was requeued {requeued} times, then completed");
     wired.publisher.close().await;
     wired.marks.close(Duration::from_secs(5)).await;
-    wired.pool.close().await;
+    wired.store.close().await;
     world.cleanup().await;
 }
 
@@ -59,7 +59,7 @@ async fn connections_killed_and_left_idle_are_replaced_before_a_job_sees_them() 
     published(&world, job_id).await;
     wired.publisher.close().await;
     wired.marks.close(Duration::from_secs(5)).await;
-    wired.pool.close().await;
+    wired.store.close().await;
     world.cleanup().await;
 }
 
