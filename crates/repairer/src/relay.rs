@@ -66,12 +66,7 @@ pub(crate) async fn record(
     let mut report = sorted.report;
     // The confirmed rows first: they are on the broker, and a database error while backing off
     // the failed ones must not leave them leased, to be published a second time.
-    // Only this store's rows: a row another backend leased is marked by that backend.
-    let confirmed: Vec<i64> = sorted
-        .confirmed
-        .iter()
-        .filter_map(|id| id.serial())
-        .collect();
+    let confirmed = sorted.confirmed_serials();
     if !confirmed.is_empty() {
         report.published = store.mark_published(&confirmed, owner).await?;
     }
@@ -98,11 +93,7 @@ pub async fn relay_marked_later(
     let outcomes = publisher.send(events).await;
     let sorted = Sorted::of(events, outcomes);
     let mut report = sorted.report;
-    let confirmed: Vec<i64> = sorted
-        .confirmed
-        .iter()
-        .filter_map(|id| id.serial())
-        .collect();
+    let confirmed = sorted.confirmed_serials();
     report.published = marks.mark_later(owner, &confirmed) as u64;
     give_back(store, owner, &sorted.unpublished).await?;
     Ok(report)
@@ -147,6 +138,12 @@ pub(crate) struct Sorted {
 }
 
 impl Sorted {
+    /// The confirmed rows of this store (PostgreSQL serials): a row another backend leased is
+    /// marked by that backend.
+    pub(crate) fn confirmed_serials(&self) -> Vec<i64> {
+        self.confirmed.iter().filter_map(|id| id.serial()).collect()
+    }
+
     pub(crate) fn of(events: &[PendingEvent], outcomes: Outcomes) -> Sorted {
         let mut sorted = Sorted {
             confirmed: Vec::with_capacity(events.len()),

@@ -141,12 +141,7 @@ async fn a_cancelled_statement_never_leaves_its_connection_kept() {
     let store = Store::new(pool.clone());
     let job_id = claimed(&store, "w1").await;
     // Another session holds the job's row: the renewal waits for it, and is given up on.
-    let mut locker = db.pool().begin().await.expect("begin");
-    sqlx::query("SELECT 1 FROM jobs WHERE job_id = $1 FOR UPDATE")
-        .bind(job_id)
-        .execute(&mut *locker)
-        .await
-        .expect("lock the row");
+    let locker = lock_job_row(&db, job_id).await;
     let cancelled = tokio::time::timeout(
         Duration::from_millis(300),
         store.renew_lease(job_id, "w1", LONG),
@@ -193,12 +188,7 @@ async fn at_most_half_the_pool_is_kept_and_a_pool_of_one_keeps_none() {
     let store = Store::new(pool.clone());
     let job_id = claimed(&store, "w1").await;
     // Four renewals at once, held up by a lock so each has a connection of its own.
-    let mut locker = db.pool().begin().await.expect("begin");
-    sqlx::query("SELECT 1 FROM jobs WHERE job_id = $1 FOR UPDATE")
-        .bind(job_id)
-        .execute(&mut *locker)
-        .await
-        .expect("lock the row");
+    let locker = lock_job_row(&db, job_id).await;
     let renewals: Vec<_> = (0..4)
         .map(|_| {
             let store = store.clone();
@@ -246,4 +236,19 @@ async fn a_bare_pool_close_does_not_wait_for_the_kept_connections() {
     assert_eq!(pool.size(), 0);
     drop(store);
     db.drop().await;
+}
+
+/// A transaction of another session holding job `job_id`'s row: statements on it wait until
+/// the transaction ends.
+async fn lock_job_row(
+    db: &TestDb,
+    job_id: uuid::Uuid,
+) -> sqlx::Transaction<'static, sqlx::Postgres> {
+    let mut locker = db.pool().begin().await.expect("begin");
+    sqlx::query("SELECT 1 FROM jobs WHERE job_id = $1 FOR UPDATE")
+        .bind(job_id)
+        .execute(&mut *locker)
+        .await
+        .expect("lock the row");
+    locker
 }
