@@ -132,7 +132,7 @@ impl Store {
         };
         // The normal path, the job taken, is that one statement in a transaction of its own,
         // on a kept connection.
-        let mut conn = self.kept().lend().await.map_err(db)?;
+        let mut conn = self.lend(CLAIM_STEP).await?;
         let taken = claim_statement(request, &names, &tables)
             .fetch_optional(&mut *conn)
             .await;
@@ -242,11 +242,7 @@ impl Store {
     /// job (taken over, or ended): the caller should stop and not record an outcome.
     pub async fn renew_lease(&self, job_id: Uuid, owner: &str, lease: Duration) -> Result<Lease> {
         const STEP: &str = "renewing a job lease";
-        let mut conn = self
-            .kept()
-            .lend()
-            .await
-            .map_err(|e| OutboxError::sqlx(STEP, e))?;
+        let mut conn = self.lend(STEP).await?;
         let renewed = sqlx::query_as::<_, (String, bool)>(
             "UPDATE jobs SET lease_expires_at = now() + $3, updated_at = now()
              WHERE job_id = $1 AND owner = $2

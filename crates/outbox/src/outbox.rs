@@ -175,11 +175,7 @@ impl Store {
         // (a lease lapsed and the other took the row) then wait for each other instead of
         // deadlocking. On a kept connection: the job path's last statement.
         const STEP: &str = "marking events published";
-        let mut conn = self
-            .kept()
-            .lend()
-            .await
-            .map_err(|e| OutboxError::sqlx(STEP, e))?;
+        let mut conn = self.lend(STEP).await?;
         let marked = sqlx::query(
             "WITH locked AS (
                  SELECT id FROM outbox
@@ -216,11 +212,7 @@ impl Store {
         // overlapping rows wait for each other instead of deadlocking. On a kept connection,
         // as `mark_published`: under load the batcher flushes every few milliseconds.
         const STEP: &str = "marking several owners' events published";
-        let mut conn = self
-            .kept()
-            .lend()
-            .await
-            .map_err(|e| OutboxError::sqlx(STEP, e))?;
+        let mut conn = self.lend(STEP).await?;
         let marked = sqlx::query(
             "WITH locked AS (
                  SELECT o.id FROM outbox o

@@ -6,7 +6,7 @@ use std::time::Duration;
 use sqlx::postgres::types::PgInterval;
 use sqlx::PgPool;
 
-use crate::kept::Kept;
+use crate::kept::{Kept, Lent};
 
 /// Job state and the outbox in one PostgreSQL database (migrated with `schema::migrate`).
 /// Cheap to clone: clones share the pool and the connections kept out of it (`kept.rs`).
@@ -50,9 +50,14 @@ impl Store {
         &self.pool
     }
 
-    /// The connections kept for the job path's statements.
-    pub(crate) fn kept(&self) -> &Kept {
-        &self.kept
+    /// A connection for one of the job path's statements: a kept one, or one from the pool
+    /// (`kept.rs`); end the statement with [`Lent::finish`]. Failing to get one is `step`'s
+    /// error.
+    pub(crate) async fn lend(&self, step: &'static str) -> crate::error::Result<Lent<'_>> {
+        self.kept
+            .lend()
+            .await
+            .map_err(|e| crate::error::OutboxError::sqlx(step, e))
     }
 
     /// Gives the kept connections back to the pool, keeps no more, and closes the pool: waits

@@ -101,11 +101,7 @@ impl Store {
         };
         let (path, hmac, size, rows, error, object_left) = ended_fields(record)?;
         let event = record.event;
-        let mut conn = self
-            .kept()
-            .lend()
-            .await
-            .map_err(|e| OutboxError::sqlx(STEP, e))?;
+        let mut conn = self.lend(STEP).await?;
         let returned = sqlx::query(ONE_STATEMENT)
             .bind(record.job_id)
             .bind(owner)
