@@ -19,8 +19,9 @@ const STEP: usize = 3 * 16 * 1024;
 /// was split: the nonce leads, the tag ends, and `=` padding appears only at the very end (the
 /// 3-byte base64 grouping is carried across pieces).
 ///
-/// Memory is one 48 KiB scratch buffer plus the cipher state, whatever the length. `Debug`
-/// prints nothing of the key-derived state.
+/// Memory is one scratch buffer of at most 48 KiB (no bigger than the plaintext seen: a small
+/// result never pays for zeroing the whole step) plus the cipher state, whatever the length.
+/// `Debug` prints nothing of the key-derived state.
 ///
 /// ```
 /// use crypto::{CipherKey, SealStream};
@@ -39,10 +40,10 @@ const STEP: usize = 3 * 16 * 1024;
 /// ```
 pub struct SealStream {
     gcm: Gcm,
-    /// `pending` bytes carried from the previous piece (the nonce at first, then at most two bytes
-    /// of an incomplete base64 group), followed by room for one step of ciphertext.
-    scratch: Box<[u8]>,
-    pending: usize,
+    /// The bytes carried from the previous piece (the nonce at first, then at most two bytes of
+    /// an incomplete base64 group); a piece's ciphertext is appended after them. Its capacity
+    /// grows to at most one step and stays.
+    scratch: Vec<u8>,
 }
 
 impl SealStream {
@@ -69,12 +70,9 @@ impl SealStream {
     }
 
     fn with_gcm(gcm: Gcm, nonce: [u8; NONCE_LEN]) -> Self {
-        let mut scratch = vec![0u8; NONCE_LEN + STEP].into_boxed_slice();
-        scratch[..NONCE_LEN].copy_from_slice(&nonce);
         Self {
             gcm,
-            scratch,
-            pending: NONCE_LEN,
+            scratch: nonce.to_vec(),
         }
     }
 
@@ -93,7 +91,7 @@ impl SealStream {
         (text_room / 4)
             .saturating_mul(3)
             .saturating_add(2)
-            .saturating_sub(self.pending)
+            .saturating_sub(self.scratch.len())
     }
 
     /// Seals the next piece of plaintext and appends the base64 text it completes to `out`.
@@ -109,18 +107,21 @@ impl SealStream {
         if self.gcm.len().saturating_add(plaintext.len() as u64) > MAX_PLAINTEXT {
             return Err(SealError::TooLong);
         }
-        out.reserve((self.pending + plaintext.len()) / 3 * 4);
+        out.reserve((self.scratch.len() + plaintext.len()) / 3 * 4);
         for piece in plaintext.chunks(STEP) {
-            let start = self.pending;
-            let end = start + piece.len();
-            self.scratch[start..end].copy_from_slice(piece);
-            self.gcm
-                .encrypt(&mut self.scratch[start..end])
-                .map_err(|TooLong| SealError::TooLong)?;
+            let start = self.scratch.len();
+            // Exactly: the capacity stays at the largest piece seen, one step at most.
+            self.scratch.reserve_exact(piece.len());
+            self.scratch.extend_from_slice(piece);
+            if let Err(TooLong) = self.gcm.encrypt(&mut self.scratch[start..]) {
+                self.scratch.truncate(start);
+                return Err(SealError::TooLong);
+            }
+            let end = self.scratch.len();
             let whole = end / 3 * 3;
             encode(&self.scratch[..whole], out);
             self.scratch.copy_within(whole..end, 0);
-            self.pending = end - whole;
+            self.scratch.truncate(end - whole);
         }
         Ok(())
     }
@@ -128,10 +129,9 @@ impl SealStream {
     /// Completes the seal: appends the base64 text of the carried bytes and the tag, with `=`
     /// padding.
     pub fn finish(mut self, out: &mut Vec<u8>) {
-        let start = self.pending;
         let tag = self.gcm.finish();
-        self.scratch[start..start + TAG_LEN].copy_from_slice(&tag);
-        encode(&self.scratch[..start + TAG_LEN], out);
+        self.scratch.extend_from_slice(&tag);
+        encode(&self.scratch, out);
     }
 }
 

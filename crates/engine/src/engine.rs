@@ -18,7 +18,7 @@ use crate::error::{EngineError, Result};
 use crate::plan::{self, Naming};
 use crate::pools::{Pool, Pools};
 use crate::result::{Assembly, Budget, ConnectionResult, Extracted, Extraction, Part};
-use crate::watch::{DatasourceEnd, Observer, Progress, Retry, Watch};
+use crate::watch::{DatasourceEnd, Observer, Progress, Retry, Ticks, Watch};
 use crate::{mongo, mysql, plugin_crm, postgres, sqlserver};
 
 /// Extracts jobs' data. Cheap to share: clone it, or keep one in an `Arc`.
@@ -31,6 +31,8 @@ struct Inner {
     config: EngineConfig,
     resolver: Resolver,
     pools: Pools,
+    /// The progress clock of all its extractions.
+    ticks: Ticks,
 }
 
 /// How long an extraction may still take: the job's timeout, less what its earlier runs used
@@ -111,6 +113,7 @@ impl Engine {
                 config,
                 resolver,
                 pools,
+                ticks: Ticks::default(),
             }),
         }
     }
@@ -452,7 +455,7 @@ impl Inner {
         let naming = S::naming(database);
         let mut out =
             ConnectionResult::new(name, job.first, job.budget.clone(), job.chunks.clone())?
-                .watched(Progress::new(job.observer.clone(), name));
+                .watched(Progress::new(job.observer.clone(), name, &self.ticks));
         let mut at_first_statement = false;
         let streamed = async {
             let tables = table_names(name, job, &naming, config.schemas.as_ref())?;

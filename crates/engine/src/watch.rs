@@ -4,8 +4,8 @@
 //! The engine reports; it stores nothing. Calls come from the datasources' tasks, so an
 //! [`Observer`] must be cheap and must not block (hand the news to a channel).
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use contract::lifecycle::ExecutionStatus;
@@ -105,58 +105,87 @@ impl Observer for Unwatched {
     fn ended(&self, _: &str, _: &DatasourceEnd<'_>) {}
 }
 
-/// Counts one datasource's rows and reports them when due. The time is not read per row (a
-/// clock read costs more than the rest of the count): a timer task raises a flag every
-/// [`PROGRESS_EVERY`], and the row that finds it raised reports.
+/// The progress clock of every extraction of an engine: one timer task, started with the first
+/// extraction, raises a count each [`PROGRESS_EVERY`]. A row does not read the time (a clock
+/// read costs more than the rest of the count) and a job spawns no timer of its own (a task
+/// spawned and aborted per datasource cost two wake-ups of the runtime per job).
+#[derive(Default)]
+pub(crate) struct Ticks {
+    started: OnceLock<Ticker>,
+}
+
+struct Ticker {
+    count: Arc<AtomicU64>,
+    task: JoinHandle<()>,
+}
+
+impl Ticks {
+    /// The count, its timer started if it was not. Needs the Tokio runtime.
+    fn count(&self) -> Arc<AtomicU64> {
+        let ticker = self.started.get_or_init(|| {
+            let count = Arc::new(AtomicU64::new(0));
+            let weak = Arc::downgrade(&count);
+            let start = Instant::now();
+            let task = tokio::spawn(async move {
+                let mut next = start;
+                loop {
+                    next += PROGRESS_EVERY;
+                    tokio::time::sleep_until(next).await;
+                    match weak.upgrade() {
+                        Some(count) => count.fetch_add(1, Ordering::Relaxed),
+                        None => return,
+                    };
+                }
+            });
+            Ticker { count, task }
+        });
+        ticker.count.clone()
+    }
+}
+
+impl Drop for Ticker {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Counts one datasource's rows and reports them when due: each [`PROGRESS_ROWS`] rows, and
+/// on the first row after each tick of the engine's [`Ticks`] (so at least every
+/// [`PROGRESS_EVERY`] while rows arrive; the first report comes at the first tick after the
+/// start, within [`PROGRESS_EVERY`]).
 pub(crate) struct Progress {
     observer: Arc<dyn Observer>,
     datasource: String,
     reported_rows: u64,
-    /// Raised by `ticker` each [`PROGRESS_EVERY`]; lowered by each report.
-    due: Arc<AtomicBool>,
-    ticker: JoinHandle<()>,
+    /// Raised by the engine's timer each [`PROGRESS_EVERY`].
+    ticks: Arc<AtomicU64>,
+    /// The count at the last report (or at the start).
+    reported_tick: u64,
 }
 
 impl Progress {
-    /// Needs the Tokio runtime (its timer task runs on it).
-    pub(crate) fn new(observer: Arc<dyn Observer>, datasource: &str) -> Progress {
-        let due = Arc::new(AtomicBool::new(false));
-        let flag = Arc::downgrade(&due);
-        let start = Instant::now();
-        let ticker = tokio::spawn(async move {
-            let mut next = start;
-            loop {
-                next += PROGRESS_EVERY;
-                tokio::time::sleep_until(next).await;
-                match flag.upgrade() {
-                    Some(due) => due.store(true, Ordering::Relaxed),
-                    None => return,
-                }
-            }
-        });
+    /// Needs the Tokio runtime (the first one starts the timer task).
+    pub(crate) fn new(observer: Arc<dyn Observer>, datasource: &str, ticks: &Ticks) -> Progress {
+        let ticks = ticks.count();
+        let reported_tick = ticks.load(Ordering::Relaxed);
         Progress {
             observer,
             datasource: datasource.to_owned(),
             reported_rows: 0,
-            due,
-            ticker,
+            ticks,
+            reported_tick,
         }
     }
 
     /// `rows` have been read.
     #[inline]
     pub(crate) fn row(&mut self, rows: u64) {
-        if rows - self.reported_rows >= PROGRESS_ROWS || self.due.load(Ordering::Relaxed) {
+        let tick = self.ticks.load(Ordering::Relaxed);
+        if rows - self.reported_rows >= PROGRESS_ROWS || tick != self.reported_tick {
             self.observer.progress(&self.datasource, rows);
             self.reported_rows = rows;
-            self.due.store(false, Ordering::Relaxed);
+            self.reported_tick = tick;
         }
-    }
-}
-
-impl Drop for Progress {
-    fn drop(&mut self) {
-        self.ticker.abort();
     }
 }
 
@@ -180,7 +209,8 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn progress_is_reported_every_ten_thousand_rows_or_two_seconds() {
         let seen = Arc::new(Seen::default());
-        let mut progress = Progress::new(seen.clone(), "ledger");
+        let ticks = Ticks::default();
+        let mut progress = Progress::new(seen.clone(), "ledger", &ticks);
         for rows in 1..=25_000 {
             progress.row(rows);
         }

@@ -136,8 +136,8 @@ impl Upload {
         self.usable()?;
         while !bytes.is_empty() {
             if self.buffer.len() == self.part_size {
-                if let Err(error) = self.send_part().await {
-                    self.fail().await;
+                if let Err(error) = Box::pin(self.send_part()).await {
+                    Box::pin(self.fail()).await;
                     return Err(error);
                 }
             }
@@ -159,8 +159,8 @@ impl Upload {
     pub async fn lend(&mut self) -> Result<PartBuffer> {
         self.usable()?;
         if self.buffer.len() >= self.part_size {
-            if let Err(error) = self.send_part().await {
-                self.fail().await;
+            if let Err(error) = Box::pin(self.send_part()).await {
+                Box::pin(self.fail()).await;
                 return Err(error);
             }
         }
@@ -202,7 +202,7 @@ impl Upload {
         self.usable()?;
         let outcome = self.publish(check).await;
         if outcome.is_err() {
-            self.fail().await;
+            Box::pin(self.fail()).await;
         }
         outcome.map(|()| self.written)
     }
@@ -220,6 +220,17 @@ impl Upload {
             let (store, key) = (&self.store, self.key.as_str());
             return retrying(&self.retry, || store.put_text(key, body.clone())).await;
         }
+        // Boxed, as the other multipart steps: their requests' futures are kilobytes each, and
+        // every upload's futures would carry them inline, moved whole at each step, small
+        // results included.
+        Box::pin(self.complete_multipart(check)).await
+    }
+
+    /// Sends the last part, waits for every part, and completes the multipart upload.
+    async fn complete_multipart(
+        &mut self,
+        check: impl Future<Output = Result<(), String>>,
+    ) -> Result<()> {
         // A part is only sent when more data follows it, so the buffer holds the last part (for
         // a body over the threshold but within one part, the only one).
         self.send_part().await?;

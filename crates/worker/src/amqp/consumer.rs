@@ -151,7 +151,9 @@ async fn consume(
                 Some(Ok(delivery)) => {
                     let refusal = RefusalChannel { confirms: confirms.clone(), queue: queue.clone(), dead_letters };
                     let (core, stop) = (core.clone(), stop.clone());
-                    tracker.spawn(async move { handle(core, delivery, refusal, stop).await });
+                    // Boxed: the job's future is some 10 KiB, moved once here rather than
+                    // at each step of the spawn and again when the task ends.
+                    tracker.spawn(Box::pin(handle(core, delivery, refusal, stop)));
                 }
                 Some(Err(error)) => return Err(error.into()),
                 None => anyhow::bail!("the consumer was cancelled by the broker"),
@@ -191,7 +193,9 @@ async fn handle(
                 max_bytes: core.max_message_bytes(),
                 key: core.settings().keys.internal_hmac(),
             };
-            dead_letter::refuse(&refusal, &delivery, reason).await
+            // Boxed: a refusal's publish and confirm would double the size of every job's
+            // future, which most jobs never use.
+            Box::pin(dead_letter::refuse(&refusal, &delivery, reason)).await
         }
         Disposition::Retry(cause) => {
             metrics::requeued(cause, 1);

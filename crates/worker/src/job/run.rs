@@ -9,7 +9,6 @@ use engine::Watch;
 use outbox::{Close, Lease, TerminalOutcome};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-use tracing::Instrument as _;
 use uuid::Uuid;
 
 use super::cancel::{end_cancel, Canceled};
@@ -32,24 +31,40 @@ impl ClaimedRun<'_> {
         let forced = CancellationToken::new();
         let graceful = CancellationToken::new();
         let registered = core.wakeups.register(job_id);
-        let heartbeat = tokio::spawn(
-            heartbeat(
-                core.ports.jobs.clone(),
-                job_id,
-                self.owner.to_owned(),
-                core.settings.lease,
-                Signals {
-                    lost: lost.clone(),
-                    forced: forced.clone(),
-                    graceful: graceful.clone(),
-                    woken: registered.notify.clone(),
-                },
-            )
-            .in_current_span(),
+        // The claim is kept until the job's end is recorded: the heartbeat runs beside the run,
+        // in its task (a task of its own, spawned and aborted per job, cost two wake-ups of
+        // the runtime per job), and ends with it.
+        let heartbeat = heartbeat(
+            core.ports.jobs.clone(),
+            job_id,
+            self.owner.to_owned(),
+            core.settings.lease,
+            Signals {
+                lost: lost.clone(),
+                forced: forced.clone(),
+                graceful: graceful.clone(),
+                woken: registered.notify.clone(),
+            },
         );
-        // The claim is kept until the job's end is recorded.
-        let _stop_heartbeat = AbortOnDrop(heartbeat);
+        // `biased`: the run is polled first; the heartbeat's timer and wake-up are checked
+        // each time the task wakes, and it renews while the run awaits.
+        tokio::select! {
+            biased;
+            finished = self.held(core, started, &lost, &forced, graceful) => finished,
+            never = held_until_dropped(heartbeat) => match never {},
+        }
+    }
 
+    /// The run while its claim is held: produce the result, then end the job.
+    async fn held(
+        &self,
+        core: &JobCore,
+        started: Instant,
+        lost: &CancellationToken,
+        forced: &CancellationToken,
+        graceful: CancellationToken,
+    ) -> Finished {
+        let job_id = self.job.job_id;
         // The executions are written as they move, while the run lasts.
         let ledger = Ledger::new(&self.job.mapped_fields);
         let recorder = Recorder {
@@ -207,10 +222,11 @@ async fn heartbeat(
     }
 }
 
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
+/// The heartbeat, then nothing until dropped: once the claim is lost the run learns it from
+/// `lost`, and its end is fenced by the claim anyway.
+async fn held_until_dropped(
+    heartbeat: impl std::future::Future<Output = ()>,
+) -> std::convert::Infallible {
+    heartbeat.await;
+    std::future::pending().await
 }

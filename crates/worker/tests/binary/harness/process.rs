@@ -44,11 +44,17 @@ impl WorkerProcess {
     }
 
     /// Starts `command` (the Worker, or a wrapper that execs it) with exactly `env` and `PATH`,
-    /// capturing its output.
+    /// capturing its output. A benchmark run by hand may add settings of its own:
+    /// `BENCH_WORKER_ENV="TOKIO_WORKER_THREADS=1 ..."` (a test run never sets it).
     pub fn start(mut command: Command, env: BTreeMap<String, String>, port: u16) -> WorkerProcess {
+        let added = std::env::var("BENCH_WORKER_ENV").unwrap_or_default();
+        let added = added
+            .split_whitespace()
+            .filter_map(|pair| pair.split_once('='));
         let mut child = command
             .env_clear()
             .envs(env)
+            .envs(added)
             .env("PATH", std::env::var("PATH").unwrap_or_default())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
