@@ -17,6 +17,8 @@ use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
+use crate::metrics;
+
 /// How marks are batched.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MarksConfig {
@@ -139,6 +141,7 @@ impl Marks {
             state
                 .waiting
                 .extend(ids[..queued].iter().map(|&id| (id, owner.to_owned())));
+            metrics::marks_waiting(state.waiting.len());
             if queued > 0 && (was_empty || state.waiting.len() >= shared.config.flush_rows) {
                 shared.wake.notify_one();
             }
@@ -158,9 +161,9 @@ impl Marks {
             (queued, warn)
         };
         if queued < ids.len() {
-            shared
-                .left
-                .fetch_add((ids.len() - queued) as u64, Ordering::Relaxed);
+            let left = (ids.len() - queued) as u64;
+            shared.left.fetch_add(left, Ordering::Relaxed);
+            metrics::mark_rows(false, left);
         }
         if let Some((rows, closed)) = warn {
             let why = if closed { "closed" } else { "full" };
@@ -245,6 +248,7 @@ async fn run(shared: Arc<Shared>, store: Store) {
         }
         let (waiting, closed) = {
             let mut state = lock(&shared.state);
+            metrics::marks_waiting(0);
             (std::mem::take(&mut state.waiting), state.closed)
         };
         let retried = retry.len();
@@ -274,13 +278,19 @@ async fn flush(
         .collect();
     match store.mark_published_by(&marks).await {
         Ok(marked) => {
+            metrics::mark_flush(true);
+            // Every row handed over is done with: a row not marked was no longer leased to its
+            // publisher (the repairer took it), which marks it itself.
+            metrics::mark_rows(true, rows.len() as u64);
             shared.marked.fetch_add(marked, Ordering::Relaxed);
             Vec::new()
         }
         Err(error) => {
+            metrics::mark_flush(false);
             shared.failed_flushes.fetch_add(1, Ordering::Relaxed);
             let again = rows.split_off(retried);
             if retried > 0 {
+                metrics::mark_rows(false, retried as u64);
                 shared.left.fetch_add(retried as u64, Ordering::Relaxed);
                 tracing::warn!(
                     rows = retried,

@@ -168,6 +168,7 @@ fn register_at_zero() {
         }
     }
     metrics::gauge!(ACTIVE).set(0.0);
+    repairer::metrics::marks_at_zero();
     metrics::gauge!(
         BUILD_INFO,
         "version" => crate::build_info::VERSION,

@@ -1,6 +1,7 @@
 //! Delivery guarantees: a job delivered twice runs once; a Worker killed mid-extraction does not
 //! leave its job `processing`, even when the message comes back after the signature's freshness
-//! window; a run whose claim is taken over does not write the job's object.
+//! window; a run whose claim is taken over does not write the job's object; a job's published
+//! events are marked by the batcher, as its metrics count.
 
 use std::time::{Duration, Instant};
 
@@ -222,5 +223,61 @@ async fn a_job_retried_after_the_freshness_window_is_finished_not_dead_lettered(
     );
     assert!(events.drain(Duration::from_secs(2)).await.is_empty());
     drop(second);
+    world.cleanup().await;
+}
+
+/// A job's confirmed events are marked published by the batcher, and `/metrics` says so: a
+/// flush that succeeded, its rows `marked`, none `left` to the repairer, nothing waiting.
+#[tokio::test]
+async fn a_jobs_published_events_are_marked_and_the_metrics_count_them() {
+    let world = World::new().await;
+    let worker = world.start_worker().await;
+    let mut events = world.listen().await;
+    let job_id = Uuid::now_v7();
+    world
+        .submit(
+            &world.job_body(job_id, "src", "payments", &["id"]),
+            None,
+            &[],
+        )
+        .await;
+    let event = events.event_for(job_id, Duration::from_secs(60)).await;
+    assert_eq!(event.delivery.routing_key.as_str(), "job.completed");
+
+    // The metric is counted after the statement's commit: waited for, with the rows.
+    let counts = "SELECT count(*), count(*) FILTER (WHERE published_at IS NULL) FROM outbox";
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let metrics = loop {
+        let (rows, unmarked): (i64, i64) = sqlx::query_as(counts)
+            .fetch_one(&world.state)
+            .await
+            .expect("outbox");
+        let metrics = worker.get("/metrics").expect("metrics").1;
+        let marked = harness::metric_sum(
+            &metrics,
+            "fetcher_outbox_mark_rows_total",
+            "outcome=\"marked\"",
+        );
+        if rows > 0 && unmarked == 0 && marked == rows as f64 {
+            break metrics;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{unmarked} of {rows} events unmarked, {marked} counted marked"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let sum = |name: &str, label: &str| harness::metric_sum(&metrics, name, label);
+    assert!(sum("fetcher_outbox_mark_flushes_total", "outcome=\"ok\"") >= 1.0);
+    assert_eq!(
+        sum("fetcher_outbox_mark_flushes_total", "outcome=\"error\""),
+        0.0
+    );
+    assert_eq!(
+        sum("fetcher_outbox_mark_rows_total", "outcome=\"left\""),
+        0.0
+    );
+    assert_eq!(sum("fetcher_outbox_marks_waiting", ""), 0.0);
+    drop(worker);
     world.cleanup().await;
 }
