@@ -33,8 +33,20 @@ fn main() -> ExitCode {
     if asked.is_none_or(|bytes| bytes < THREAD_STACK_BYTES) {
         std::env::set_var("RUST_MIN_STACK", THREAD_STACK_BYTES.to_string());
     }
+    // Tokio reads `TOKIO_WORKER_THREADS` itself when no count is given, and panics on a bad
+    // one: the count is always given, and a bad value is refused with the other settings'
+    // problems (the runtime starts with the default to report them).
+    let threads = worker::config::runtime_threads(
+        std::env::var(worker::config::RUNTIME_THREADS)
+            .ok()
+            .as_deref(),
+    )
+    .ok()
+    .flatten()
+    .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
+        .worker_threads(threads)
         .thread_stack_size(RUNTIME_STACK_BYTES)
         .build();
     match runtime {

@@ -160,3 +160,24 @@ fn authority_host(url: &str) -> &str {
 fn ipv6_host(host: &str) -> bool {
     host.starts_with('[')
 }
+
+/// Tokio's own variable for the async runtime's threads, which its runtime builder would read
+/// and panic on when it is no positive number: the Worker reads it first (`main.rs`).
+pub const RUNTIME_THREADS: &str = "TOKIO_WORKER_THREADS";
+/// The most runtime threads taken.
+const MAX_RUNTIME_THREADS: usize = 1024;
+
+/// `TOKIO_WORKER_THREADS` (unset or blank: `None`, the cores available): a whole number from 1
+/// to 1024. The problem never repeats the value.
+pub fn runtime_threads(text: Option<&str>) -> Result<Option<usize>, String> {
+    let Some(text) = text.map(str::trim).filter(|t| !t.is_empty()) else {
+        return Ok(None);
+    };
+    match text.parse::<usize>() {
+        Ok(threads) if (1..=MAX_RUNTIME_THREADS).contains(&threads) => Ok(Some(threads)),
+        _ => Err(format!(
+            "{RUNTIME_THREADS} must be a whole number of threads from 1 to \
+             {MAX_RUNTIME_THREADS} (unset: one per core available)"
+        )),
+    }
+}

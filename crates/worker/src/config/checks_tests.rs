@@ -445,3 +445,25 @@ fn a_secret_set_twice_or_whose_file_cannot_be_read_is_a_problem_naming_the_path_
         assert!(!text.contains(secret), "{secret} printed:\n{text}");
     }
 }
+
+#[test]
+fn the_runtimes_threads_are_a_whole_number_from_1_to_1024_never_echoed() {
+    use super::checks::runtime_threads;
+    assert_eq!(runtime_threads(None), Ok(None));
+    assert_eq!(runtime_threads(Some("  ")), Ok(None));
+    assert_eq!(runtime_threads(Some("1")), Ok(Some(1)));
+    assert_eq!(runtime_threads(Some(" 4 ")), Ok(Some(4)));
+    assert_eq!(runtime_threads(Some("1024")), Ok(Some(1024)));
+    for bad in ["0", "-1", "1025", "two", "1.5", "99999999999999999999999"] {
+        // The same words whatever the value: it is never echoed.
+        assert_eq!(
+            runtime_threads(Some(bad)),
+            Err(
+                "TOKIO_WORKER_THREADS must be a whole number of threads from 1 to 1024 \
+                 (unset: one per core available)"
+                    .to_owned()
+            ),
+            "{bad}"
+        );
+    }
+}

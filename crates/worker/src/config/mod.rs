@@ -31,6 +31,7 @@ mod walk_tests;
 #[cfg(test)]
 mod wire_tests;
 
+pub use checks::{runtime_threads, RUNTIME_THREADS};
 pub use variables::{env_example, markdown};
 
 use std::collections::BTreeMap;

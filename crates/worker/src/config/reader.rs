@@ -222,6 +222,11 @@ pub(super) fn read(r: &mut Reader<'_>, vars: &BTreeMap<String, String>) -> Optio
         json: r.text("LOG_FORMAT", "text").eq_ignore_ascii_case("json"),
     };
     let traces = traces::read(r);
+    // The runtime's threads are taken by `main.rs` before the runtime starts (the default when
+    // this is refused); the problem is reported with the others.
+    if let Err(problem) = super::checks::runtime_threads(r.get(super::checks::RUNTIME_THREADS)) {
+        r.problem(problem);
+    }
     let state = state?;
     if let StateSettings::MongoDb(_) = state.0 {
         manager_mode_limits(r, &retention);

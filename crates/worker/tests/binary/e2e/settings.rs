@@ -45,6 +45,8 @@ async fn the_start_refuses_what_config_check_refuses() {
         ("DATASOURCE_ORACLE_DATABASE", "ledger"),
         ("DATASOURCE_ORACLE_USER", "reader"),
         ("RABBITMQ_NUMBER_OF_WORKERS", "8"),
+        // Tokio's own, on which its runtime builder panics: refused like the others.
+        ("TOKIO_WORKER_THREADS", "0"),
     ] {
         env.insert(name.into(), value.into());
     }
@@ -62,6 +64,7 @@ async fn the_start_refuses_what_config_check_refuses() {
         "DATASOURCE_BROKEN_HOST is not set",
         "DATASOURCE_BROKEN_PORT is not a port number",
         "DATASOURCE_ORACLE_TYPE is ORACLE, a type this Worker has no connector for",
+        "TOKIO_WORKER_THREADS must be a whole number of threads from 1 to 1024",
         "warning: RABBITMQ_NUMBER_OF_WORKERS is not a variable the Worker reads, it is ignored: \
          did you mean RABBITMQ_NUMBERS_OF_WORKERS?",
     ];
@@ -86,7 +89,7 @@ async fn the_start_refuses_what_config_check_refuses() {
     let started = worker.output();
     for (what, output) in [("config check", &checked), ("the start", &started)] {
         assert!(
-            output.contains("the Worker cannot start, its configuration has 7 problem(s)"),
+            output.contains("the Worker cannot start, its configuration has 8 problem(s)"),
             "{what}:\n{output}"
         );
         for problem in problems {
