@@ -16,9 +16,6 @@ const THREAD_STACK_BYTES: usize = 1 << 30;
 /// The runtime's threads only drop those tables (recursively too, with far smaller frames).
 const RUNTIME_STACK_BYTES: usize = 64 << 20;
 
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if let Some(done) = worker::command::run(&args) {
