@@ -24,9 +24,7 @@ use std::time::Duration;
 use uuid::Uuid;
 
 use super::knobs;
-use crate::harness::{free_port, Listener, WorkerProcess, World};
-
-const JOB_WITHIN: Duration = Duration::from_secs(60);
+use crate::harness::{free_port, WorkerProcess, World};
 
 #[tokio::test]
 #[ignore = "benchmark: attaches strace to the Worker; run by hand (BENCHMARKS.md)"]
@@ -91,7 +89,7 @@ async fn count(world: &World, binary: &str, jobs: usize) -> Trace {
     worker.wait_ready(Duration::from_secs(120)).await;
     let mut events = world.listen().await;
     for _ in 0..3 {
-        small_job(world, &mut events).await;
+        world.completed_small_job(&mut events).await;
     }
 
     let out = std::env::temp_dir().join(format!("strace-{}.txt", Uuid::new_v4().simple()));
@@ -126,7 +124,7 @@ async fn count(world: &World, binary: &str, jobs: usize) -> Trace {
     std::thread::spawn(move || lines.map_while(Result::ok).for_each(drop));
 
     for _ in 0..jobs {
-        small_job(world, &mut events).await;
+        world.completed_small_job(&mut events).await;
     }
     let names = thread_names(worker.pid());
     let status = Command::new("kill")
@@ -226,20 +224,6 @@ fn tally(text: &str, names: &HashMap<u32, String>) -> Trace {
         .collect();
     threads.sort_by(|a, b| b.calls.cmp(&a.calls).then_with(|| a.name.cmp(&b.name)));
     Trace { calls, threads }
-}
-
-/// One small job, waited for.
-async fn small_job(world: &World, events: &mut Listener) {
-    let job_id = Uuid::now_v7();
-    world
-        .submit(
-            &world.job_body(job_id, "src", "payments", &["id"]),
-            None,
-            &[],
-        )
-        .await;
-    let event = events.event_for(job_id, JOB_WITHIN).await;
-    assert_eq!(event.delivery.routing_key.as_str(), "job.completed");
 }
 
 #[cfg(test)]

@@ -413,16 +413,7 @@ async fn a_delete_during_an_s3_outage_stays_in_progress_until_s3_returns() {
     let setup = Setup::start().await;
     let world = &setup.world;
     let mut listener = world.listen().await;
-    let job_id = Uuid::now_v7();
-    world
-        .submit(
-            &world.job_body(job_id, "src", "payments", &["id"]),
-            None,
-            &[],
-        )
-        .await;
-    let completed = listener.event_for(job_id, Duration::from_secs(60)).await;
-    assert_eq!(completed.delivery.routing_key.as_str(), "job.completed");
+    let job_id = world.completed_small_job(&mut listener).await;
     let key = format!("external-data/{job_id}.json");
     // S3 goes away (the Worker's kept-alive connections too).
     setup.s3.set_refuse(true);

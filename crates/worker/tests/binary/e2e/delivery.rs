@@ -233,16 +233,7 @@ async fn a_jobs_published_events_are_marked_and_the_metrics_count_them() {
     let world = World::new().await;
     let worker = world.start_worker().await;
     let mut events = world.listen().await;
-    let job_id = Uuid::now_v7();
-    world
-        .submit(
-            &world.job_body(job_id, "src", "payments", &["id"]),
-            None,
-            &[],
-        )
-        .await;
-    let event = events.event_for(job_id, Duration::from_secs(60)).await;
-    assert_eq!(event.delivery.routing_key.as_str(), "job.completed");
+    world.completed_small_job(&mut events).await;
 
     // The metric is counted after the statement's commit: waited for, with the rows.
     let counts = "SELECT count(*), count(*) FILTER (WHERE published_at IS NULL) FROM outbox";

@@ -35,6 +35,19 @@ impl World {
             .await;
     }
 
+    /// A small job (three rows of `src`'s `payments`) submitted as by
+    /// [`submit_job`](Self::submit_job), its `job.completed` event waited for on `events` (a
+    /// minute at most): a job as the benches and many tests run it.
+    pub async fn completed_small_job(&self, events: &mut super::Listener) -> Uuid {
+        let job_id = Uuid::now_v7();
+        self.submit_job(job_id, "src", "payments", &["id"]).await;
+        let event = events
+            .event_for(job_id, std::time::Duration::from_secs(60))
+            .await;
+        assert_eq!(event.delivery.routing_key.as_str(), "job.completed");
+        job_id
+    }
+
     /// Publishes `body` to the work queue, signed with the internal key.
     pub async fn submit(&self, body: &[u8], tenant: Option<&str>, extra: &[(&str, &str)]) {
         self.submit_signed_at(body, tenant, extra, chrono::Utc::now().timestamp())
