@@ -21,7 +21,9 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 use worker::job::{Disposition, Inbound};
 
-use crate::harness::{free_port, Headers, Protocol, StatementCounter, Tally, World};
+use crate::harness::{
+    free_port, terminal_event_published, Headers, Protocol, StatementCounter, Tally, World,
+};
 
 /// Most commands a warm job may send to the Manager's MongoDB: its claim (the job read, its
 /// conditional write), the lease renewed right before the object is stored (the fence), its end
@@ -139,23 +141,13 @@ async fn run_job(world: &World, mongo: &MongoDb, manager: &Manager, core: &worke
     loop {
         let job = manager.stored(job_id).await.expect("the job");
         assert_eq!(job.get_str("status"), Ok("completed"), "{job}");
-        let outbox_id = job
-            .get_document("fetcher_worker")
-            .and_then(|w| w.get_document("terminal_event"))
-            .and_then(|e| e.get_str("outbox_id"))
-            .expect("the terminal event's row")
-            .to_owned();
-        let terminal_published = db
-            .collection::<Document>(mongostate::OUTBOX_COLLECTION)
-            .count_documents(doc! {"id": &outbox_id, "status": "PUBLISHED"})
-            .await
-            .expect("streaming_outbox_events");
+        let terminal_published = terminal_event_published(&db, &job).await;
         let executions_unpublished = db
             .collection::<Document>(mongostate::worker_outbox::WORKER_OUTBOX_COLLECTION)
             .count_documents(doc! {"job_id": id_bson(job_id), "published_at": Bson::Null})
             .await
             .expect("fetcher_worker_outbox");
-        if terminal_published == 1 && executions_unpublished == 0 {
+        if terminal_published && executions_unpublished == 0 {
             return;
         }
         assert!(

@@ -11,7 +11,10 @@ use testkit::manager::{Manager, NewJob, MARKER_KEYS};
 use testkit::mongo::MongoDb;
 use uuid::Uuid;
 
-use crate::harness::{publish, signed, work_route, ControlClient, Listener, WorkerProcess, World};
+use crate::harness::{
+    publish, signed, wait_terminal_event_published, work_route, ControlClient, Listener,
+    WorkerProcess, World,
+};
 
 /// A world whose Worker runs in the Manager mode, and the Manager beside it.
 pub(super) struct ManagerWorld {
@@ -142,34 +145,6 @@ fn keys(stored: &Document) -> Vec<&str> {
     keys
 }
 
-/// Waits until the job's terminal event is marked published in the Manager's outbox.
-async fn terminal_event_marked(m: &ManagerWorld, job_id: Uuid) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    let stored = m.manager.stored(job_id).await.expect("the job");
-    let row = stored
-        .get_document("fetcher_worker")
-        .and_then(|w| w.get_document("terminal_event"))
-        .and_then(|e| e.get_str("outbox_id"))
-        .map(str::to_owned)
-        .unwrap_or_else(|_| panic!("no terminal event row: {stored}"));
-    let outbox = m
-        .mongo
-        .db()
-        .collection::<Document>(mongostate::OUTBOX_COLLECTION);
-    while outbox
-        .count_documents(doc! {"id": &row, "status": "PUBLISHED"})
-        .await
-        .expect("the Manager's outbox")
-        == 0
-    {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the terminal event {row} is still unmarked"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
 /// Waits until the job's terminal markers are cleared (its event's outbox row is written).
 async fn markers_cleared(manager: &Manager, job_id: Uuid) -> Document {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
@@ -242,7 +217,7 @@ async fn a_job_the_manager_created_completes_and_the_manager_reads_it_back() {
     // A second delivery of the same message runs nothing again. Its event's mark may trail
     // the confirm (the core's last step): until it lands, a duplicate republishes instead of
     // saying the job is finished, so it is waited for.
-    terminal_event_marked(&m, job_id).await;
+    wait_terminal_event_published(&m.mongo.db(), &m.manager, job_id).await;
     let before = m.manager.stored(job_id).await;
     m.world
         .submit_job(job_id, "src", "payments", &["memo", "id", "amount"])
