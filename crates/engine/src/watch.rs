@@ -124,17 +124,15 @@ impl Ticks {
     fn count(&self) -> Arc<AtomicU64> {
         let ticker = self.started.get_or_init(|| {
             let count = Arc::new(AtomicU64::new(0));
-            let weak = Arc::downgrade(&count);
+            let raised = count.clone();
             let start = Instant::now();
+            // Runs until the engine goes (`Ticker`'s drop aborts it).
             let task = tokio::spawn(async move {
                 let mut next = start;
                 loop {
                     next += PROGRESS_EVERY;
                     tokio::time::sleep_until(next).await;
-                    match weak.upgrade() {
-                        Some(count) => count.fetch_add(1, Ordering::Relaxed),
-                        None => return,
-                    };
+                    raised.fetch_add(1, Ordering::Relaxed);
                 }
             });
             Ticker { count, task }

@@ -136,10 +136,7 @@ impl Upload {
         self.usable()?;
         while !bytes.is_empty() {
             if self.buffer.len() == self.part_size {
-                if let Err(error) = Box::pin(self.send_part()).await {
-                    Box::pin(self.fail()).await;
-                    return Err(error);
-                }
+                self.send_full_part().await?;
             }
             let take = (self.part_size - self.buffer.len()).min(bytes.len());
             self.buffer.extend_from_slice(&bytes[..take]);
@@ -159,10 +156,7 @@ impl Upload {
     pub async fn lend(&mut self) -> Result<PartBuffer> {
         self.usable()?;
         if self.buffer.len() >= self.part_size {
-            if let Err(error) = Box::pin(self.send_part()).await {
-                Box::pin(self.fail()).await;
-                return Err(error);
-            }
+            self.send_full_part().await?;
         }
         self.lent = true;
         Ok(PartBuffer::lent(
@@ -270,6 +264,17 @@ impl Upload {
             key: self.key.clone(),
             reason,
         })
+    }
+
+    /// Sends the full buffer as the next part; on failure the upload is aborted first. Both
+    /// steps boxed: their requests' futures are kilobytes each, and `write`'s and `lend`'s
+    /// futures would carry them inline, moved whole at each step, small results included.
+    async fn send_full_part(&mut self) -> Result<()> {
+        let sent = Box::pin(self.send_part()).await;
+        if sent.is_err() {
+            Box::pin(self.fail()).await;
+        }
+        sent
     }
 
     /// Sends the buffer as the next part, starting the multipart upload first if needed and

@@ -249,7 +249,7 @@ pub(super) const VARIABLES: &[Variable] = &[
     num(&number::READYZ_DRAIN_DELAY_SEC, "after SIGTERM, `/readyz` says 503 this long before consuming stops (upstream maps a negative value to 1 s, this Worker to the default)"),
     num(&number::SHUTDOWN_GRACE_SEC, "how long in-flight jobs get to finish during the drain"),
     example(
-        var("TOKIO_WORKER_THREADS", Unset("one per core available"), "the async runtime's threads (Tokio's own variable, checked here: 1 to 1024). Small jobs are latency-bound: one thread wakes no other per job and spends less CPU per job (BENCHMARKS.md, \"Small jobs\"); results that are big or read from several datasources at once use more than one"),
+        var("TOKIO_WORKER_THREADS", Unset("one per core available"), "the async runtime's threads (Tokio's own variable, checked here: 1 to 1024). One thread made 18 % fewer system calls per small job but the same CPU per job and 10 % fewer jobs/s on 2 cores (BENCHMARKS.md, \"One runtime thread, measured\"); results that are big or read from several datasources at once use more than one"),
         Example::Off("1"),
     ),
     var("LOG_LEVEL", Value("info"), "a `tracing` filter (`debug`, `worker=debug,info`, ...); lapin's per-message lines for returned (unroutable) events stay off unless the filter names `lapin::returned_messages` (`fetcher_events_returned_total` counts them)"),
