@@ -150,16 +150,30 @@ async fn consume(
             next = deliveries.next() => match next {
                 Some(Ok(delivery)) => {
                     let refusal = RefusalChannel { confirms: confirms.clone(), queue: queue.clone(), dead_letters };
-                    let (core, stop) = (core.clone(), stop.clone());
+                    let (core, stop, channel) = (core.clone(), stop.clone(), channel.clone());
                     // Boxed: the job's future is some 10 KiB, moved once here rather than
                     // at each step of the spawn and again when the task ends.
-                    tracker.spawn(Box::pin(handle(core, delivery, refusal, stop)));
+                    tracker.spawn(Box::pin(handle(core, delivery, channel, refusal, stop)));
                 }
                 Some(Err(error)) => return Err(error.into()),
                 None => anyhow::bail!("the consumer was cancelled by the broker"),
             }
         }
     }
+}
+
+/// Acks `delivery` on the channel it came from, itself. lapin's `Acker::ack` sends the same
+/// frame through the connection's internal RPC task, which spawns a task for each ack: two
+/// more thread wake-ups for every job. `Ok(false)`, as the acker answers, when the channel
+/// failed meanwhile (its ackers are poisoned): nothing reaches the broker.
+async fn ack(channel: &Channel, delivery: &Delivery) -> lapin::Result<bool> {
+    if !delivery.acker.usable() {
+        return Ok(false);
+    }
+    channel
+        .basic_ack(delivery.delivery_tag, BasicAckOptions::default())
+        .await
+        .map(|()| true)
 }
 
 /// Where a refused delivery goes: the confirm channel, the queue it was consumed from, and
@@ -173,6 +187,7 @@ struct RefusalChannel {
 async fn handle(
     core: Arc<JobCore>,
     delivery: Delivery,
+    channel: Channel,
     refusal: RefusalChannel,
     stop: CancellationToken,
 ) {
@@ -184,7 +199,7 @@ async fn handle(
     metrics::active(-1.0);
     let requeued = matches!(disposition, Disposition::Retry(_));
     let outcome = match disposition {
-        Disposition::Ack => delivery.acker.ack(BasicAckOptions::default()).await,
+        Disposition::Ack => ack(&channel, &delivery).await,
         Disposition::DeadLetter(reason) => {
             let refusal = dead_letter::Refusal {
                 confirms: &refusal.confirms,
