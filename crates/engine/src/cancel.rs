@@ -6,9 +6,9 @@
 //! connection out of the pool (so no other job can ever receive it mid-statement), closes it,
 //! and asks the server, from another pooled connection, to cancel what that session was doing.
 
-use sqlx::mysql::{MySql, MySqlPool};
-use sqlx::pool::PoolConnection;
-use sqlx::postgres::{PgPool, Postgres};
+use sqlpool::{Kept, Lent};
+use sqlx::mysql::MySql;
+use sqlx::postgres::Postgres;
 use sqlx::Database;
 
 use crate::datasource::SessionFacts;
@@ -16,7 +16,7 @@ use crate::datasource::SessionFacts;
 /// One pooled connection running a job's statements.
 pub(crate) struct Session<DB: Database> {
     /// `Some` until the session ends.
-    conn: Option<PoolConnection<DB>>,
+    conn: Option<Lent<DB>>,
     /// Where a cancel is asked; `None` once the session ended.
     cancel: Option<Cancel>,
     /// Learnt from the catalog statement ([`Session::learn`]): no statement of its own asks
@@ -26,24 +26,24 @@ pub(crate) struct Session<DB: Database> {
 }
 
 enum Cancel {
-    Postgres(PgPool),
-    MySql(MySqlPool),
+    Postgres(Kept<Postgres>),
+    MySql(Kept<MySql>),
 }
 
 impl Session<Postgres> {
-    pub(crate) fn postgres(conn: PoolConnection<Postgres>, pool: PgPool) -> Self {
+    pub(crate) fn postgres(conn: Lent<Postgres>, pool: Kept<Postgres>) -> Self {
         Session::new(conn, Cancel::Postgres(pool))
     }
 }
 
 impl Session<MySql> {
-    pub(crate) fn mysql(conn: PoolConnection<MySql>, pool: MySqlPool) -> Self {
+    pub(crate) fn mysql(conn: Lent<MySql>, pool: Kept<MySql>) -> Self {
         Session::new(conn, Cancel::MySql(pool))
     }
 }
 
 impl<DB: Database> Session<DB> {
-    fn new(conn: PoolConnection<DB>, cancel: Cancel) -> Self {
+    fn new(conn: Lent<DB>, cancel: Cancel) -> Self {
         Session {
             conn: Some(conn),
             cancel: Some(cancel),
@@ -67,9 +67,14 @@ impl<DB: Database> Session<DB> {
         self.facts
     }
 
-    /// The session's statements ended (well or not): the connection goes back to the pool.
-    pub(crate) fn finish(mut self) {
+    /// The session's statements ended: after they `succeeded` the connection may be kept out
+    /// of the pool for the next read ([`Kept`]), else it goes back to the pool, through its
+    /// test.
+    pub(crate) fn finish(mut self, succeeded: bool) {
         self.cancel = None;
+        if let Some(conn) = self.conn.take() {
+            conn.finish(succeeded);
+        }
     }
 }
 
@@ -88,21 +93,7 @@ impl<DB: Database> Drop for Session<DB> {
             return;
         };
         runtime.spawn(async move {
-            let outcome = match cancel {
-                // A PID is an `int4`; one that is not came from no server.
-                Cancel::Postgres(pool) => match i32::try_from(backend) {
-                    Ok(pid) => sqlx::query("SELECT pg_cancel_backend($1)")
-                        .bind(pid)
-                        .execute(&pool)
-                        .await
-                        .map(drop),
-                    Err(_) => Ok(()),
-                },
-                Cancel::MySql(pool) => sqlx::query(&format!("KILL QUERY {backend}"))
-                    .execute(&pool)
-                    .await
-                    .map(drop),
-            };
+            let outcome = cancel.run(backend).await;
             if let Err(error) = outcome {
                 tracing::warn!(
                     error = %contract::redact(&error.to_string()),
@@ -110,5 +101,34 @@ impl<DB: Database> Drop for Session<DB> {
                 );
             }
         });
+    }
+}
+
+impl Cancel {
+    /// Asks the server to cancel what session `backend` is doing, on a connection of the pool.
+    async fn run(self, backend: u64) -> Result<(), sqlx::Error> {
+        match self {
+            // A PID is an `int4`; one that is not came from no server.
+            Cancel::Postgres(pool) => match i32::try_from(backend) {
+                Ok(pid) => {
+                    let mut conn = pool.lend().await?;
+                    let done = sqlx::query("SELECT pg_cancel_backend($1)")
+                        .bind(pid)
+                        .execute(&mut *conn)
+                        .await;
+                    conn.finish(done.is_ok());
+                    done.map(drop)
+                }
+                Err(_) => Ok(()),
+            },
+            Cancel::MySql(pool) => {
+                let mut conn = pool.lend().await?;
+                let done = sqlx::query(&format!("KILL QUERY {backend}"))
+                    .execute(&mut *conn)
+                    .await;
+                conn.finish(done.is_ok());
+                done.map(drop)
+            }
+        }
     }
 }

@@ -49,9 +49,10 @@ pub(crate) trait Datasource {
         out: &'c mut ConnectionResult,
     ) -> impl Future<Output = Result<()>> + Send + 'c;
 
-    /// The reads ended, well or not: the session is given back (a pooled connection to its
-    /// pool) instead of being cancelled.
-    fn finish(session: Self::Session);
+    /// The reads ended, well or not (`succeeded`): the session is given back instead of being
+    /// cancelled (a pooled connection kept for the next read when they succeeded, else to its
+    /// pool, through its test).
+    fn finish(session: Self::Session, succeeded: bool);
 }
 
 /// What the catalog statement also told of the session it ran on.
@@ -163,8 +164,8 @@ where
             .map_err(|e| EngineError::query(connection, &e))
     }
 
-    fn finish(session: Self::Session) {
-        session.finish();
+    fn finish(session: Self::Session, succeeded: bool) {
+        session.finish(succeeded);
     }
 }
 

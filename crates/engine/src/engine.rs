@@ -86,7 +86,7 @@ struct Failure {
     /// cannot be retried without the document holding that output twice.
     emitted: bool,
     /// Whether it failed at its first statement on a connection lent by a pool (which tests
-    /// only connections idle more than [`crate::pools::TEST_AFTER_IDLE`]): a transient failure
+    /// only connections idle more than [`sqlpool::TEST_AFTER_IDLE`]): a transient failure
     /// there is a dead pooled connection more often than a server in trouble.
     first_pooled_statement: bool,
 }
@@ -338,7 +338,7 @@ impl Inner {
     /// Apart from those attempts, a read whose first statement failed transiently on a pooled
     /// connection is taken again at once on another, up to once per connection the pool may
     /// hold: the pool lends a connection used within the last second without testing it
-    /// ([`crate::pools::TEST_AFTER_IDLE`]), so after a server restart such a connection is
+    /// ([`sqlpool::TEST_AFTER_IDLE`]), so after a server restart such a connection is
     /// found dead there, as the pool's own test would have found it, and dropped.
     async fn retried_datasource(&self, job: &DatasourceJob) -> Result<Part> {
         let policy = self.config.retry;
@@ -397,12 +397,12 @@ impl Inner {
         let name = job.connection.as_str();
         let config = self.resolver.resolve(name).await?;
         match self.pools.get(&config).await? {
-            Pool::Postgres(pool) => {
-                let conn = pool
-                    .acquire()
+            Pool::Postgres(kept) => {
+                let conn = kept
+                    .lend()
                     .await
                     .map_err(|e| EngineError::connect(name, &e))?;
-                let session = Session::postgres(conn, pool);
+                let session = Session::postgres(conn, kept);
                 self.extract_from::<postgres::Source>(session, job, &config, true)
                     .await
             }
@@ -425,12 +425,12 @@ impl Inner {
                 self.extract_from::<sqlserver::Source>(client, job, &config, false)
                     .await
             }
-            Pool::MySql(pool) => {
-                let conn = pool
-                    .acquire()
+            Pool::MySql(kept) => {
+                let conn = kept
+                    .lend()
                     .await
                     .map_err(|e| EngineError::connect(name, &e))?;
-                let session = Session::mysql(conn, pool);
+                let session = Session::mysql(conn, kept);
                 self.extract_from::<mysql::Source>(session, job, &config, true)
                     .await
             }
@@ -473,7 +473,7 @@ impl Inner {
             S::stream(&mut session, name, &plans, &mut out).await
         }
         .await;
-        S::finish(session);
+        S::finish(session, streamed.is_ok());
         match streamed {
             // Finishing only hands the last chunk on: its failures are never transient.
             Ok(()) => out.finish().await.map_err(|error| Failure {

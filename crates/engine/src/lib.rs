@@ -58,7 +58,6 @@ pub use admission::{Admission, Permit, Unlimited};
 pub use config::EngineConfig;
 pub use engine::{Engine, TimeLimit, OUTPUT_CHUNKS};
 pub use error::{EngineError, Result};
-pub use pools::{tested_after_idle, TEST_AFTER_IDLE};
 pub use result::{probe_spill_dir, Chunks, Extracted, Extraction, SpillStats};
 pub use retry::RetryPolicy;
 pub use watch::{DatasourceEnd, Observer, Retry, Watch};

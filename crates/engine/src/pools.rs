@@ -4,21 +4,22 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use sqlx::mysql::{MySqlPool, MySqlPoolOptions};
-use sqlx::pool::PoolOptions;
-use sqlx::postgres::{PgPool, PgPoolOptions};
-use sqlx::Connection;
+use sqlpool::{tested_after_idle, Cap, Kept};
+use sqlx::mysql::{MySql, MySqlPoolOptions};
+use sqlx::postgres::{PgPoolOptions, Postgres};
 
 use crate::cleartext::{self, Verdict};
 use crate::config::EngineConfig;
 use crate::connection::{ConnectionConfig, DatasourceKind};
 use crate::error::Result;
 
-/// A datasource's pool.
+/// A datasource's pool. A SQL pool's every user (a read, the cancel of an abandoned one) lends
+/// its connections through [`Kept`], so all of them may be kept out of the pool between reads
+/// and none pays sqlx's round trip when given back after a read that succeeded.
 #[derive(Debug, Clone)]
 pub(crate) enum Pool {
-    Postgres(PgPool),
-    MySql(MySqlPool),
+    Postgres(Kept<Postgres>),
+    MySql(Kept<MySql>),
     /// The driver's client: its own pool per server, connected lazily.
     MongoDb(mongodb::Client),
     /// Where to connect: each datasource read opens its own connection.
@@ -29,37 +30,20 @@ impl Pool {
     fn close_in_background(self) {
         tokio::spawn(async move {
             match self {
-                Pool::Postgres(pool) => pool.close().await,
-                Pool::MySql(pool) => pool.close().await,
+                Pool::Postgres(kept) => {
+                    kept.close();
+                    kept.pool().close().await;
+                }
+                Pool::MySql(kept) => {
+                    kept.close();
+                    kept.pool().close().await;
+                }
                 // Its connections close once the jobs still holding a clone are done.
                 Pool::MongoDb(client) => drop(client),
                 Pool::SqlServer(target) => drop(target),
             }
         });
     }
-}
-
-/// How long a pooled connection may sit idle and still be lent without a round trip to test
-/// it first. sqlx tests a connection when it is given back (always) and, by default, again when
-/// it is taken; the second test is made only after this long idle, so a job under load costs
-/// its source one round trip fewer. A connection that died within that time (the server
-/// restarted) fails the read's first statement, and the read is taken again on another
-/// connection at once (`Inner::retried_datasource`), whatever `JOB_RETRY_ATTEMPTS` says.
-pub const TEST_AFTER_IDLE: std::time::Duration = std::time::Duration::from_secs(1);
-
-/// `options` with sqlx's test when a connection is taken made only after [`TEST_AFTER_IDLE`]
-/// idle: the rule of the sources' pools here and of the Worker's state pool.
-pub fn tested_after_idle<DB: sqlx::Database>(options: PoolOptions<DB>) -> PoolOptions<DB> {
-    options
-        .test_before_acquire(false)
-        .before_acquire(|conn, meta| {
-            Box::pin(async move {
-                if meta.idle_for > TEST_AFTER_IDLE {
-                    conn.ping().await?;
-                }
-                Ok(true)
-            })
-        })
 }
 
 /// One datasource's pool and the settings it was built from.
@@ -158,16 +142,15 @@ impl Pools {
             }
             DatasourceKind::MySql => {
                 let options = config.mysql_options()?;
-                Pool::MySql(
-                    tested_after_idle(
-                        MySqlPoolOptions::new()
-                            .max_connections(self.max_connections)
-                            .min_connections(0)
-                            .idle_timeout(self.idle_timeout)
-                            .acquire_timeout(self.connect_timeout),
-                    )
-                    .connect_lazy_with(options),
+                let pool = tested_after_idle(
+                    MySqlPoolOptions::new()
+                        .max_connections(self.max_connections)
+                        .min_connections(0)
+                        .idle_timeout(self.idle_timeout)
+                        .acquire_timeout(self.connect_timeout),
                 )
+                .connect_lazy_with(options);
+                Pool::MySql(Kept::new(pool, Cap::All))
             }
             _ => {
                 let mut options = config.pg_options()?;
@@ -175,16 +158,15 @@ impl Pools {
                 let mut settings: Vec<(&str, &str)> = crate::postgres::SESSION_SETTINGS.to_vec();
                 settings.push(("statement_timeout", &statement_timeout));
                 options = options.options(settings);
-                Pool::Postgres(
-                    tested_after_idle(
-                        PgPoolOptions::new()
-                            .max_connections(self.max_connections)
-                            .min_connections(0)
-                            .idle_timeout(self.idle_timeout)
-                            .acquire_timeout(self.connect_timeout),
-                    )
-                    .connect_lazy_with(options),
+                let pool = tested_after_idle(
+                    PgPoolOptions::new()
+                        .max_connections(self.max_connections)
+                        .min_connections(0)
+                        .idle_timeout(self.idle_timeout)
+                        .acquire_timeout(self.connect_timeout),
                 )
+                .connect_lazy_with(options);
+                Pool::Postgres(Kept::new(pool, Cap::All))
             }
         })
     }

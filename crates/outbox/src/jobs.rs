@@ -136,7 +136,7 @@ impl Store {
         let taken = claim_statement(request, &names, &tables)
             .fetch_optional(&mut *conn)
             .await;
-        conn.finish(&taken);
+        conn.finish(taken.is_ok());
         if let Some(row) = taken.map_err(db)? {
             return acquired(&row);
         }
@@ -254,7 +254,7 @@ impl Store {
         .bind(interval(lease))
         .fetch_optional(&mut *conn)
         .await;
-        conn.finish(&renewed);
+        conn.finish(renewed.is_ok());
         let renewed = renewed.map_err(|e| OutboxError::sqlx(STEP, e))?;
         Ok(match renewed {
             None => Lease::Lost,

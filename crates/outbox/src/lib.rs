@@ -8,10 +8,10 @@
 //! unpublished rows ([`Store::claim_unpublished`]).
 //!
 //! # Layout
-//! - [`Store`] (`store.rs`): the handle on the pool; [`Store::close`].
-//! - `kept.rs`: the few connections kept out of the pool between the job path's statements
-//!   (the claim, the lease renewal, the claimed terminal record, the published mark), so none
-//!   pays sqlx's test when a connection is given back ([`KEPT_IDLE`], [`KEPT_OUT`]).
+//! - [`Store`] (`store.rs`): the handle on the pool; [`Store::close`]; the few connections
+//!   kept out of the pool between the job path's statements (the claim, the lease renewal, the
+//!   claimed terminal record, the published mark), so none pays sqlx's test when a connection
+//!   is given back ([`sqlpool::Kept`], half the pool at most).
 //! - `jobs.rs`: [`Store::claim`], [`Store::renew_lease`], [`Store::expired_jobs`].
 //! - `read_model.rs`: [`Store::job`] and [`Store::executions`], the job as the control API
 //!   reads it.
@@ -54,7 +54,6 @@ mod control;
 pub mod error;
 mod executions;
 mod jobs;
-mod kept;
 mod listing;
 mod mirror;
 mod mirror_batch;
@@ -76,7 +75,6 @@ pub use control::{CancelEnded, ControlRequest, Controlled, EndCancel};
 pub use error::{OutboxError, Result};
 pub use executions::{status_details, Close, ExecutionEvents, ExecutionReport};
 pub use jobs::{Claim, ClaimRequest, ExpiredJob, JobSpec, Lease, WORKER_LOST};
-pub use kept::{KEPT_IDLE, KEPT_OUT};
 pub use listing::JobQuery;
 pub use mirror_batch::{MirrorBatch, MirrorCursor, Unpublished};
 pub use outbox::{PendingEvent, RecordedEvent, RowId};

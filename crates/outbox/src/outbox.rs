@@ -193,7 +193,7 @@ impl Store {
         .bind(owner)
         .execute(&mut *conn)
         .await;
-        conn.finish(&marked);
+        conn.finish(marked.is_ok());
         Ok(marked
             .map_err(|e| OutboxError::sqlx(STEP, e))?
             .rows_affected())
@@ -231,7 +231,7 @@ impl Store {
         .bind(&owners)
         .execute(&mut *conn)
         .await;
-        conn.finish(&marked);
+        conn.finish(marked.is_ok());
         Ok(marked
             .map_err(|e| OutboxError::sqlx(STEP, e))?
             .rows_affected())

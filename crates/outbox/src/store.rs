@@ -3,13 +3,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use sqlpool::{Cap, Kept, Lent};
 use sqlx::postgres::types::PgInterval;
-use sqlx::PgPool;
-
-use crate::kept::{Kept, Lent};
+use sqlx::{PgPool, Postgres};
 
 /// Job state and the outbox in one PostgreSQL database (migrated with `schema::migrate`).
-/// Cheap to clone: clones share the pool and the connections kept out of it (`kept.rs`).
+/// Cheap to clone: clones share the pool and the connections kept out of it ([`sqlpool::Kept`]).
 ///
 /// Every lease and age is computed with the database's clock (`now()`), so Workers whose clocks
 /// disagree still agree on who holds what.
@@ -17,7 +16,7 @@ use crate::kept::{Kept, Lent};
 pub struct Store {
     pool: PgPool,
     /// The job path's connections, kept out of the pool between its statements.
-    kept: Kept,
+    kept: Kept<Postgres>,
     /// The MQTT mirror's topic prefix, when the mirror is on.
     mirror: Option<Arc<str>>,
 }
@@ -25,7 +24,9 @@ pub struct Store {
 impl Store {
     pub fn new(pool: PgPool) -> Store {
         Store {
-            kept: Kept::new(pool.clone()),
+            // The pool's other users (the repairer, the sweeper, retention, the control API) take
+            // connections from it directly: half stay theirs.
+            kept: Kept::new(pool.clone(), Cap::Half),
             pool,
             mirror: None,
         }
@@ -51,9 +52,9 @@ impl Store {
     }
 
     /// A connection for one of the job path's statements: a kept one, or one from the pool
-    /// (`kept.rs`); end the statement with [`Lent::finish`]. Failing to get one is `step`'s
-    /// error.
-    pub(crate) async fn lend(&self, step: &'static str) -> crate::error::Result<Lent<'_>> {
+    /// ([`sqlpool::Kept`]); end the statement with [`Lent::finish`]. Failing to get one is
+    /// `step`'s error.
+    pub(crate) async fn lend(&self, step: &'static str) -> crate::error::Result<Lent<Postgres>> {
         self.kept
             .lend()
             .await

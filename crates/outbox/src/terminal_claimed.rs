@@ -160,7 +160,7 @@ impl Store {
             .bind(interval(record.lease))
             .fetch_all(&mut *conn)
             .await;
-        conn.finish(&returned);
+        conn.finish(returned.is_ok());
         let returned = match returned {
             Ok(returned) => returned,
             // An event's ce-id exists already: nothing was written (the statement is atomic);

@@ -61,6 +61,25 @@ const RULES: &[(&str, &str, &[&str])] = &[
         ],
     ),
     (
+        // Pools only: both state stores' and the sources' share it.
+        "sqlpool",
+        "sqlx",
+        &[
+            "contract",
+            "crypto",
+            "engine",
+            "storage",
+            "outbox",
+            "publisher",
+            "repairer",
+            "worker",
+            "lapin",
+            "aws-sdk-s3",
+            "axum",
+            "opentelemetry",
+        ],
+    ),
+    (
         "storage",
         "aws-sdk-s3",
         &[

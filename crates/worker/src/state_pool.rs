@@ -22,14 +22,13 @@
 //!
 //! The job path's statements (the claim, the lease renewal that also fences the publishing of
 //! an object, the claimed terminal record, the event marked published) pay neither test: they
-//! run on a few connections the store keeps out of the pool between statements (`outbox`'s
-//! `kept.rs`), so a warm job makes no ping at all. The same rules hold there: at most half the
-//! pool is kept, so its other users always have the rest; a connection goes back to the pool
-//! (through its test) after any error or a cancelled statement, after [`outbox::KEPT_IDLE`]
-//! idle (the same second as [`TEST_AFTER_IDLE`], checked below), and after
-//! [`outbox::KEPT_OUT`] out of the pool, so the pool's own limits still apply. At shutdown
-//! [`outbox::Store::close`] gives them back before closing the pool (a bare `close` of the
-//! pool gives them back too, the moment it starts).
+//! run on a few connections the store keeps out of the pool between statements
+//! ([`sqlpool::Kept`]), so a warm job makes no ping at all. The same rules hold there: at most
+//! half the pool is kept, so its other users always have the rest; a connection goes back to
+//! the pool (through its test) after any error or a cancelled statement, after
+//! [`TEST_AFTER_IDLE`] idle, and after [`sqlpool::KEPT_OUT`] out of the pool, so the pool's own
+//! limits still apply. At shutdown [`outbox::Store::close`] gives them back before closing the
+//! pool (a bare `close` of the pool gives them back too, the moment it starts).
 
 use std::time::Duration;
 
@@ -37,11 +36,7 @@ use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 
 /// How long a connection may sit idle in the pool and still be lent without a round trip to
 /// test it first: the sources' pools' rule too.
-pub use engine::TEST_AFTER_IDLE;
-
-// A kept connection idle as long as a pooled one would be tested is given back, and so tested:
-// one rule for both.
-const _: () = assert!(outbox::KEPT_IDLE.as_nanos() == TEST_AFTER_IDLE.as_nanos());
+pub use sqlpool::TEST_AFTER_IDLE;
 
 /// How long a statement waits for a connection when all `max_connections` are in use.
 const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -50,7 +45,7 @@ const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(10);
 /// and waits for the database itself), each connection tested when taken only after
 /// [`TEST_AFTER_IDLE`] idle.
 pub fn connect_lazy(options: PgConnectOptions, max_connections: u32) -> PgPool {
-    engine::tested_after_idle(
+    sqlpool::tested_after_idle(
         PgPoolOptions::new()
             .max_connections(max_connections)
             .acquire_timeout(ACQUIRE_TIMEOUT),

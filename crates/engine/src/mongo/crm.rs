@@ -166,7 +166,7 @@ impl Datasource for CrmSource {
         Ok(())
     }
 
-    fn finish(_session: CrmSession) {}
+    fn finish(_session: CrmSession, _succeeded: bool) {}
 }
 
 /// The cipher of the encrypted fields, after the checks upstream makes before any row: the

@@ -146,7 +146,7 @@ impl crate::datasource::Datasource for Source {
     }
 
     /// Nothing to give back: the client is shared, and an exhausted cursor is closed.
-    fn finish(_session: Session) {}
+    fn finish(_session: Session, _succeeded: bool) {}
 }
 
 /// One planned table's `find`: its filter and projection, built (and checked) before any read.

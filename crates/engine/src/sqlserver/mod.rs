@@ -98,7 +98,7 @@ impl crate::datasource::Datasource for Source {
     }
 
     /// The connection closes: each datasource read has its own.
-    fn finish(session: SqlClient) {
+    fn finish(session: SqlClient, _succeeded: bool) {
         drop(session);
     }
 }

@@ -8,7 +8,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use outbox::{Lease, Store, KEPT_IDLE};
+use outbox::{Lease, Store};
+use sqlpool::TEST_AFTER_IDLE;
 use sqlx::postgres::PgPoolOptions;
 use sqlx::PgPool;
 
@@ -170,7 +171,7 @@ async fn a_kept_connection_idle_past_the_second_goes_back_to_the_pool() {
     let store = Store::new(pool.clone());
     let job_id = claimed(&store, "w1").await;
     assert_eq!(pool.num_idle(), 0);
-    tokio::time::sleep(KEPT_IDLE + Duration::from_millis(300)).await;
+    tokio::time::sleep(TEST_AFTER_IDLE + Duration::from_millis(300)).await;
     // The sweep gave it back, through the test; the pool lends it again.
     given_back_reaches(&given_back, 1).await;
     pool_reaches(&pool, 1, 1).await;

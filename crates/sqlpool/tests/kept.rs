@@ -1,0 +1,185 @@
+//! [`Kept`] with every connection of a pool kept ([`Cap::All`], the sources' pools), on the real
+//! PostgreSQL and MariaDB: connections reused without sqlx's give-back test, given back after a
+//! failed use, detached for good, and all given back when the pool closes. (The state store's
+//! [`Cap::Half`] and the idle sweep are tested through it: `outbox`'s `tests/it/kept.rs`.)
+//!
+//! sqlx runs a pool's `after_release` hook each time a connection is given back, just before
+//! its test (a round trip): counting the hook's calls counts the tests.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use sqlpool::{Cap, Kept};
+use sqlx::mysql::MySqlPoolOptions;
+use sqlx::pool::PoolOptions;
+use sqlx::postgres::PgPoolOptions;
+use sqlx::{Database, Pool};
+use testkit::mariadb::MariaDb;
+use testkit::pg::TestDb;
+
+/// `options` with each give-back counted in the returned counter.
+fn counted<DB: Database>(options: PoolOptions<DB>) -> (PoolOptions<DB>, Arc<AtomicUsize>) {
+    let given_back = Arc::new(AtomicUsize::new(0));
+    let counter = given_back.clone();
+    let options = options.after_release(move |_, _| {
+        let counter = counter.clone();
+        Box::pin(async move {
+            counter.fetch_add(1, Ordering::SeqCst);
+            Ok(true)
+        })
+    });
+    (options, given_back)
+}
+
+/// Waits until `f` holds (a give-back runs in a task of sqlx's), failing with `what` after 5 s.
+async fn until(what: &str, f: impl Fn() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !f() {
+        assert!(Instant::now() < deadline, "{what}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+async fn postgres_pool(db: &TestDb, max: u32) -> (Pool<sqlx::Postgres>, Arc<AtomicUsize>) {
+    let (options, given_back) = counted(PgPoolOptions::new().max_connections(max));
+    let pool = options
+        .connect_with(db.options.clone())
+        .await
+        .expect("a counted pool");
+    (pool, given_back)
+}
+
+#[tokio::test]
+async fn every_connection_of_a_source_pool_is_kept_and_reused_without_a_test() {
+    let db = TestDb::create().await;
+    let (pool, given_back) = postgres_pool(&db, 2).await;
+    let kept = Kept::new(pool.clone(), Cap::All);
+    // Two uses at once take both connections; both are kept (a pool of two keeps two).
+    let (mut a, mut b) = (kept.lend().await.expect("a"), kept.lend().await.expect("b"));
+    let pid_a: i32 = sqlx::query_scalar("SELECT pg_backend_pid()")
+        .fetch_one(&mut *a)
+        .await
+        .expect("a's pid");
+    let pid_b: i32 = sqlx::query_scalar("SELECT pg_backend_pid()")
+        .fetch_one(&mut *b)
+        .await
+        .expect("b's pid");
+    a.finish(true);
+    b.finish(true);
+    for _ in 0..10 {
+        let mut conn = kept.lend().await.expect("a kept connection");
+        let pid: i32 = sqlx::query_scalar("SELECT pg_backend_pid()")
+            .fetch_one(&mut *conn)
+            .await
+            .expect("pid");
+        assert!(pid == pid_a || pid == pid_b, "a new connection: {pid}");
+        conn.finish(true);
+    }
+    assert_eq!(
+        given_back.load(Ordering::SeqCst),
+        0,
+        "a connection was tested"
+    );
+    assert_eq!((pool.size(), pool.num_idle()), (2, 0));
+
+    // A failed use gives it back, through the test; the next lend takes it from the pool.
+    let mut conn = kept.lend().await.expect("a kept connection");
+    let failed = sqlx::query("SELECT no_such_column FROM pg_class")
+        .execute(&mut *conn)
+        .await;
+    assert!(failed.is_err());
+    conn.finish(false);
+    until("the failed connection was not given back", || {
+        given_back.load(Ordering::SeqCst) == 1
+    })
+    .await;
+    until("the pool did not take it back", || pool.num_idle() == 1).await;
+
+    // The pool closes: the kept one goes back at once, and `close` ends.
+    tokio::time::timeout(Duration::from_secs(10), pool.close())
+        .await
+        .expect("the pool closed with a connection kept");
+    db.drop().await;
+}
+
+#[tokio::test]
+async fn a_detached_connection_frees_its_place_and_is_never_lent_again() {
+    let db = TestDb::create().await;
+    let (pool, given_back) = postgres_pool(&db, 1).await;
+    let kept = Kept::new(pool.clone(), Cap::All);
+    let mut conn = kept.lend().await.expect("a connection");
+    let first: i32 = sqlx::query_scalar("SELECT pg_backend_pid()")
+        .fetch_one(&mut *conn)
+        .await
+        .expect("pid");
+    conn.finish(true);
+    // Kept, then detached (as an abandoned read's session is): the pool's one place is free.
+    let conn = kept.lend().await.expect("the kept connection");
+    drop(conn.detach());
+    until("the detached connection still holds its place", || {
+        pool.size() == 0
+    })
+    .await;
+    let mut conn = kept.lend().await.expect("a new connection");
+    let second: i32 = sqlx::query_scalar("SELECT pg_backend_pid()")
+        .fetch_one(&mut *conn)
+        .await
+        .expect("pid");
+    assert_ne!(first, second, "the detached connection was lent again");
+    conn.finish(true);
+    // It is kept: the count of kept connections went down with the detach.
+    let mut conn = kept.lend().await.expect("the kept connection");
+    let third: i32 = sqlx::query_scalar("SELECT pg_backend_pid()")
+        .fetch_one(&mut *conn)
+        .await
+        .expect("pid");
+    assert_eq!(second, third);
+    conn.finish(true);
+    assert_eq!(given_back.load(Ordering::SeqCst), 0);
+    kept.close();
+    pool.close().await;
+    db.drop().await;
+}
+
+#[tokio::test]
+async fn a_mariadb_connection_is_kept_without_com_ping() {
+    let maria = MariaDb::create().await;
+    let (options, given_back) = counted(MySqlPoolOptions::new().max_connections(2));
+    let pool = options
+        .connect_with(
+            (*maria.pool.connect_options())
+                .clone()
+                .database(&maria.name),
+        )
+        .await
+        .expect("a counted pool");
+    let kept = Kept::new(pool.clone(), Cap::All);
+    let mut ids = Vec::new();
+    for _ in 0..5 {
+        let mut conn = kept.lend().await.expect("a connection");
+        let id: u64 = sqlx::query_scalar("SELECT CONNECTION_ID()")
+            .fetch_one(&mut *conn)
+            .await
+            .expect("connection id");
+        ids.push(id);
+        conn.finish(true);
+    }
+    ids.dedup();
+    assert_eq!(ids.len(), 1, "not one connection reused: {ids:?}");
+    assert_eq!(
+        given_back.load(Ordering::SeqCst),
+        0,
+        "a connection was pinged"
+    );
+    // Dropped mid-use (a cancelled read): back to the pool, through its test.
+    let conn = kept.lend().await.expect("a connection");
+    drop(conn);
+    until("the dropped connection was not given back", || {
+        given_back.load(Ordering::SeqCst) == 1
+    })
+    .await;
+    kept.close();
+    pool.close().await;
+    maria.drop().await;
+}
