@@ -5,8 +5,10 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 
 use sqlpool::{tested_after_idle, Cap, Kept};
-use sqlx::mysql::{MySql, MySqlPoolOptions};
-use sqlx::postgres::{PgPoolOptions, Postgres};
+use sqlx::mysql::MySql;
+use sqlx::pool::PoolOptions;
+use sqlx::postgres::Postgres;
+use sqlx::{Connection, Database};
 
 use crate::cleartext::{self, Verdict};
 use crate::config::EngineConfig;
@@ -142,15 +144,7 @@ impl Pools {
             }
             DatasourceKind::MySql => {
                 let options = config.mysql_options()?;
-                let pool = tested_after_idle(
-                    MySqlPoolOptions::new()
-                        .max_connections(self.max_connections)
-                        .min_connections(0)
-                        .idle_timeout(self.idle_timeout)
-                        .acquire_timeout(self.connect_timeout),
-                )
-                .connect_lazy_with(options);
-                Pool::MySql(Kept::new(pool, Cap::All))
+                Pool::MySql(self.kept(options))
             }
             _ => {
                 let mut options = config.pg_options()?;
@@ -158,17 +152,23 @@ impl Pools {
                 let mut settings: Vec<(&str, &str)> = crate::postgres::SESSION_SETTINGS.to_vec();
                 settings.push(("statement_timeout", &statement_timeout));
                 options = options.options(settings);
-                let pool = tested_after_idle(
-                    PgPoolOptions::new()
-                        .max_connections(self.max_connections)
-                        .min_connections(0)
-                        .idle_timeout(self.idle_timeout)
-                        .acquire_timeout(self.connect_timeout),
-                )
-                .connect_lazy_with(options);
-                Pool::Postgres(Kept::new(pool, Cap::All))
+                Pool::Postgres(self.kept(options))
             }
         })
+    }
+
+    /// A SQL source's lazy pool on `options` (the engine's bounds, the test when taken after a
+    /// second idle), every connection of which may be kept between reads.
+    fn kept<DB: Database>(&self, options: <DB::Connection as Connection>::Options) -> Kept<DB> {
+        let pool = tested_after_idle(
+            PoolOptions::<DB>::new()
+                .max_connections(self.max_connections)
+                .min_connections(0)
+                .idle_timeout(self.idle_timeout)
+                .acquire_timeout(self.connect_timeout),
+        )
+        .connect_lazy_with(options);
+        Kept::new(pool, Cap::All)
     }
 }
 

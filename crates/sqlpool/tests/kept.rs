@@ -41,6 +41,14 @@ async fn until(what: &str, f: impl Fn() -> bool) {
     }
 }
 
+/// The server's id of the session on `conn`.
+async fn pid(conn: &mut sqlx::PgConnection) -> i32 {
+    sqlx::query_scalar("SELECT pg_backend_pid()")
+        .fetch_one(conn)
+        .await
+        .expect("the backend's pid")
+}
+
 async fn postgres_pool(db: &TestDb, max: u32) -> (Pool<sqlx::Postgres>, Arc<AtomicUsize>) {
     let (options, given_back) = counted(PgPoolOptions::new().max_connections(max));
     let pool = options
@@ -57,23 +65,14 @@ async fn every_connection_of_a_source_pool_is_kept_and_reused_without_a_test() {
     let kept = Kept::new(pool.clone(), Cap::All);
     // Two uses at once take both connections; both are kept (a pool of two keeps two).
     let (mut a, mut b) = (kept.lend().await.expect("a"), kept.lend().await.expect("b"));
-    let pid_a: i32 = sqlx::query_scalar("SELECT pg_backend_pid()")
-        .fetch_one(&mut *a)
-        .await
-        .expect("a's pid");
-    let pid_b: i32 = sqlx::query_scalar("SELECT pg_backend_pid()")
-        .fetch_one(&mut *b)
-        .await
-        .expect("b's pid");
+    let pid_a = pid(&mut a).await;
+    let pid_b = pid(&mut b).await;
     a.finish(true);
     b.finish(true);
     for _ in 0..10 {
         let mut conn = kept.lend().await.expect("a kept connection");
-        let pid: i32 = sqlx::query_scalar("SELECT pg_backend_pid()")
-            .fetch_one(&mut *conn)
-            .await
-            .expect("pid");
-        assert!(pid == pid_a || pid == pid_b, "a new connection: {pid}");
+        let id = pid(&mut conn).await;
+        assert!(id == pid_a || id == pid_b, "a new connection: {id}");
         conn.finish(true);
     }
     assert_eq!(
@@ -109,10 +108,7 @@ async fn a_detached_connection_frees_its_place_and_is_never_lent_again() {
     let (pool, given_back) = postgres_pool(&db, 1).await;
     let kept = Kept::new(pool.clone(), Cap::All);
     let mut conn = kept.lend().await.expect("a connection");
-    let first: i32 = sqlx::query_scalar("SELECT pg_backend_pid()")
-        .fetch_one(&mut *conn)
-        .await
-        .expect("pid");
+    let first = pid(&mut conn).await;
     conn.finish(true);
     // Kept, then detached (as an abandoned read's session is): the pool's one place is free.
     let conn = kept.lend().await.expect("the kept connection");
@@ -122,18 +118,12 @@ async fn a_detached_connection_frees_its_place_and_is_never_lent_again() {
     })
     .await;
     let mut conn = kept.lend().await.expect("a new connection");
-    let second: i32 = sqlx::query_scalar("SELECT pg_backend_pid()")
-        .fetch_one(&mut *conn)
-        .await
-        .expect("pid");
+    let second = pid(&mut conn).await;
     assert_ne!(first, second, "the detached connection was lent again");
     conn.finish(true);
     // It is kept: the count of kept connections went down with the detach.
     let mut conn = kept.lend().await.expect("the kept connection");
-    let third: i32 = sqlx::query_scalar("SELECT pg_backend_pid()")
-        .fetch_one(&mut *conn)
-        .await
-        .expect("pid");
+    let third = pid(&mut conn).await;
     assert_eq!(second, third);
     conn.finish(true);
     assert_eq!(given_back.load(Ordering::SeqCst), 0);
