@@ -23,8 +23,12 @@
 //! - At most [`Cap`] of the pool's connections are kept: half when the pool has other users
 //!   that take connections from it directly (they always have the other half; a pool of one
 //!   connection keeps none, the one kept would starve them), all of them when every user
-//!   lends through the set. When no kept connection is free, a lend takes one from the pool as
-//!   before, and keeps it afterwards if there is room.
+//!   lends through the set. When no kept connection is free, a lend takes one from the pool,
+//!   and keeps it afterwards if there is room. While a lend waits on the pool, a connection
+//!   whose use ends goes back to the pool instead of being kept (through its test, the pool
+//!   hands it to a waiter): a kept connection never reaches the pool's waiters otherwise, so a
+//!   lend on a pool whose every connection is kept would wait for the idle sweep, or under
+//!   load, where each is reused within the second, until the pool's acquire timeout.
 //! - When the pool closes (`Pool::close`, which waits for every checked-out connection, or
 //!   [`Kept::close`]), the kept connections go back at once and no more are kept.
 
@@ -77,6 +81,8 @@ struct State<DB: Database> {
     free: Vec<Keeper<DB>>,
     /// Kept connections, free or lent.
     count: usize,
+    /// Lends waiting on the pool: while any is, no connection is kept.
+    waiting: usize,
     /// A sweep task runs (it does while `free` is not empty).
     sweeping: bool,
     /// [`Kept::close`] was called: nothing more is kept.
@@ -118,6 +124,7 @@ impl<DB: Database> Kept<DB> {
             state: Mutex::new(State {
                 free: Vec::new(),
                 count: 0,
+                waiting: 0,
                 sweeping: false,
                 closed: false,
             }),
@@ -141,7 +148,13 @@ impl<DB: Database> Kept<DB> {
             } else {
                 state.stale(now)
             };
-            (state.free.pop(), stale)
+            let keeper = state.free.pop();
+            if keeper.is_none() {
+                // Counted in the same look, so a use ending from now on gives its connection
+                // back to the pool, where this lend waits.
+                state.waiting += 1;
+            }
+            (keeper, stale)
         };
         // Each goes back to the pool, through its test.
         drop(stale);
@@ -153,13 +166,25 @@ impl<DB: Database> Kept<DB> {
                 is_kept: true,
             });
         }
-        let conn = inner.pool.acquire().await?;
+        let waiting = Waiting(inner);
+        let conn = inner.pool.acquire().await;
+        drop(waiting);
         Ok(Lent {
             kept: inner.clone(),
-            conn: Some(conn),
+            conn: Some(conn?),
             out_since: Instant::now(),
             is_kept: false,
         })
+    }
+
+    /// How many connections are kept, free or lent.
+    pub fn kept(&self) -> usize {
+        self.0.lock().count
+    }
+
+    /// How many lends wait on the pool.
+    pub fn waiting(&self) -> usize {
+        self.0.lock().waiting
     }
 
     /// Gives every kept connection back to the pool and keeps no more: before the pool closes.
@@ -191,6 +216,7 @@ impl<DB: Database> Inner<DB> {
         let now = Instant::now();
         let mut state = self.lock();
         let keep = succeeded
+            && state.waiting == 0
             && !state.closed
             && !self.pool.is_closed()
             && now.saturating_duration_since(out_since) < KEPT_OUT
@@ -243,6 +269,15 @@ impl<DB: Database> Inner<DB> {
         state.sweeping = false;
         drop(state);
         drop(drained);
+    }
+}
+
+/// A lend waiting on the pool, counted until it has its connection or is dropped.
+struct Waiting<'a, DB: Database>(&'a Inner<DB>);
+
+impl<DB: Database> Drop for Waiting<'_, DB> {
+    fn drop(&mut self) {
+        self.0.lock().waiting -= 1;
     }
 }
 

@@ -173,3 +173,64 @@ async fn a_mariadb_connection_is_kept_without_com_ping() {
     pool.close().await;
     maria.drop().await;
 }
+
+#[tokio::test]
+async fn a_use_waiting_on_a_pool_whose_every_connection_is_kept_gets_the_next_one_ended() {
+    let db = TestDb::create().await;
+    // Every connection of the pool kept, and each in use: a third use waits on the pool. A
+    // kept connection never goes back there by itself (only after a second idle, which under
+    // load never comes), so the next use to end gives its connection back instead of keeping it.
+    let (options, given_back) = counted(
+        PgPoolOptions::new()
+            .max_connections(2)
+            .acquire_timeout(Duration::from_secs(30)),
+    );
+    let pool = options
+        .connect_with(db.options.clone())
+        .await
+        .expect("a counted pool");
+    let kept = Kept::new(pool.clone(), Cap::All);
+    let (a, b) = (kept.lend().await.expect("a"), kept.lend().await.expect("b"));
+    a.finish(true);
+    b.finish(true);
+    let (mut a, b) = (kept.lend().await.expect("a"), kept.lend().await.expect("b"));
+    assert_eq!(kept.kept(), 2);
+    let pid_a = pid(&mut a).await;
+    let waiting = tokio::spawn({
+        let kept = kept.clone();
+        async move {
+            let mut conn = kept.lend().await.expect("a connection for the waiting use");
+            let id = pid(&mut conn).await;
+            conn.finish(true);
+            id
+        }
+    });
+    // The third use waits on the pool, not served.
+    until("the third use is not waiting on the pool", || {
+        kept.waiting() == 1
+    })
+    .await;
+    assert!(
+        !waiting.is_finished(),
+        "a pool of two lent a third connection"
+    );
+    a.finish(true);
+    // Given back at once, not kept: the waiting use gets it through the pool.
+    assert_eq!(
+        kept.kept(),
+        1,
+        "the ended connection was kept with a use waiting"
+    );
+    let id = waiting.await.expect("the waiting use");
+    assert_eq!(
+        id, pid_a,
+        "the waiting use did not get the connection given back"
+    );
+    assert_eq!(given_back.load(Ordering::SeqCst), 1);
+    // Nobody waits any more: it was kept again after the waiting use.
+    assert_eq!(kept.kept(), 2);
+    b.finish(true);
+    kept.close();
+    pool.close().await;
+    db.drop().await;
+}
