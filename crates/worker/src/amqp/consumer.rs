@@ -163,8 +163,8 @@ async fn consume(
 }
 
 /// Acks `delivery` on the channel it came from, itself. lapin's `Acker::ack` sends the same
-/// frame through the connection's internal RPC task, which spawns a task for each ack: two
-/// more thread wake-ups for every job. `Ok(false)`, as the acker answers, when the channel
+/// frame through the connection's internal RPC task, which spawns a task for each ack: a hop
+/// and a task for every job. `Ok(false)`, as the acker answers, when the channel
 /// failed meanwhile (its ackers are poisoned): nothing reaches the broker.
 async fn ack(channel: &Channel, delivery: &Delivery) -> lapin::Result<bool> {
     if !delivery.acker.usable() {
