@@ -180,15 +180,7 @@ async fn a_use_waiting_on_a_pool_whose_every_connection_is_kept_gets_the_next_on
     // Every connection of the pool kept, and each in use: a third use waits on the pool. A
     // kept connection never goes back there by itself (only after a second idle, which under
     // load never comes), so the next use to end gives its connection back instead of keeping it.
-    let (options, given_back) = counted(
-        PgPoolOptions::new()
-            .max_connections(2)
-            .acquire_timeout(Duration::from_secs(30)),
-    );
-    let pool = options
-        .connect_with(db.options.clone())
-        .await
-        .expect("a counted pool");
+    let (pool, given_back) = postgres_pool(&db, 2).await;
     let kept = Kept::new(pool.clone(), Cap::All);
     let (a, b) = (kept.lend().await.expect("a"), kept.lend().await.expect("b"));
     a.finish(true);
