@@ -9,7 +9,8 @@
 use sqlpool::{Kept, Lent};
 use sqlx::mysql::MySql;
 use sqlx::postgres::Postgres;
-use sqlx::Database;
+use sqlx::query::Query;
+use sqlx::{Database, Executor, IntoArguments};
 
 use crate::datasource::SessionFacts;
 
@@ -111,24 +112,30 @@ impl Cancel {
             // A PID is an `int4`; one that is not came from no server.
             Cancel::Postgres(pool) => match i32::try_from(backend) {
                 Ok(pid) => {
-                    let mut conn = pool.lend().await?;
-                    let done = sqlx::query("SELECT pg_cancel_backend($1)")
-                        .bind(pid)
-                        .execute(&mut *conn)
-                        .await;
-                    conn.finish(done.is_ok());
-                    done.map(drop)
+                    let cancel = sqlx::query("SELECT pg_cancel_backend($1)").bind(pid);
+                    execute(&pool, cancel).await
                 }
                 Err(_) => Ok(()),
             },
             Cancel::MySql(pool) => {
-                let mut conn = pool.lend().await?;
-                let done = sqlx::query(&format!("KILL QUERY {backend}"))
-                    .execute(&mut *conn)
-                    .await;
-                conn.finish(done.is_ok());
-                done.map(drop)
+                let kill = format!("KILL QUERY {backend}");
+                execute(&pool, sqlx::query(&kill)).await
             }
         }
     }
+}
+
+/// Runs `query` on a connection lent by `pool`.
+async fn execute<'q, DB: Database>(
+    pool: &Kept<DB>,
+    query: Query<'q, DB, <DB as Database>::Arguments<'q>>,
+) -> Result<(), sqlx::Error>
+where
+    <DB as Database>::Arguments<'q>: IntoArguments<'q, DB>,
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+{
+    let mut conn = pool.lend().await?;
+    let done = query.execute(&mut *conn).await;
+    conn.finish(done.is_ok());
+    done.map(drop)
 }

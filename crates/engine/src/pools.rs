@@ -32,14 +32,8 @@ impl Pool {
     fn close_in_background(self) {
         tokio::spawn(async move {
             match self {
-                Pool::Postgres(kept) => {
-                    kept.close();
-                    kept.pool().close().await;
-                }
-                Pool::MySql(kept) => {
-                    kept.close();
-                    kept.pool().close().await;
-                }
+                Pool::Postgres(kept) => kept.close().await,
+                Pool::MySql(kept) => kept.close().await,
                 // Its connections close once the jobs still holding a clone are done.
                 Pool::MongoDb(client) => drop(client),
                 Pool::SqlServer(target) => drop(target),

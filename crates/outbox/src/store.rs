@@ -62,12 +62,10 @@ impl Store {
     }
 
     /// Gives the kept connections back to the pool, keeps no more, and closes the pool: waits
-    /// until every connection still lent (a statement running) is given back too. The pool's
-    /// own `close` also ends (the kept connections go back the moment it starts), this says it
-    /// first.
+    /// until every connection still lent (a statement running) is given back too
+    /// ([`Kept::close`]).
     pub async fn close(&self) {
-        self.kept.close();
-        self.pool.close().await;
+        self.kept.close().await;
     }
 }
 

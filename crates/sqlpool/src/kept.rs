@@ -30,7 +30,8 @@
 //!   lend on a pool whose every connection is kept would wait for the idle sweep, or under
 //!   load, where each is reused within the second, until the pool's acquire timeout.
 //! - When the pool closes (`Pool::close`, which waits for every checked-out connection, or
-//!   [`Kept::close`]), the kept connections go back at once and no more are kept.
+//!   [`Kept::close`], which closes it), the kept connections go back at once and no more are
+//!   kept.
 
 use std::ops::{Deref, DerefMut};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
@@ -131,11 +132,6 @@ impl<DB: Database> Kept<DB> {
         }))
     }
 
-    /// The pool the connections are kept from.
-    pub fn pool(&self) -> &Pool<DB> {
-        &self.0.pool
-    }
-
     /// A connection: the most recently used kept one that has not been idle longer than
     /// [`TEST_AFTER_IDLE`], or else one from the pool.
     pub async fn lend(&self) -> Result<Lent<DB>, sqlx::Error> {
@@ -187,14 +183,17 @@ impl<DB: Database> Kept<DB> {
         self.0.lock().waiting
     }
 
-    /// Gives every kept connection back to the pool and keeps no more: before the pool closes.
-    pub fn close(&self) {
+    /// Gives every kept connection back to the pool, keeps no more, and closes the pool: waits
+    /// until every connection still lent is given back too. (The pool's own `close` also ends,
+    /// the sweep giving the kept connections back the moment it starts; this says it first.)
+    pub async fn close(&self) {
         let drained = {
             let mut state = self.0.lock();
             state.closed = true;
             state.drain()
         };
         drop(drained);
+        self.0.pool.close().await;
     }
 }
 
@@ -345,11 +344,16 @@ impl<DB: Database> Lent<DB> {
     /// Takes the connection out of the pool for good (it may be mid-statement: it must never
     /// be lent again), freeing its place in the pool; closing it is the caller's.
     pub fn detach(mut self) -> Option<DB::Connection> {
+        self.take().map(PoolConnection::detach)
+    }
+
+    /// The connection, out of the set for good: no longer counted as kept.
+    fn take(&mut self) -> Option<PoolConnection<DB>> {
         let conn = self.conn.take()?;
         if self.is_kept {
             self.kept.lock().count -= 1;
         }
-        Some(conn.detach())
+        Some(conn)
     }
 }
 
@@ -373,12 +377,7 @@ impl<DB: Database> Drop for Lent<DB> {
     /// reached): the connection may be anywhere in the protocol, so it goes back to the pool,
     /// whose test settles it, and is never kept.
     fn drop(&mut self) {
-        if let Some(conn) = self.conn.take() {
-            if self.is_kept {
-                self.kept.lock().count -= 1;
-            }
-            drop(conn);
-        }
+        drop(self.take());
     }
 }
 

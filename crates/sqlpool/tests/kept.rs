@@ -127,8 +127,7 @@ async fn a_detached_connection_frees_its_place_and_is_never_lent_again() {
     assert_eq!(second, third);
     conn.finish(true);
     assert_eq!(given_back.load(Ordering::SeqCst), 0);
-    kept.close();
-    pool.close().await;
+    kept.close().await;
     db.drop().await;
 }
 
@@ -169,8 +168,7 @@ async fn a_mariadb_connection_is_kept_without_com_ping() {
         given_back.load(Ordering::SeqCst) == 1
     })
     .await;
-    kept.close();
-    pool.close().await;
+    kept.close().await;
     maria.drop().await;
 }
 
@@ -222,7 +220,6 @@ async fn a_use_waiting_on_a_pool_whose_every_connection_is_kept_gets_the_next_on
     // Nobody waits any more: it was kept again after the waiting use.
     assert_eq!(kept.kept(), 2);
     b.finish(true);
-    kept.close();
-    pool.close().await;
+    kept.close().await;
     db.drop().await;
 }
