@@ -87,10 +87,10 @@ pub enum Claim {
     Unknown,
 }
 
-/// What renewing a lease found ([`Store::renew_lease`]).
+/// What renewing or checking a lease found ([`Store::renew_lease`], [`Store::hold_lease`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Lease {
-    /// Renewed; run on.
+    /// Held (renewed, or enough of it left to the fence); run on.
     Held,
     /// Renewed, and a cancel is in progress: stop now when `force`, else store nothing once
     /// the running statements end.
@@ -255,14 +255,46 @@ impl Store {
         .fetch_optional(&mut *conn)
         .await;
         conn.finish(renewed.is_ok());
-        let renewed = renewed.map_err(|e| OutboxError::sqlx(STEP, e))?;
-        Ok(match renewed {
-            None => Lease::Lost,
-            Some((status, force)) if status == "cancellation_in_progress" => {
-                Lease::Canceling { force }
-            }
-            Some(_) => Lease::Held,
-        })
+        Ok(lease_found(
+            renewed.map_err(|e| OutboxError::sqlx(STEP, e))?,
+        ))
+    }
+
+    /// The claim checked right before the object is stored (the fence): what
+    /// [`Store::renew_lease`] answers, but the lease is renewed only when less than half of
+    /// `lease` is left. A held lease with more left is only read: the row is not written, so the
+    /// statement commits nothing (no WAL, no flush, no index entries; `lease_expires_at` is
+    /// indexed, so every renewal is a new row version in each of the table's indexes). It is as
+    /// good a fence: no one takes the job over before its lease lapses, at least half a lease
+    /// away, and the heartbeat renews it every third of a lease meanwhile.
+    pub async fn hold_lease(&self, job_id: Uuid, owner: &str, lease: Duration) -> Result<Lease> {
+        const STEP: &str = "checking a job's claim before storing its result";
+        let mut conn = self.lend(STEP).await?;
+        // Both parts read the statement's snapshot of the row and ask opposite things of its
+        // lease, so at most one answers; the update follows a row changed meanwhile (a cancel
+        // asked) as `renew_lease` does.
+        let held = sqlx::query_as::<_, (String, bool)>(
+            "WITH renewed AS (
+                 UPDATE jobs SET lease_expires_at = now() + $3, updated_at = now()
+                 WHERE job_id = $1 AND owner = $2
+                   AND status IN ('processing', 'cancellation_in_progress')
+                   AND lease_expires_at < now() + $4
+                 RETURNING status, force_canceled)
+             SELECT status, force_canceled FROM renewed
+             UNION ALL
+             SELECT status, force_canceled FROM jobs
+             WHERE job_id = $1 AND owner = $2
+               AND status IN ('processing', 'cancellation_in_progress')
+               AND lease_expires_at >= now() + $4",
+        )
+        .bind(job_id)
+        .bind(owner)
+        .bind(interval(lease))
+        .bind(interval(lease / 2))
+        .fetch_optional(&mut *conn)
+        .await;
+        conn.finish(held.is_ok());
+        Ok(lease_found(held.map_err(|e| OutboxError::sqlx(STEP, e))?))
     }
 
     /// Gives up `owner`'s claim on `job_id` at once (its lease ends now), for a run that stopped
@@ -393,6 +425,15 @@ fn claim_statement<'q>(
     .bind(names)
     .bind(tables)
     .bind(request.traceparent)
+}
+
+/// The lease a renewal's or a fence's row answers: none when the caller no longer holds the job.
+fn lease_found(row: Option<(String, bool)>) -> Lease {
+    match row {
+        None => Lease::Lost,
+        Some((status, force)) if status == "cancellation_in_progress" => Lease::Canceling { force },
+        Some(_) => Lease::Held,
+    }
 }
 
 /// The claim a taken job's row answers.

@@ -12,7 +12,8 @@
 //!   kept out of the pool between the job path's statements (the claim, the lease renewal, the
 //!   claimed terminal record, the published mark), so none pays sqlx's test when a connection
 //!   is given back ([`sqlpool::Kept`], half the pool at most).
-//! - `jobs.rs`: [`Store::claim`], [`Store::renew_lease`], [`Store::expired_jobs`].
+//! - `jobs.rs`: [`Store::claim`], [`Store::renew_lease`], [`Store::hold_lease`],
+//!   [`Store::expired_jobs`].
 //! - `read_model.rs`: [`Store::job`] and [`Store::executions`], the job as the control API
 //!   reads it.
 //! - `listing.rs`: [`Store::list_jobs`] (a page of a tenant's jobs, by keyset) and

@@ -85,6 +85,15 @@ impl JobStore for outbox::Store {
         outbox::Store::renew_lease(self, job_id, owner, lease).await
     }
 
+    async fn hold_lease(
+        &self,
+        job_id: Uuid,
+        owner: &str,
+        lease: Duration,
+    ) -> Result<Lease, OutboxError> {
+        outbox::Store::hold_lease(self, job_id, owner, lease).await
+    }
+
     async fn release(&self, job_id: Uuid, owner: &str) -> Result<bool, OutboxError> {
         outbox::Store::release(self, job_id, owner).await
     }

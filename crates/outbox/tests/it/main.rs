@@ -2,6 +2,7 @@ mod claims;
 mod control;
 mod errors;
 mod executions;
+mod fence;
 mod job_retention;
 mod kept;
 mod listing;

@@ -40,6 +40,17 @@ pub trait JobStore: Send + Sync {
         lease: Duration,
     ) -> Result<Lease, OutboxError>;
 
+    /// The fence before the object is stored: what [`JobStore::renew_lease`] answers, with at
+    /// least half of `lease` left when held. A store may renew only when less is left.
+    async fn hold_lease(
+        &self,
+        job_id: Uuid,
+        owner: &str,
+        lease: Duration,
+    ) -> Result<Lease, OutboxError> {
+        self.renew_lease(job_id, owner, lease).await
+    }
+
     /// Gives the job back (pending) if `owner` still holds it, so its next delivery takes it
     /// at once.
     async fn release(&self, job_id: Uuid, owner: &str) -> Result<bool, OutboxError>;

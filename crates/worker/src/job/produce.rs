@@ -127,15 +127,15 @@ pub(super) async fn produce(
             return Err(store_failure(job.job_id, error));
         }
         // Every run of a job writes the same key. The heartbeat notices a lost claim only a third
-        // of a lease at a time, so the claim is checked (and renewed) right before the object is
-        // published: a run whose claim was taken over while it extracted leaves the object to the
-        // new owner, and a run canceled meanwhile (gracefully: its statements were left to end)
-        // stores nothing.
+        // of a lease at a time, so the claim is checked (and renewed when less than half a lease
+        // is left) right before the object is published: a run whose claim was taken over while
+        // it extracted leaves the object to the new owner, and a run canceled meanwhile
+        // (gracefully: its statements were left to end) stores nothing.
         let mut verdict = None;
         let check = Box::pin(async {
             let lease = ports
                 .jobs
-                .renew_lease(job.job_id, run.owner, core.settings.lease)
+                .hold_lease(job.job_id, run.owner, core.settings.lease)
                 .await;
             let refused = match lease {
                 Ok(Lease::Held) => return Ok(()),
