@@ -211,6 +211,10 @@ impl Store {
         // Locked in id order first, as `mark_published` does, so that two markers of
         // overlapping rows wait for each other instead of deadlocking. On a kept connection,
         // as `mark_published`: under load the batcher flushes every few milliseconds.
+        // Its commit does not wait for the WAL flush: a mark lost in a crash of the database
+        // leaves its events to the repairer, published again with their stable ids (at least
+        // once), and nothing else waits on it (the delivery was settled on the broker's
+        // confirm).
         const STEP: &str = "marking several owners' events published";
         let mut conn = self.lend(STEP).await?;
         let marked = sqlx::query(
@@ -221,10 +225,12 @@ impl Store {
                    AND (o.leased_by = m.owner OR o.leased_by IS NULL)
                  ORDER BY o.id
                  FOR UPDATE OF o
-             )
+             ),
+             -- For this statement's transaction alone; volatile, so evaluated once.
+             unflushed AS (SELECT set_config('synchronous_commit', 'off', true))
              UPDATE outbox o
              SET published_at = now(), leased_by = NULL, lease_until = NULL
-             FROM locked
+             FROM locked, unflushed
              WHERE o.id = locked.id",
         )
         .bind(&ids)

@@ -271,6 +271,32 @@ async fn a_batch_of_several_owners_rows_marks_each_only_for_its_lease_holder() {
 }
 
 #[tokio::test]
+async fn a_batched_marks_unflushed_commit_is_its_own_and_not_the_connections() {
+    let db = TestDb::migrated().await;
+    // One connection: the mark's and every later statement's.
+    let store = db.store_with(1).await;
+    let ids = unpublished(&store, 2, "worker-a", LONG).await;
+    let backend: i32 = sqlx::query_scalar("SELECT pg_backend_pid()")
+        .fetch_one(store.pool())
+        .await
+        .expect("backend");
+    let marks: Vec<(i64, &str)> = ids.iter().map(|&id| (id, "worker-a")).collect();
+    assert_eq!(store.mark_published_by(&marks).await.expect("mark"), 2);
+    let (after, setting): (i32, String) =
+        sqlx::query_as("SELECT pg_backend_pid(), current_setting('synchronous_commit')")
+            .fetch_one(store.pool())
+            .await
+            .expect("setting");
+    assert_eq!(after, backend, "the same connection");
+    assert_eq!(
+        setting, "on",
+        "a later commit on the connection waits for the flush"
+    );
+    store.close().await;
+    db.drop().await;
+}
+
+#[tokio::test]
 async fn a_redelivered_terminal_job_leases_its_unpublished_event_now() {
     let db = TestDb::migrated().await;
     let job_id = claimed(&db.store, "worker-a").await;
