@@ -92,8 +92,8 @@ pub enum Claim {
 pub enum Lease {
     /// Held (renewed, or enough of it left to the fence); run on.
     Held,
-    /// Renewed, and a cancel is in progress: stop now when `force`, else store nothing once
-    /// the running statements end.
+    /// Held, and a cancel is in progress: stop now when `force`, else store nothing once the
+    /// running statements end.
     Canceling { force: bool },
     /// The caller no longer holds the job.
     Lost,
