@@ -264,7 +264,7 @@ impl Store {
     /// [`Store::renew_lease`] answers, but the lease is renewed only when less than half of
     /// `lease` is left. A held lease with more left is only read: the row is not written, so the
     /// statement commits nothing (no WAL, no flush, no index entries; `lease_expires_at` is
-    /// indexed, so every renewal is a new row version in each of the table's indexes). It is as
+    /// indexed, so no renewal is a HOT update: each is a row version with its index entries). It is as
     /// good a fence: no one takes the job over before its lease lapses, at least half a lease
     /// away, and the heartbeat renews it every third of a lease meanwhile.
     pub async fn hold_lease(&self, job_id: Uuid, owner: &str, lease: Duration) -> Result<Lease> {
