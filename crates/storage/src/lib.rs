@@ -7,10 +7,13 @@
 //! - `upload`: [`Upload`], a body streamed into the store part by part and published only after
 //!   the caller's last check ([`ObjectStore::upload`]); `part_buffer`: [`PartBuffer`], the part
 //!   being filled, lent to a producer that appends to it in place.
+//! - `direct_put`: `DirectPut`, a single PutObject sent through hyper, signed by the SDK's SigV4
+//!   signer at the URL its endpoint rules give, without the SDK's per-request orchestration.
 //! - [`error`]: [`StorageError`], named after the failed step, with `is_retriable`; `scrubber`
 //!   takes credentials and the endpoint's host out of every SDK error text.
 
 pub mod config;
+mod direct_put;
 pub mod error;
 pub mod key;
 mod multipart;

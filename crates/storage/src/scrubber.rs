@@ -125,6 +125,11 @@ const TRANSIENT_CODES: &[&str] = &[
     "OperationAborted",
 ];
 
+/// Whether an S3 error code means "slow down" or "try again".
+pub(crate) fn is_transient_code(code: &str) -> bool {
+    TRANSIENT_CODES.contains(&code)
+}
+
 fn sdk_is_retriable<E: ProvideErrorMetadata>(error: &SdkError<E>) -> bool {
     match error {
         SdkError::TimeoutError(_) | SdkError::ResponseError(_) => true,
@@ -133,10 +138,7 @@ fn sdk_is_retriable<E: ProvideErrorMetadata>(error: &SdkError<E>) -> bool {
             let status = service.raw().status();
             status.is_server_error()
                 || status.as_u16() == 429
-                || service
-                    .err()
-                    .code()
-                    .is_some_and(|code| TRANSIENT_CODES.contains(&code))
+                || service.err().code().is_some_and(is_transient_code)
         }
         // Construction failures are bugs or bad settings; unknown kinds are not guessed at.
         _ => false,

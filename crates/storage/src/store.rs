@@ -1,21 +1,24 @@
 //! `ObjectStore`: the Worker's S3 client, storing sealed results as base64 text (contract §2, §7).
 
 use std::fmt;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use aws_config::default_provider::credentials::DefaultCredentialsChain;
 use aws_sdk_s3::config::retry::RetryConfig;
 use aws_sdk_s3::config::timeout::TimeoutConfig;
-use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region};
+use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region, SharedCredentialsProvider};
 use aws_sdk_s3::error::ProvideErrorMetadata;
 use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::types::{BucketLocationConstraint, CreateBucketConfiguration};
 use aws_sdk_s3::Client;
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine as _;
+use bytes::Bytes;
 use secrecy::ExposeSecret as _;
 
 use super::config::{StorageConfig, DEFAULT_REGION};
+use super::direct_put::DirectPut;
 use super::error::{Result, StorageError};
 use super::multipart::raw_part_len;
 use super::scrubber::Scrubber;
@@ -38,6 +41,8 @@ pub struct ObjectStore {
     /// parts concatenate into the base64 text of the whole.
     pub(super) raw_part_len: usize,
     pub(super) scrubber: Scrubber,
+    /// The single PutObject without the SDK's orchestrator, where the endpoint rules allow it.
+    direct: Option<Arc<DirectPut>>,
 }
 
 impl ObjectStore {
@@ -65,21 +70,34 @@ impl ObjectStore {
         if let Some(endpoint) = &config.endpoint {
             builder = builder.endpoint_url(endpoint);
         }
-        builder = match &config.credentials {
-            Some(credentials) => builder.credentials_provider(Credentials::new(
+        let static_credentials = config.credentials.as_ref().map(|credentials| {
+            Credentials::new(
                 credentials.access_key_id.clone(),
                 credentials.secret_access_key.expose_secret().to_owned(),
                 None,
                 None,
                 "fetcher-static",
-            )),
-            None => builder.credentials_provider(
+            )
+        });
+        let provider = match &static_credentials {
+            Some(credentials) => SharedCredentialsProvider::new(credentials.clone()),
+            None => SharedCredentialsProvider::new(
                 DefaultCredentialsChain::builder()
                     .region(region)
                     .build()
                     .await,
             ),
         };
+        builder = builder.credentials_provider(provider.clone());
+        let direct = DirectPut::new(
+            &config,
+            static_credentials,
+            Some(provider),
+            CONNECT_TIMEOUT,
+            ATTEMPT_TIMEOUT,
+        )
+        .await
+        .map(Arc::new);
         // `from_conf` panics only without a behavior version (set above) or without a sleep
         // implementation for the timeouts and retries, which the `rt-tokio` feature of
         // aws-sdk-s3 (enabled in Cargo.toml) provides by default.
@@ -102,6 +120,7 @@ impl ObjectStore {
             raw_part_len: raw_part_len(config.part_size_bytes),
             config,
             scrubber,
+            direct,
         })
     }
 
@@ -133,15 +152,25 @@ impl ObjectStore {
     }
 
     /// One PutObject of text that is already the stored body; its payload is signed only with
-    /// [`StorageConfig::sign_payload`].
-    pub(super) async fn put_text(&self, key: &str, text: impl Into<ByteStream>) -> Result<()> {
+    /// [`StorageConfig::sign_payload`]. Sent directly ([`DirectPut`]) where the endpoint rules
+    /// allow, through the SDK otherwise.
+    pub(super) async fn put_text(&self, key: &str, text: Bytes) -> Result<()> {
+        if let Some(direct) = &self.direct {
+            return direct
+                .put(key, text, &self.scrubber)
+                .await
+                .map_err(|cause| StorageError::Put {
+                    key: key.to_owned(),
+                    cause,
+                });
+        }
         let request = self
             .client
             .put_object()
             .bucket(&self.bucket)
             .key(key)
             .content_type(CONTENT_TYPE)
-            .body(text.into())
+            .body(ByteStream::from(text))
             .customize();
         let request = if self.config.sign_payload {
             request

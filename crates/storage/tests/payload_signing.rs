@@ -1,7 +1,8 @@
 //! What the store puts in `x-amz-content-sha256`, read on the wire between the store and a real
 //! S3 server (s3s-fs): `UNSIGNED-PAYLOAD` for every PutObject and UploadPart by default, the
 //! body's SHA-256 with `sign_payload`; both ways with the CRC32 checksum, the server accepting
-//! the requests and the object reading back byte for byte.
+//! the requests and the object reading back byte for byte; the single PutObject sent directly
+//! (not through the SDK's orchestrator) unless the payload is signed.
 
 mod support;
 
@@ -10,6 +11,8 @@ use std::net::{Shutdown, TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
 use std::thread;
 
+use base64::engine::general_purpose::STANDARD;
+use base64::Engine as _;
 use storage::{object_key, StorageConfig};
 use uuid::Uuid;
 
@@ -84,6 +87,7 @@ impl RecordingProxy {
                 requests.push(Request {
                     digest: header("x-amz-content-sha256"),
                     crc32: header("x-amz-checksum-crc32"),
+                    through_sdk: header("amz-sdk-invocation-id").is_some(),
                     line,
                 });
                 rest = &rest[(head_len + 4 + body_len).min(rest.len())..];
@@ -101,6 +105,9 @@ struct Request {
     digest: Option<String>,
     /// `x-amz-checksum-crc32`.
     crc32: Option<String>,
+    /// Sent by the SDK's orchestrator (it names each invocation); the store's direct PutObject
+    /// does not.
+    through_sdk: bool,
 }
 
 fn relay(client: TcpStream, server: TcpStream, sent: Recording) {
@@ -149,7 +156,7 @@ async fn stored_through_proxy(sign_payload: bool) -> Vec<Request> {
             upload.finish(async { Ok(()) }).await.expect("finish");
             assert!(bucket.store.get(&big).await.expect("get") == big_body);
 
-            let small_body = b"c21hbGwgcmVzdWx0".to_vec();
+            let small_body = SMALL_BODY.to_vec();
             let mut upload = bucket.store.upload(&small);
             upload.write(&small_body).await.expect("write");
             upload.finish(async { Ok(()) }).await.expect("finish");
@@ -183,9 +190,30 @@ fn new_key() -> String {
         .full
 }
 
+/// The stored text of the one-request object.
+const SMALL_BODY: &[u8] = b"c21hbGwgcmVzdWx0";
+
 #[tokio::test]
 async fn by_default_parts_and_puts_go_with_an_unsigned_payload() {
-    for request in stored_through_proxy(false).await {
+    let requests = stored_through_proxy(false).await;
+    let put = requests
+        .iter()
+        .find(|request| !request.line.contains("partNumber="))
+        .expect("the PutObject");
+    assert!(
+        !put.through_sdk,
+        "the single PutObject goes directly: {put:?}"
+    );
+    assert_eq!(
+        put.crc32.as_deref(),
+        Some(
+            STANDARD
+                .encode(crc32fast::hash(SMALL_BODY).to_be_bytes())
+                .as_str()
+        ),
+        "the body's own CRC32"
+    );
+    for request in requests {
         assert_eq!(
             request.digest.as_deref(),
             Some("UNSIGNED-PAYLOAD"),
@@ -207,5 +235,9 @@ async fn with_sign_payload_every_part_and_put_carries_its_sha256() {
             "{request:?}"
         );
         assert!(request.crc32.is_some(), "{request:?}");
+        assert!(
+            request.through_sdk,
+            "a signed payload keeps the SDK's path: {request:?}"
+        );
     }
 }
