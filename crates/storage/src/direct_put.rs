@@ -35,7 +35,7 @@ use tokio::sync::Mutex;
 
 use super::config::StorageConfig;
 use super::error::Cause;
-use super::scrubber::{is_transient_code, Scrubber};
+use super::scrubber::{cause_chain, is_transient_code, Scrubber};
 use super::store::CONTENT_TYPE;
 
 /// Attempts per request, as the SDK's standard retry mode (`MAX_ATTEMPTS` in `store`).
@@ -207,7 +207,7 @@ impl DirectPut {
 
         let exchange = async {
             let response = self.client.request(request).await.map_err(|error| {
-                scrubber.other(&format!("dispatch failure: {}", chain(&error)), true)
+                scrubber.other(&format!("dispatch failure: {}", cause_chain(&error)), true)
             })?;
             let status = response.status();
             let body = Limited::new(response.into_body(), MAX_ERROR_BODY)
@@ -257,7 +257,10 @@ impl DirectPut {
                 error,
                 CredentialsError::ProviderTimedOut(_) | CredentialsError::ProviderError(_)
             );
-            scrubber.other(&format!("no credentials: {}", chain(&error)), retriable)
+            scrubber.other(
+                &format!("no credentials: {}", cause_chain(&error)),
+                retriable,
+            )
         })?;
         *current = Some(credentials.clone());
         Ok(credentials.into())
@@ -326,21 +329,6 @@ fn xml_element(body: &str, name: &str) -> Option<String> {
         .replace("&apos;", "'")
         .replace("&amp;", "&");
     Some(text.trim().to_owned()).filter(|text| !text.is_empty())
-}
-
-/// `error: source: source's source: …`.
-fn chain(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut out = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let text = cause.to_string();
-        if !text.is_empty() && !out.ends_with(&text) {
-            out.push_str(": ");
-            out.push_str(&text);
-        }
-        source = cause.source();
-    }
-    out
 }
 
 #[cfg(test)]

@@ -99,7 +99,7 @@ impl fmt::Debug for Scrubber {
 }
 
 /// `error: source: source's source: …`, leaving out a text its predecessor already ends with.
-fn cause_chain(error: &(dyn StdError + 'static)) -> String {
+pub(crate) fn cause_chain(error: &(dyn StdError + 'static)) -> String {
     let mut out = error.to_string();
     let mut source = error.source();
     while let Some(cause) = source {
