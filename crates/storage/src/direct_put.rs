@@ -80,7 +80,7 @@ enum CredentialSource {
 }
 
 impl DirectPut {
-    /// The direct path for `config`'s bucket, or `None` where the store keeps the SDK's: the
+    /// The direct path for `config`'s bucket, or why the store keeps the SDK's: the
     /// endpoint rules ask for another signing scheme or for headers, or the system's root
     /// certificates cannot be read (the SDK then reports what is wrong on the first request).
     pub(crate) async fn new(
@@ -89,10 +89,10 @@ impl DirectPut {
         provider: Option<SharedCredentialsProvider>,
         connect_timeout: Duration,
         attempt_timeout: Duration,
-    ) -> Option<Self> {
+    ) -> Result<Self, &'static str> {
         // A signed payload needs the body's SHA-256, which the SDK computes; its path is kept.
         if config.sign_payload {
-            return None;
+            return Err("the payload is signed");
         }
         let mut params = Params::builder()
             .bucket(config.bucket.clone())
@@ -101,22 +101,25 @@ impl DirectPut {
         if let Some(endpoint) = &config.endpoint {
             params = params.endpoint(endpoint.clone());
         }
-        let params = params.build().ok()?;
+        let params = params
+            .build()
+            .map_err(|_| "the endpoint rules' parameters are incomplete")?;
         let endpoint = aws_sdk_s3::config::endpoint::DefaultResolver::new()
             .resolve_endpoint(&params)
             .await
-            .ok()?;
+            .map_err(|_| "the endpoint rules give no endpoint for the bucket")?;
         if endpoint.headers().next().is_some() {
-            return None;
+            return Err("the endpoint rules add headers");
         }
-        let signing_region = plain_sigv4_region(endpoint.auth_schemes())?;
+        let signing_region = plain_sigv4_region(endpoint.auth_schemes())
+            .ok_or("the endpoint rules ask for another signing scheme than SigV4")?;
         let credentials = match (static_credentials, provider) {
             (Some(credentials), _) => CredentialSource::Static(credentials.into()),
             (None, Some(provider)) => CredentialSource::Provided {
                 provider,
                 current: Mutex::new(None),
             },
-            (None, None) => return None,
+            (None, None) => return Err("no credentials provider"),
         };
         let mut http = HttpConnector::new();
         http.enforce_http(false);
@@ -124,11 +127,11 @@ impl DirectPut {
         http.set_nodelay(true);
         let connector = hyper_rustls::HttpsConnectorBuilder::new()
             .with_provider_and_native_roots(Arc::new(rustls::crypto::ring::default_provider()))
-            .ok()?
+            .map_err(|_| "the system's root certificates cannot be read")?
             .https_or_http()
             .enable_http1()
             .wrap_connector(http);
-        Some(Self {
+        Ok(Self {
             client: Client::builder(TokioExecutor::new()).build(connector),
             bucket_url: endpoint.url().trim_end_matches('/').to_owned(),
             signing_region,

@@ -97,7 +97,14 @@ impl ObjectStore {
             ATTEMPT_TIMEOUT,
         )
         .await
-        .map(Arc::new);
+        .map(Arc::new)
+        .inspect_err(|reason| {
+            tracing::debug!(
+                reason,
+                "A result of one part goes up through the SDK's PutObject."
+            );
+        })
+        .ok();
         // `from_conf` panics only without a behavior version (set above) or without a sleep
         // implementation for the timeouts and retries, which the `rt-tokio` feature of
         // aws-sdk-s3 (enabled in Cargo.toml) provides by default.
