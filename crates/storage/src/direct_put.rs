@@ -335,4 +335,6 @@ fn xml_element(body: &str, name: &str) -> Option<String> {
 }
 
 #[cfg(test)]
+mod answer_tests;
+#[cfg(test)]
 mod tests;
