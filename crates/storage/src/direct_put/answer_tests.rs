@@ -2,7 +2,7 @@
 //! does not, and how long one attempt may take. A real S3 server cannot be made to throttle or
 //! hang on cue; these answers stand in for it.
 
-use std::io::{BufRead as _, BufReader, Read as _, Write as _};
+use std::io::{BufRead, BufReader, Read as _, Write as _};
 use std::net::TcpListener;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::thread;
@@ -76,7 +76,7 @@ impl Answers {
 }
 
 /// Reads one request head; the body's length, or `None` at the end of the connection.
-fn read_head(reader: &mut impl std::io::BufRead) -> Option<usize> {
+fn read_head(reader: &mut impl BufRead) -> Option<usize> {
     let mut body_len = 0;
     let mut line = String::new();
     loop {
