@@ -1,12 +1,12 @@
 //! Rows of one table from a PostgreSQL cursor into the result, decoded from the binary wire
 //! format without an intermediate value per cell.
 
+use contract::json::EncodedKey;
 use futures_util::TryStreamExt;
-use sqlx::postgres::{PgArguments, PgValueRef};
-use sqlx::{Arguments, Decode, PgConnection, Postgres, ValueRef};
+use sqlx::postgres::{PgArguments, PgRow, PgValueRef};
+use sqlx::{Arguments, Decode, Either, Executor, PgConnection, Postgres, Row, ValueRef};
 
 use crate::catalog::{Column, ElementKind, ValueKind};
-use crate::datasource::write_row;
 use crate::error::{EngineError, Result};
 use crate::plan::TablePlan;
 use crate::result::{self, ConnectionResult};
@@ -44,14 +44,50 @@ pub(crate) async fn stream_table(
     }
     out.start_table(&plan.key)?;
     let keys = out.row_keys(&plan.columns);
-    let mut rows = sqlx::query_with(&sql, args).fetch(conn);
-    while let Some(row) = rows
+    // `fetch_many`, not `fetch`: `fetch` is this stream behind one more boxed stream that drops
+    // the statement's result (the `Left`) per item.
+    let mut steps = conn.fetch_many(sqlx::query_with(&sql, args));
+    while let Some(step) = steps
         .try_next()
         .await
         .map_err(|e| EngineError::query(connection, &e))?
     {
-        write_row(&row, connection, plan, &keys, out, write_value)?;
-        out.end_row().await?;
+        if let Either::Right(row) = step {
+            write_row(&row, connection, plan, &keys, out)?;
+            out.end_row().await?;
+        }
+    }
+    Ok(())
+}
+
+/// Writes one row's members as [`crate::datasource::write_row`] does, each planned column under
+/// its key, with each scalar handed to [`write_value`] as its bytes: a `PgValueRef` moved into
+/// the writer per cell cost more than writing most cells (BENCHMARKS.md, "The rows' side cut").
+fn write_row(
+    row: &PgRow,
+    connection: &str,
+    plan: &TablePlan,
+    keys: &[EncodedKey],
+    out: &mut ConnectionResult,
+) -> Result<()> {
+    let w = out.begin_row()?;
+    for (i, (column, key)) in plan.columns.iter().zip(keys).enumerate() {
+        w.encoded_key(key)
+            .map_err(|e| EngineError::Result(e.to_string()))?;
+        let value = row
+            .try_get_raw(i)
+            .map_err(|e| EngineError::query(connection, &e))?;
+        let written = match column.kind {
+            ValueKind::Array(element) if !value.is_null() => write_array(w, element, value),
+            _ if value.is_null() => w.null().map_err(|e| e.to_string()),
+            _ => value
+                .as_bytes()
+                .map_err(|e| e.to_string())
+                .and_then(|bytes| write_value(w, column, bytes)),
+        };
+        written.map_err(|detail| {
+            EngineError::query_detail(connection, format!("column {:?}: {detail}", column.name))
+        })?;
     }
     Ok(())
 }
@@ -59,11 +95,8 @@ pub(crate) async fn stream_table(
 type W = contract::json::JsonWriter<Vec<u8>>;
 use contract::json::JsonError;
 
-fn write_value(w: &mut W, column: &Column, value: PgValueRef<'_>) -> Result<(), String> {
-    if value.is_null() {
-        return w.null().map_err(|e| e.to_string());
-    }
-    let bytes = value.as_bytes().map_err(|e| e.to_string())?;
+/// Writes one non-null scalar from its binary wire form (arrays go to [`write_array`]).
+fn write_value(w: &mut W, column: &Column, bytes: &[u8]) -> Result<(), String> {
     let written = match column.kind {
         ValueKind::Int => w.i64(i64::from_be_bytes(fixed(bytes)?)),
         ValueKind::UInt => w.u64(u64::from_be_bytes(fixed(bytes)?)),
@@ -102,7 +135,7 @@ fn write_value(w: &mut W, column: &Column, value: PgValueRef<'_>) -> Result<(), 
                 },
             }
         }
-        ValueKind::Array(element) => return write_array(w, element, value),
+        ValueKind::Array(_) => return Err("an array is written by write_array".into()),
         ValueKind::Bson => return Err("a PostgreSQL column is never a document path".into()),
     };
     written.map_err(|e| e.to_string())
