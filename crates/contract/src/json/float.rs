@@ -120,36 +120,43 @@ fn lay_out(
     shortest: impl FnOnce(&mut &mut [u8]) -> std::io::Result<()>,
     fallback: impl FnOnce(&mut &mut [u8]) -> std::io::Result<()>,
 ) -> Option<&[u8]> {
-    buf.len = 0;
-    let mut text = [0u8; FLOAT_CAPACITY];
-    if let Some(shortest) = written(&mut text, shortest) {
-        if let Some(go_text) = plain.then(|| canonical_plain(shortest)).flatten() {
-            buf.push(go_text)?;
-            return Some(&buf.bytes[..buf.len]);
+    // The shortest digits go straight into `buf`: when they are Go's text already (the common
+    // case) they are answered where they lie, without a copy.
+    if let Some(len) = written(&mut buf.bytes, shortest) {
+        let shortest = &buf.bytes[..len];
+        let go_len = plain.then(|| canonical_plain(shortest).map(<[u8]>::len));
+        if let Some(go_len) = go_len.flatten() {
+            buf.len = go_len;
+            return Some(&buf.bytes[..go_len]);
         }
         if let Some(decimal) = parse_decimal(shortest) {
+            buf.len = 0;
             write_decimal(buf, &decimal, plain)?;
             return Some(&buf.bytes[..buf.len]);
         }
     }
-    let decimal = parse_decimal(written(&mut text, fallback)?)?;
+    let mut text = [0u8; FLOAT_CAPACITY];
+    let len = written(&mut text, fallback)?;
+    let decimal = parse_decimal(&text[..len])?;
+    buf.len = 0;
     write_decimal(buf, &decimal, plain)?;
     Some(&buf.bytes[..buf.len])
 }
 
-/// What `write` puts into `text`; `None` if it fails (the text does not fit).
+/// How many bytes `write` puts at the start of `text`; `None` if it fails (the text does not
+/// fit).
 fn written(
     text: &mut [u8; FLOAT_CAPACITY],
     write: impl FnOnce(&mut &mut [u8]) -> std::io::Result<()>,
-) -> Option<&[u8]> {
+) -> Option<usize> {
     let mut cursor: &mut [u8] = text;
     write(&mut cursor).ok()?;
-    let len = FLOAT_CAPACITY - cursor.len();
-    Some(&text[..len])
+    Some(FLOAT_CAPACITY - cursor.len())
 }
 
 /// The fast path: when `text` is a canonical plain decimal (no exponent, no redundant zeros),
-/// it is Go's plain layout already, but for the `.0` serde_json puts on integral values.
+/// it is Go's plain layout already, but for the `.0` serde_json puts on integral values. The
+/// answer is a prefix of `text`.
 fn canonical_plain(text: &[u8]) -> Option<&[u8]> {
     let text = text.strip_suffix(b".0").unwrap_or(text);
     let unsigned = text.strip_prefix(b"-").unwrap_or(text);
