@@ -160,12 +160,18 @@ fn written(
 fn canonical_plain(text: &[u8]) -> Option<&[u8]> {
     let text = text.strip_suffix(b".0").unwrap_or(text);
     let unsigned = text.strip_prefix(b"-").unwrap_or(text);
-    let has_point = unsigned.contains(&b'.');
-    let canonical = !unsigned.is_empty()
-        && unsigned.iter().all(|&b| b.is_ascii_digit() || b == b'.')
-        && !(has_point && unsigned.ends_with(b"0"))
-        && !(unsigned.len() > 1 && unsigned[0] == b'0' && unsigned[1] != b'.');
-    canonical.then_some(text)
+    // One pass: every byte a digit or a point, and whether there is a point.
+    let mut has_point = false;
+    for &byte in unsigned {
+        match byte {
+            b'0'..=b'9' => {}
+            b'.' => has_point = true,
+            _ => return None,
+        }
+    }
+    let redundant_zero = (has_point && unsigned.ends_with(b"0"))
+        || (unsigned.len() > 1 && unsigned[0] == b'0' && unsigned[1] != b'.');
+    (!unsigned.is_empty() && !redundant_zero).then_some(text)
 }
 
 /// Lays out parsed digits as Go does, in plain or exponent form.

@@ -44,25 +44,11 @@ impl GoTime {
         const MICROS_PER_DAY: i64 = 86_400_000_000;
         let days = micros.div_euclid(MICROS_PER_DAY);
         let of_day = micros.rem_euclid(MICROS_PER_DAY);
-        // Days from 0000-03-01 (a leap cycle starts with March): 0000-01-01 and 9999-12-31
-        // are -60 and 3_652_364 from there.
-        let from_march = days.checked_add(719_468)?;
-        if !(-60..=3_652_364).contains(&from_march) {
+        // 0000-01-01 and 9999-12-31 are 719_528 days before and 2_932_896 after the epoch.
+        if !(-719_528..=2_932_896).contains(&days) {
             return None;
         }
-        // The civil date of a day count (H. Hinnant's `civil_from_days`), in 400-year eras.
-        let era = from_march.div_euclid(146_097);
-        let of_era = from_march.rem_euclid(146_097);
-        let year_of_era = (of_era - of_era / 1460 + of_era / 36_524 - of_era / 146_096) / 365;
-        let day_of_year = of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
-        let month_from_march = (5 * day_of_year + 2) / 153;
-        let day = day_of_year - (153 * month_from_march + 2) / 5 + 1;
-        let month = if month_from_march < 10 {
-            month_from_march + 3
-        } else {
-            month_from_march - 9
-        };
-        let year = year_of_era + era * 400 + i64::from(month <= 2);
+        let (year, month, day) = civil_from_days(days as i32);
 
         let seconds = (of_day / 1_000_000) as u32;
         // `YYYY-MM-DDTHH:MM:SS`, each digit at its place (all in range: year 0..=9999, the
@@ -72,11 +58,10 @@ impl GoTime {
             bytes[at] = b'0' + (value / 10) as u8;
             bytes[at + 1] = b'0' + (value % 10) as u8;
         };
-        let year = year as u32;
         digits(&mut bytes, 0, year / 100);
         digits(&mut bytes, 2, year % 100);
-        digits(&mut bytes, 5, month as u32);
-        digits(&mut bytes, 8, day as u32);
+        digits(&mut bytes, 5, month);
+        digits(&mut bytes, 8, day);
         digits(&mut bytes, 11, seconds / 3600);
         digits(&mut bytes, 14, seconds / 60 % 60);
         digits(&mut bytes, 17, seconds % 60);
@@ -164,6 +149,35 @@ impl GoTime {
     }
 }
 
+/// The civil date (year, month 1-12, day 1-31) of a day count from 1970-01-01, for the years
+/// 0000 to 9999: C. Neri and L. Schneider's algorithm ("Euclidean affine functions and their
+/// application to calendar algorithms", 2022), in 32-bit arithmetic with no division but by
+/// constants. The count is shifted by 82 eras of 400 years so that it is never negative; the
+/// computation runs from March, so that a leap day ends its year.
+fn civil_from_days(days: i32) -> (u32, u32, u32) {
+    const ERAS: u32 = 82;
+    const SHIFT: u32 = 719_468 + 146_097 * ERAS;
+    let n = (days as u32).wrapping_add(SHIFT);
+    // The century, and the day within it.
+    let n1 = 4 * n + 3;
+    let century = n1 / 146_097;
+    let of_century = n1 % 146_097 / 4;
+    // The year within the century, and the day within the year (from March 1).
+    let n2 = 4 * of_century + 3;
+    let p2 = 2_939_745 * u64::from(n2);
+    let year_of_century = (p2 >> 32) as u32;
+    let day_of_year = (p2 as u32) / 2_939_745 / 4;
+    // The month (3 to 14, from March) and the day.
+    let n3 = 2_141 * day_of_year + 197_913;
+    let month = n3 >> 16;
+    let day = (n3 & 0xFFFF) / 2_141 + 1;
+    // January and February belong to the next year.
+    let january_or_later = day_of_year >= 306;
+    let year = 100 * century + year_of_century + u32::from(january_or_later) - 400 * ERAS;
+    let month = if january_or_later { month - 12 } else { month };
+    (year, month, day)
+}
+
 impl From<DateTime<Utc>> for GoTime {
     fn from(at: DateTime<Utc>) -> GoTime {
         GoTime::new(at.naive_utc())
@@ -226,6 +240,19 @@ mod tests {
         (0..=9999)
             .contains(&at.year())
             .then(|| GoTime::new(at).to_string())
+    }
+
+    #[test]
+    fn every_day_of_the_ten_thousand_years_has_the_calendars_date() {
+        let first = chrono::NaiveDate::from_ymd_opt(0, 1, 1).expect("a date");
+        for days in -719_528..=2_932_896 {
+            let date = first + chrono::Days::new((days + 719_528) as u64);
+            assert_eq!(
+                civil_from_days(days),
+                (date.year() as u32, date.month(), date.day()),
+                "{days} days from the epoch"
+            );
+        }
     }
 
     #[test]
