@@ -62,7 +62,9 @@ pub(crate) async fn stream_table(
 
 /// Writes one row's members as [`crate::datasource::write_row`] does, each planned column under
 /// its key, with each scalar handed to [`write_value`] as its bytes: a `PgValueRef` moved into
-/// the writer per cell cost more than writing most cells (BENCHMARKS.md, "The rows' side cut").
+/// the writer per cell cost more than writing most cells. Its own loop, not the generic one
+/// with a PostgreSQL cell writer: that was measured, and the value writer was not inlined there
+/// (BENCHMARKS.md, "A PostgreSQL row's cells as bytes").
 fn write_row(
     row: &PgRow,
     connection: &str,
