@@ -120,17 +120,21 @@ fn lay_out(
     shortest: impl FnOnce(&mut &mut [u8]) -> std::io::Result<()>,
     fallback: impl FnOnce(&mut &mut [u8]) -> std::io::Result<()>,
 ) -> Option<&[u8]> {
+    buf.len = 0;
     // The shortest digits go straight into `buf`: when they are Go's text already (the common
     // case) they are answered where they lie, without a copy.
     if let Some(len) = written(&mut buf.bytes, shortest) {
         let shortest = &buf.bytes[..len];
-        let go_len = plain.then(|| canonical_plain(shortest).map(<[u8]>::len));
-        if let Some(go_len) = go_len.flatten() {
+        let go_len = if plain {
+            canonical_plain(shortest).map(<[u8]>::len)
+        } else {
+            None
+        };
+        if let Some(go_len) = go_len {
             buf.len = go_len;
             return Some(&buf.bytes[..go_len]);
         }
         if let Some(decimal) = parse_decimal(shortest) {
-            buf.len = 0;
             write_decimal(buf, &decimal, plain)?;
             return Some(&buf.bytes[..buf.len]);
         }
@@ -138,7 +142,6 @@ fn lay_out(
     let mut text = [0u8; FLOAT_CAPACITY];
     let len = written(&mut text, fallback)?;
     let decimal = parse_decimal(&text[..len])?;
-    buf.len = 0;
     write_decimal(buf, &decimal, plain)?;
     Some(&buf.bytes[..buf.len])
 }

@@ -79,13 +79,15 @@ fn write_row(
         let value = row
             .try_get_raw(i)
             .map_err(|e| EngineError::query(connection, &e))?;
-        let written = match column.kind {
-            ValueKind::Array(element) if !value.is_null() => write_array(w, element, value),
-            _ if value.is_null() => w.null().map_err(|e| e.to_string()),
-            _ => value
+        let written = if value.is_null() {
+            w.null().map_err(|e| e.to_string())
+        } else if let ValueKind::Array(element) = column.kind {
+            write_array(w, element, value)
+        } else {
+            value
                 .as_bytes()
                 .map_err(|e| e.to_string())
-                .and_then(|bytes| write_value(w, column, bytes)),
+                .and_then(|bytes| write_value(w, column, bytes))
         };
         written.map_err(|detail| {
             EngineError::query_detail(connection, format!("column {:?}: {detail}", column.name))
