@@ -196,11 +196,15 @@ async fn at_most_half_the_pool_is_kept_and_a_pool_of_one_keeps_none() {
             tokio::spawn(async move { store.renew_lease(job_id, "w1", LONG).await })
         })
         .collect();
+    // Each holds its connection once its statement waits on the lock (the pool's size counts a
+    // connection still being opened: a lend still waiting on the pool would make the others
+    // give theirs back instead of keeping them).
     let deadline = Instant::now() + Duration::from_secs(5);
-    while pool.size() < 4 {
+    while waiting_on_a_lock(&db).await < 4 {
         assert!(Instant::now() < deadline, "{} connections", pool.size());
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
+    assert_eq!(pool.size(), 4);
     locker.rollback().await.expect("rollback");
     for renewal in renewals {
         assert_eq!(renewal.await.expect("task").expect("renew"), Lease::Held);
@@ -237,6 +241,17 @@ async fn a_bare_pool_close_does_not_wait_for_the_kept_connections() {
     assert_eq!(pool.size(), 0);
     drop(store);
     db.drop().await;
+}
+
+/// How many backends on the test's database wait on a lock.
+async fn waiting_on_a_lock(db: &TestDb) -> i64 {
+    sqlx::query_scalar(
+        "SELECT count(*) FROM pg_stat_activity
+         WHERE datname = current_database() AND wait_event_type = 'Lock'",
+    )
+    .fetch_one(db.pool())
+    .await
+    .expect("pg_stat_activity")
 }
 
 /// A transaction of another session holding job `job_id`'s row: statements on it wait until
