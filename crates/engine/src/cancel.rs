@@ -24,6 +24,8 @@ pub(crate) struct Session<DB: Database> {
     /// the server's id of the session. Until then an abandoned session is closed without a
     /// cancel: only the engine's own catalog query can be running.
     facts: SessionFacts,
+    /// Its connection was left where the driver cannot settle it ([`Session::close_unsettled`]).
+    unsettled: bool,
 }
 
 enum Cancel {
@@ -49,6 +51,7 @@ impl<DB: Database> Session<DB> {
             conn: Some(conn),
             cancel: Some(cancel),
             facts: SessionFacts::default(),
+            unsettled: false,
         }
     }
 
@@ -68,10 +71,21 @@ impl<DB: Database> Session<DB> {
         self.facts
     }
 
+    /// The connection was left mid-statement in a way the driver does not know of (a copy's
+    /// rows still arriving): the session ends as an abandoned one does, its connection closed
+    /// (and what it ran cancelled on the server), never pooled again, however it is finished.
+    pub(crate) fn close_unsettled(&mut self) {
+        self.unsettled = true;
+    }
+
     /// The session's statements ended: after they `succeeded` the connection may be kept out
     /// of the pool for the next read ([`Kept`]), else it goes back to the pool, through its
-    /// test.
+    /// test. One [`Session::close_unsettled`] closes it instead.
     pub(crate) fn finish(mut self, succeeded: bool) {
+        if self.unsettled {
+            // Dropped as an abandoned session is: detached, closed and cancelled.
+            return;
+        }
         self.cancel = None;
         if let Some(conn) = self.conn.take() {
             conn.finish(succeeded);

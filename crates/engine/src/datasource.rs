@@ -95,13 +95,16 @@ pub(crate) trait SqlDatasource {
     ) -> impl Future<Output = Result<(Catalog, SessionFacts)>> + Send + 'c;
 
     /// Streams one planned table's rows into `out`; `prefix` goes before its statement
-    /// ([`LoneRead::Prefixed`], else empty).
+    /// ([`LoneRead::Prefixed`], else empty). When it fails with `unread` set, the connection is
+    /// where the driver cannot settle it (rows still arriving that its bookkeeping does not
+    /// await): it is closed instead of pooled.
     fn stream_table<'c>(
         conn: &'c mut <Self::Db as Database>::Connection,
         connection: &'c str,
         plan: &'c TablePlan,
         prefix: &'c str,
         out: &'c mut ConnectionResult,
+        unread: &'c mut bool,
     ) -> impl Future<Output = Result<()>> + Send + 'c;
 }
 
@@ -134,39 +137,68 @@ where
     /// The rows read-only: a view whose function writes fails the job instead of writing. A
     /// lone table in one statement read-only by itself, when the session allows
     /// ([`LoneRead`]); otherwise every table in one read-only transaction, which an error rolls
-    /// back before the connection is pooled again.
+    /// back before the connection is pooled again. A statement that failed with its rows still
+    /// arriving (a PostgreSQL copy) closes the connection instead.
     async fn stream(
         session: &mut Self::Session,
         connection: &str,
         plans: &[TablePlan],
         out: &mut ConnectionResult,
     ) -> Result<()> {
-        if let [plan] = plans {
-            let prefix = match session.facts().lone_read {
-                LoneRead::InTransaction => None,
-                LoneRead::SessionDefault => Some(""),
-                LoneRead::Prefixed(prefix) => Some(prefix),
-            };
-            if let Some(prefix) = prefix {
-                return S::stream_table(session.conn(), connection, plan, prefix, out).await;
-            }
+        let mut unread = false;
+        let lone_read = session.facts().lone_read;
+        let streamed = stream_tables::<S>(
+            session.conn(),
+            lone_read,
+            connection,
+            plans,
+            out,
+            &mut unread,
+        )
+        .await;
+        if streamed.is_err() && unread {
+            session.close_unsettled();
         }
-        let mut tx = session
-            .conn()
-            .begin_with(READ_ONLY)
-            .await
-            .map_err(|e| EngineError::query(connection, &e))?;
-        for plan in plans {
-            S::stream_table(&mut tx, connection, plan, "", out).await?;
-        }
-        tx.commit()
-            .await
-            .map_err(|e| EngineError::query(connection, &e))
+        streamed
     }
 
     fn finish(session: Self::Session, succeeded: bool) {
         session.finish(succeeded);
     }
+}
+
+/// [`Datasource::stream`]'s statements on the session's connection `conn`: a lone table
+/// read-only by itself when the session allows (`lone_read`), else every table in one
+/// read-only transaction, which an error rolls back; `unread` as
+/// [`SqlDatasource::stream_table`] leaves it.
+async fn stream_tables<S: SqlDatasource>(
+    conn: &mut <S::Db as Database>::Connection,
+    lone_read: LoneRead,
+    connection: &str,
+    plans: &[TablePlan],
+    out: &mut ConnectionResult,
+    unread: &mut bool,
+) -> Result<()> {
+    if let [plan] = plans {
+        let prefix = match lone_read {
+            LoneRead::InTransaction => None,
+            LoneRead::SessionDefault => Some(""),
+            LoneRead::Prefixed(prefix) => Some(prefix),
+        };
+        if let Some(prefix) = prefix {
+            return S::stream_table(conn, connection, plan, prefix, out, unread).await;
+        }
+    }
+    let mut tx = conn
+        .begin_with(READ_ONLY)
+        .await
+        .map_err(|e| EngineError::query(connection, &e))?;
+    for plan in plans {
+        S::stream_table(&mut tx, connection, plan, "", out, unread).await?;
+    }
+    tx.commit()
+        .await
+        .map_err(|e| EngineError::query(connection, &e))
 }
 
 /// Writes one database row's members: each planned column, in plan order (sorted by name),

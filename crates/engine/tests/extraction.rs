@@ -155,6 +155,48 @@ async fn the_size_cap_fails_the_job_while_writing() {
     db.drop().await;
 }
 
+/// A job that fails on the Worker's side while its rows are still arriving (here the size cap)
+/// leaves its connection mid-copy: the connection is closed, never pooled for the next job,
+/// which reads its own rows.
+#[tokio::test]
+async fn a_read_abandoned_mid_stream_never_hands_its_connection_to_the_next_job() {
+    let db = TestDb::create().await;
+    sqlx::raw_sql(&format!(
+        "{ROWS} CREATE TABLE t (v text); INSERT INTO t VALUES ('b'), ('c');"
+    ))
+    .execute(&db.pool)
+    .await
+    .expect("fixture");
+    let config = EngineConfig {
+        max_result_bytes: 10_000,
+        ..EngineConfig::default()
+    };
+    let engine = engine_for(&[("pg", &db)], config);
+    let big = job(json!({"mappedFields": {"pg": {"numbers": ["id", "label"]}}}));
+    let small = job(json!({"mappedFields": {"pg": {"t": ["v"]}}}));
+    for round in 0..3 {
+        let error = engine
+            .extract(&big.mapped_fields, &big.filters)
+            .await
+            .expect_err("too large");
+        assert!(
+            matches!(error, EngineError::ResultTooLarge { limit: 10_000 }),
+            "round {round}: {error}"
+        );
+        let extraction = engine
+            .extract(&small.mapped_fields, &small.filters)
+            .await
+            .unwrap_or_else(|e| panic!("round {round}: {e}"));
+        let result: Value = serde_json::from_slice(&extraction.plaintext).expect("JSON");
+        assert_eq!(
+            result,
+            json!({"pg": {"t": [{"v": "b"}, {"v": "c"}]}}),
+            "round {round}"
+        );
+    }
+    db.drop().await;
+}
+
 #[tokio::test]
 async fn the_timeout_ends_the_extraction_and_its_query() {
     let db = TestDb::create().await;

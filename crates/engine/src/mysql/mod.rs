@@ -145,8 +145,9 @@ impl crate::datasource::SqlDatasource for Source {
         plan: &'c crate::plan::TablePlan,
         prefix: &'c str,
         out: &'c mut crate::result::ConnectionResult,
+        unread: &'c mut bool,
     ) -> impl std::future::Future<Output = crate::Result<()>> + Send + 'c {
-        stream_table(conn, connection, plan, prefix, out)
+        stream_table(conn, connection, plan, prefix, out, unread)
     }
 }
 

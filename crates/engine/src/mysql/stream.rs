@@ -24,6 +24,7 @@ pub(crate) async fn stream_table(
     plan: &TablePlan,
     prefix: &str,
     out: &mut ConnectionResult,
+    _unread: &mut bool,
 ) -> Result<()> {
     let query = Dialect::MySql.select(plan, super::select_expr);
     let sql = if prefix.is_empty() {

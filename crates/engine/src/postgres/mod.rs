@@ -1,6 +1,7 @@
 //! PostgreSQL datasources: schema discovery, the select expression of each column kind, and
 //! rows streamed from the cursor into the result.
 
+mod copy;
 mod schema;
 mod stream;
 
@@ -113,7 +114,8 @@ impl crate::datasource::SqlDatasource for Source {
         plan: &'c crate::plan::TablePlan,
         prefix: &'c str,
         out: &'c mut crate::result::ConnectionResult,
+        unread: &'c mut bool,
     ) -> impl std::future::Future<Output = crate::Result<()>> + Send + 'c {
-        stream_table(conn, connection, plan, prefix, out)
+        stream_table(conn, connection, plan, prefix, out, unread)
     }
 }

@@ -1,11 +1,13 @@
-//! Rows of one table from a PostgreSQL cursor into the result, decoded from the binary wire
-//! format without an intermediate value per cell.
+//! Rows of one table from PostgreSQL into the result, decoded from the binary wire format
+//! without an intermediate value per cell: by a binary `COPY (SELECT ...) TO STDOUT` when the
+//! statement binds nothing, else from the statement's rows.
 
 use contract::json::EncodedKey;
 use futures_util::TryStreamExt;
-use sqlx::postgres::{PgArguments, PgRow, PgValueRef};
-use sqlx::{Arguments, Decode, Either, Executor, PgConnection, Postgres, Row, ValueRef};
+use sqlx::postgres::{PgArguments, PgRow};
+use sqlx::{Arguments, Either, Executor, PgConnection, Row, ValueRef};
 
+use super::copy::Tuples;
 use crate::catalog::{Column, ElementKind, ValueKind};
 use crate::error::{EngineError, Result};
 use crate::plan::TablePlan;
@@ -16,14 +18,31 @@ use crate::sql::{Dialect, Param};
 const PG_EPOCH_MICROS: i64 = 946_684_800_000_000;
 const PG_EPOCH_DAYS: i32 = 10_957;
 
+/// Streams `plan`'s rows into `out`. `unread` is set while a copy's rows may still be arriving:
+/// a copy left unfinished (an error on either side) leaves the connection where sqlx's own
+/// bookkeeping does not know it is (its `COPY` is not counted among the answers awaited), so it
+/// must be closed, never pooled again (the caller's session does that when `unread` is left
+/// set).
 pub(crate) async fn stream_table(
     conn: &mut PgConnection,
     connection: &str,
     plan: &TablePlan,
     prefix: &str,
     out: &mut ConnectionResult,
+    unread: &mut bool,
 ) -> Result<()> {
     let query = Dialect::Postgres.select(plan, super::select_expr);
+    out.start_table(&plan.key)?;
+    let keys = out.row_keys(&plan.columns);
+    // A copy runs in the simple query protocol, which takes no parameters and would run a
+    // second statement after a `;`: the builder quotes every name, and a `;` anywhere (in a
+    // quoted name) still sends the statement the other way.
+    if query.params.is_empty() && prefix.is_empty() && !query.sql.contains(';') {
+        *unread = true;
+        copy_rows(conn, connection, plan, &query.sql, &keys, out).await?;
+        *unread = false;
+        return Ok(());
+    }
     let sql = if prefix.is_empty() {
         std::borrow::Cow::Borrowed(query.sql.as_str())
     } else {
@@ -42,8 +61,6 @@ pub(crate) async fn stream_table(
         };
         bound.map_err(|e| EngineError::Result(e.to_string()))?;
     }
-    out.start_table(&plan.key)?;
-    let keys = out.row_keys(&plan.columns);
     // `fetch_many`, not `fetch`: `fetch` is this stream behind one more boxed stream that drops
     // the statement's result (the `Left`) per item.
     let mut steps = conn.fetch_many(sqlx::query_with(&sql, args));
@@ -53,20 +70,65 @@ pub(crate) async fn stream_table(
         .map_err(|e| EngineError::query(connection, &e))?
     {
         if let Either::Right(row) = step {
-            write_row(&row, connection, plan, &keys, out)?;
+            write_row(|i| cell(&row, i), connection, plan, &keys, out)?;
             out.end_row().await?;
         }
     }
     Ok(())
 }
 
+/// The rows of `select` by a binary copy: one message per row, each field as the bytes a
+/// statement's row would carry, without sqlx's row machinery (a `DataRow` and its index per
+/// row, two streams handing each row on): about a fifth of the Worker's CPU on a big result.
+async fn copy_rows(
+    conn: &mut PgConnection,
+    connection: &str,
+    plan: &TablePlan,
+    select: &str,
+    keys: &[EncodedKey],
+    out: &mut ConnectionResult,
+) -> Result<()> {
+    let statement = format!("COPY ({select}) TO STDOUT (FORMAT binary)");
+    let mut chunks = conn
+        .copy_out_raw(&statement)
+        .await
+        .map_err(|e| EngineError::query(connection, &e))?;
+    let framing = |e: super::copy::FramingError| {
+        EngineError::query_detail(connection, format!("the copy of the rows: {e}"))
+    };
+    let mut tuples = Tuples::new(plan.columns.len());
+    while let Some(chunk) = chunks
+        .try_next()
+        .await
+        .map_err(|e| EngineError::query(connection, &e))?
+    {
+        let mut chunk = tuples.chunk(chunk);
+        while let Some(tuple) = chunk.next_tuple().map_err(framing)? {
+            write_row(|i| Ok(tuple.field(i)), connection, plan, keys, out)?;
+            out.end_row().await?;
+        }
+    }
+    tuples.finish().map_err(framing)
+}
+
+/// Cell `i` of a statement's row: its bytes, `None` for a NULL.
+#[inline]
+fn cell(row: &PgRow, i: usize) -> std::result::Result<Option<&[u8]>, sqlx::Error> {
+    let value = row.try_get_raw(i)?;
+    if value.is_null() {
+        return Ok(None);
+    }
+    value.as_bytes().map(Some).map_err(sqlx::Error::Decode)
+}
+
 /// Writes one row's members as [`crate::datasource::write_row`] does, each planned column under
-/// its key, with each scalar handed to [`write_value`] as its bytes: a `PgValueRef` moved into
-/// the writer per cell cost more than writing most cells. Its own loop, not the generic one
-/// with a PostgreSQL cell writer: that was measured, and the value writer was not inlined there
-/// (BENCHMARKS.md, "A PostgreSQL row's cells as bytes").
-fn write_row(
-    row: &PgRow,
+/// its key, each cell (`cell(i)`: its bytes, `None` for a NULL) handed to [`write_value`] as
+/// its bytes: a `PgValueRef` moved into the writer per cell cost more than writing most cells.
+/// Its own loop, not the generic one with a PostgreSQL cell writer: that was measured, and the
+/// value writer was not inlined there (BENCHMARKS.md, "A PostgreSQL row's cells as bytes").
+#[inline]
+fn write_row<'r>(
+    cell: impl Fn(usize) -> std::result::Result<Option<&'r [u8]>, sqlx::Error>,
     connection: &str,
     plan: &TablePlan,
     keys: &[EncodedKey],
@@ -76,18 +138,13 @@ fn write_row(
     for (i, (column, key)) in plan.columns.iter().zip(keys).enumerate() {
         w.encoded_key(key)
             .map_err(|e| EngineError::Result(e.to_string()))?;
-        let value = row
-            .try_get_raw(i)
-            .map_err(|e| EngineError::query(connection, &e))?;
-        let written = if value.is_null() {
-            w.null().map_err(|e| e.to_string())
-        } else if let ValueKind::Array(element) = column.kind {
-            write_array(w, element, value)
-        } else {
-            value
-                .as_bytes()
-                .map_err(|e| e.to_string())
-                .and_then(|bytes| write_value(w, column, bytes))
+        let bytes = cell(i).map_err(|e| EngineError::query(connection, &e))?;
+        let written = match bytes {
+            None => w.null().map_err(|e| e.to_string()),
+            Some(bytes) => match column.kind {
+                ValueKind::Array(element) => write_array(w, element, bytes),
+                _ => write_value(w, column, bytes),
+            },
         };
         written.map_err(|detail| {
             EngineError::query_detail(connection, format!("column {:?}: {detail}", column.name))
@@ -145,37 +202,77 @@ fn write_value(w: &mut W, column: &Column, bytes: &[u8]) -> Result<(), String> {
     written.map_err(|e| e.to_string())
 }
 
-fn write_array(w: &mut W, element: ElementKind, value: PgValueRef<'_>) -> Result<(), String> {
-    fn decode<'r, T>(value: PgValueRef<'r>) -> Result<Vec<Option<T>>, String>
-    where
-        Vec<Option<T>>: Decode<'r, Postgres>,
-    {
-        <Vec<Option<T>> as Decode<Postgres>>::decode(value).map_err(|_| {
-            "array value could not be decoded (only one-dimensional arrays are supported)".into()
-        })
-    }
-    fn items<T>(
-        w: &mut W,
-        items: Vec<Option<T>>,
-        mut write: impl FnMut(&mut W, T) -> Result<(), JsonError>,
-    ) -> Result<(), JsonError> {
+/// Writes a one-dimensional array from its binary wire form: the number of dimensions, a
+/// flags word, the element type, the length and lower bound of the dimension, then each
+/// element as its length (-1 for a NULL) and bytes. The select list cast it to an array of
+/// `element`, as sqlx's decoder takes it (no dimensions: empty; more than one, or a lower bound
+/// other than 1: refused).
+fn write_array(w: &mut W, element: ElementKind, bytes: &[u8]) -> Result<(), String> {
+    const REFUSED: &str =
+        "array value could not be decoded (only one-dimensional arrays are supported)";
+    let mut rest = bytes;
+    let mut int = || -> Result<i32, String> {
+        let (head, tail) = rest.split_first_chunk::<4>().ok_or(REFUSED)?;
+        rest = tail;
+        Ok(i32::from_be_bytes(*head))
+    };
+    let dimensions = int()?;
+    let len = match dimensions {
+        0 => 0,
+        1 => {
+            let [_flags, _element_type, len, lower] = [int()?, int()?, int()?, int()?];
+            if lower != 1 {
+                return Err(REFUSED.into());
+            }
+            usize::try_from(len).map_err(|_| REFUSED)?
+        }
+        _ => return Err(REFUSED.into()),
+    };
+    let written = (|| -> Result<Result<(), &str>, JsonError> {
         w.begin_array()?;
-        for item in items {
-            match item {
-                Some(value) => write(w, value)?,
-                None => w.null()?,
+        for _ in 0..len {
+            let Some((head, tail)) = rest.split_first_chunk::<4>() else {
+                return Ok(Err(REFUSED));
+            };
+            let size = i32::from_be_bytes(*head);
+            rest = tail;
+            if size == -1 {
+                w.null()?;
+                continue;
+            }
+            let Some((item, tail)) = usize::try_from(size)
+                .ok()
+                .and_then(|size| rest.split_at_checked(size))
+            else {
+                return Ok(Err(REFUSED));
+            };
+            rest = tail;
+            let item_written = match element {
+                ElementKind::Int => fixed(item).map(|b| w.i64(i64::from_be_bytes(b))),
+                ElementKind::Float32 => {
+                    fixed(item).map(|b| result::write_float32(w, f32::from_be_bytes(b)))
+                }
+                ElementKind::Float => {
+                    fixed(item).map(|b| result::write_float(w, f64::from_be_bytes(b)))
+                }
+                ElementKind::Bool => fixed(item).map(|[b]| w.bool(b != 0)),
+                ElementKind::Text => std::str::from_utf8(item)
+                    .map(|text| w.string(text))
+                    .map_err(|_| String::new()),
+            };
+            match item_written {
+                Ok(written) => written?,
+                Err(_) => return Ok(Err(REFUSED)),
             }
         }
-        w.end_array()
+        w.end_array()?;
+        Ok(Ok(()))
+    })();
+    match written {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(refused)) => Err(refused.into()),
+        Err(e) => Err(JsonError::to_string(&e)),
     }
-    let written = match element {
-        ElementKind::Int => items(w, decode::<i64>(value)?, |w, i| w.i64(i)),
-        ElementKind::Float32 => items(w, decode::<f32>(value)?, result::write_float32),
-        ElementKind::Float => items(w, decode::<f64>(value)?, result::write_float),
-        ElementKind::Bool => items(w, decode::<bool>(value)?, |w, b| w.bool(b)),
-        ElementKind::Text => items(w, decode::<String>(value)?, |w, s| w.string(&s)),
-    };
-    written.map_err(|e| e.to_string())
 }
 
 fn fixed<const N: usize>(bytes: &[u8]) -> Result<[u8; N], String> {
