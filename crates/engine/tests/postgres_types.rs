@@ -136,3 +136,65 @@ async fn every_column_type_maps_to_its_documented_json() {
     assert!(actual.contains(r#""f4": -3626911.2,"#));
     db.drop().await;
 }
+
+/// Arrays read from a copy and from a statement's rows (a filter binds a value, which a copy
+/// cannot take) come out alike: an empty one as `[]`; one of two dimensions, or one not
+/// starting at 1, fails the job naming the column.
+#[tokio::test]
+async fn empty_arrays_are_empty_and_other_shapes_are_refused_on_both_reads() {
+    let db = TestDb::create().await;
+    sqlx::raw_sql(
+        "CREATE TABLE empty (id int, ints integer[], texts text[]);
+         INSERT INTO empty VALUES (1, '{}', '{}');
+         CREATE TABLE grid (id int, ints integer[]);
+         INSERT INTO grid VALUES (1, '{{1,2},{3,4}}');
+         CREATE TABLE shifted (id int, ints integer[]);
+         INSERT INTO shifted VALUES (1, '[0:1]={1,2}');",
+    )
+    .execute(&db.pool)
+    .await
+    .expect("fixture");
+    let engine = engine_for(&[("pg", &db)], Default::default());
+    for filters in [json!({}), json!({"pg": {"TABLE": {"id": {"eq": [1]}}}})] {
+        let read = |table: &str| {
+            let filters = serde_json::to_string(&filters)
+                .expect("filters")
+                .replace("TABLE", table);
+            let fields = if table == "empty" {
+                json!(["ints", "texts"])
+            } else {
+                json!(["ints"])
+            };
+            job(json!({
+                "mappedFields": {"pg": {table: fields}},
+                "filters": serde_json::from_str::<serde_json::Value>(&filters).expect("filters"),
+            }))
+        };
+        let message = read("empty");
+        let extraction = engine
+            .extract(&message.mapped_fields, &message.filters)
+            .await
+            .expect("extraction");
+        let result: serde_json::Value =
+            serde_json::from_slice(&extraction.plaintext).expect("JSON");
+        assert_eq!(
+            result,
+            json!({"pg": {"empty": [{"ints": [], "texts": []}]}}),
+            "{filters}"
+        );
+        for table in ["grid", "shifted"] {
+            let message = read(table);
+            let error = engine
+                .extract(&message.mapped_fields, &message.filters)
+                .await
+                .expect_err("refused");
+            assert!(
+                error.to_string().contains(
+                    "column \"ints\": array value could not be decoded (only one-dimensional arrays are supported)"
+                ),
+                "{table} {filters}: {error}"
+            );
+        }
+    }
+    db.drop().await;
+}

@@ -154,7 +154,6 @@ fn write_row<'r>(
 }
 
 type W = contract::json::JsonWriter<Vec<u8>>;
-use contract::json::JsonError;
 
 /// Writes one non-null scalar from its binary wire form (arrays go to [`write_array`]).
 fn write_value(w: &mut W, column: &Column, bytes: &[u8]) -> Result<(), String> {
@@ -208,71 +207,70 @@ fn write_value(w: &mut W, column: &Column, bytes: &[u8]) -> Result<(), String> {
 /// `element`, as sqlx's decoder takes it (no dimensions: empty; more than one, or a lower bound
 /// other than 1: refused).
 fn write_array(w: &mut W, element: ElementKind, bytes: &[u8]) -> Result<(), String> {
-    const REFUSED: &str =
-        "array value could not be decoded (only one-dimensional arrays are supported)";
     let mut rest = bytes;
-    let mut int = || -> Result<i32, String> {
-        let (head, tail) = rest.split_first_chunk::<4>().ok_or(REFUSED)?;
-        rest = tail;
-        Ok(i32::from_be_bytes(*head))
-    };
-    let dimensions = int()?;
-    let len = match dimensions {
-        0 => 0,
-        1 => {
-            let [_flags, _element_type, len, lower] = [int()?, int()?, int()?, int()?];
-            if lower != 1 {
-                return Err(REFUSED.into());
-            }
-            usize::try_from(len).map_err(|_| REFUSED)?
+    let len = array_len(&mut rest).ok_or(ARRAY_REFUSED)?;
+    w.begin_array().map_err(|e| e.to_string())?;
+    for _ in 0..len {
+        match array_item(&mut rest).ok_or(ARRAY_REFUSED)? {
+            Some(item) => write_item(w, element, item)?,
+            None => w.null().map_err(|e| e.to_string())?,
         }
-        _ => return Err(REFUSED.into()),
-    };
-    let written = (|| -> Result<Result<(), &str>, JsonError> {
-        w.begin_array()?;
-        for _ in 0..len {
-            let Some((head, tail)) = rest.split_first_chunk::<4>() else {
-                return Ok(Err(REFUSED));
-            };
-            let size = i32::from_be_bytes(*head);
-            rest = tail;
-            if size == -1 {
-                w.null()?;
-                continue;
-            }
-            let Some((item, tail)) = usize::try_from(size)
-                .ok()
-                .and_then(|size| rest.split_at_checked(size))
-            else {
-                return Ok(Err(REFUSED));
-            };
-            rest = tail;
-            let item_written = match element {
-                ElementKind::Int => fixed(item).map(|b| w.i64(i64::from_be_bytes(b))),
-                ElementKind::Float32 => {
-                    fixed(item).map(|b| result::write_float32(w, f32::from_be_bytes(b)))
-                }
-                ElementKind::Float => {
-                    fixed(item).map(|b| result::write_float(w, f64::from_be_bytes(b)))
-                }
-                ElementKind::Bool => fixed(item).map(|[b]| w.bool(b != 0)),
-                ElementKind::Text => std::str::from_utf8(item)
-                    .map(|text| w.string(text))
-                    .map_err(|_| String::new()),
-            };
-            match item_written {
-                Ok(written) => written?,
-                Err(_) => return Ok(Err(REFUSED)),
-            }
-        }
-        w.end_array()?;
-        Ok(Ok(()))
-    })();
-    match written {
-        Ok(Ok(())) => Ok(()),
-        Ok(Err(refused)) => Err(refused.into()),
-        Err(e) => Err(JsonError::to_string(&e)),
     }
+    w.end_array().map_err(|e| e.to_string())
+}
+
+const ARRAY_REFUSED: &str =
+    "array value could not be decoded (only one-dimensional arrays are supported)";
+
+/// The number of elements of a one-dimensional array, its header taken off `rest`.
+fn array_len(rest: &mut &[u8]) -> Option<usize> {
+    match take_i32(rest)? {
+        0 => Some(0),
+        1 => {
+            let [_flags, _element_type, len, lower] = [
+                take_i32(rest)?,
+                take_i32(rest)?,
+                take_i32(rest)?,
+                take_i32(rest)?,
+            ];
+            (lower == 1).then_some(usize::try_from(len).ok()?)
+        }
+        _ => None,
+    }
+}
+
+/// The next element taken off `rest`: `Some(None)` for a NULL, `None` when `rest` is short.
+fn array_item<'a>(rest: &mut &'a [u8]) -> Option<Option<&'a [u8]>> {
+    let size = take_i32(rest)?;
+    if size == -1 {
+        return Some(None);
+    }
+    let (item, tail) = rest.split_at_checked(usize::try_from(size).ok()?)?;
+    *rest = tail;
+    Some(Some(item))
+}
+
+fn take_i32(rest: &mut &[u8]) -> Option<i32> {
+    let (head, tail) = rest.split_first_chunk::<4>()?;
+    *rest = tail;
+    Some(i32::from_be_bytes(*head))
+}
+
+/// Writes one non-null element of an array of `element`.
+fn write_item(w: &mut W, element: ElementKind, item: &[u8]) -> Result<(), String> {
+    let refused = |_| ARRAY_REFUSED.to_owned();
+    let written = match element {
+        ElementKind::Int => w.i64(i64::from_be_bytes(fixed(item).map_err(refused)?)),
+        ElementKind::Float32 => {
+            result::write_float32(w, f32::from_be_bytes(fixed(item).map_err(refused)?))
+        }
+        ElementKind::Float => {
+            result::write_float(w, f64::from_be_bytes(fixed(item).map_err(refused)?))
+        }
+        ElementKind::Bool => w.bool(item.first().is_some_and(|b| *b != 0)),
+        ElementKind::Text => w.string(std::str::from_utf8(item).map_err(|_| ARRAY_REFUSED)?),
+    };
+    written.map_err(|e| e.to_string())
 }
 
 fn fixed<const N: usize>(bytes: &[u8]) -> Result<[u8; N], String> {
