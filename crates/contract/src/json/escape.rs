@@ -60,13 +60,17 @@ pub(crate) fn write_str<W: Write>(out: &mut W, s: &str, close: &[u8]) -> io::Res
 /// `close` is as for [`write_str`].
 pub(crate) fn write_bytes<W: Write>(out: &mut W, bytes: &[u8], close: &[u8]) -> io::Result<()> {
     out.write_all(QUOTE)?;
-    // Text from a database is nearly always valid: one validation (word-at-a-time over ASCII)
-    // instead of the lossy decoder, which walks it byte by byte.
-    if let Ok(valid) = std::str::from_utf8(bytes) {
+    // Text from a database is nearly always valid, and mostly ASCII: its ASCII start is escaped
+    // in the pass that finds it is ASCII (ASCII is valid UTF-8 by itself, and ends on a
+    // character boundary); only what follows is validated (word-at-a-time over ASCII), instead
+    // of the lossy decoder, which walks it byte by byte.
+    let ascii = write_escaped::<true>(out, bytes)?;
+    let rest = &bytes[ascii..];
+    if let Ok(valid) = std::str::from_utf8(rest) {
         write_body(out, valid)?;
         return out.write_all(close);
     }
-    for chunk in bytes.utf8_chunks() {
+    for chunk in rest.utf8_chunks() {
         write_body(out, chunk.valid())?;
         for _ in chunk.invalid() {
             out.write_all(REPLACEMENT)?;
@@ -105,10 +109,18 @@ fn needs_attention(word: u64) -> bool {
 
 /// Writes the escaped contents of `s` (no quotes), copying unescaped runs in one `write_all`.
 fn write_body<W: Write>(out: &mut W, s: &str) -> io::Result<()> {
-    let bytes = s.as_bytes();
+    write_escaped::<false>(out, s.as_bytes()).map(|_| ())
+}
+
+/// Writes `bytes` escaped, copying unescaped runs in one `write_all`, and answers how many it
+/// wrote: all of them, which must then be valid UTF-8; or, with `ASCII_ONLY`, those before the
+/// first 8-byte word (in the last bytes, the first byte) that is not all ASCII, whatever
+/// follows.
+#[inline(always)]
+fn write_escaped<const ASCII_ONLY: bool>(out: &mut impl Write, bytes: &[u8]) -> io::Result<usize> {
     let mut run_start = 0;
     let mut i = 0;
-    while i < bytes.len() {
+    'words: while i < bytes.len() {
         // A word that needs nothing stays in the run; the bytes of one that may need something
         // go through the table, one by one.
         let end = match bytes.get(i..i + WORD) {
@@ -118,20 +130,27 @@ fn write_body<W: Write>(out: &mut W, s: &str) -> io::Result<()> {
                     i += WORD;
                     continue;
                 }
+                if ASCII_ONLY && word & HIGHS != 0 {
+                    break 'words;
+                }
                 i + WORD
             }
             None => bytes.len(),
         };
         while i < end {
+            if ASCII_ONLY && !bytes[i].is_ascii() {
+                break 'words;
+            }
             i = escape_byte(out, bytes, i, &mut run_start)?;
         }
     }
-    out.write_all(&bytes[run_start..])
+    out.write_all(&bytes[run_start..i])?;
+    Ok(i)
 }
 
-/// Handles the byte at `i` of valid UTF-8 `bytes`: leaves it in the run that started at
-/// `run_start`, or writes the run and the byte's escape and starts a new run after it. Returns
-/// where the next byte is.
+/// Handles the byte at `i` of valid UTF-8 `bytes` (or an ASCII byte of any bytes): leaves it in
+/// the run that started at `run_start`, or writes the run and the byte's escape and starts a new
+/// run after it. Returns where the next byte is.
 #[inline(always)]
 fn escape_byte<W: Write>(
     out: &mut W,
@@ -261,6 +280,36 @@ mod tests {
         assert_eq!(quoted_bytes(b"\xed\xa0\x80"), "\"\\ufffd\\ufffd\\ufffd\"");
         // Overlong encoding of '/'.
         assert_eq!(quoted_bytes(b"\xc0\xaf"), "\"\\ufffd\\ufffd\"");
+    }
+
+    /// An ASCII start of any length (escapes included) is escaped in the pass that finds it,
+    /// and what follows it as before, whether it is valid UTF-8, a separator or invalid bytes.
+    #[test]
+    fn an_ascii_start_of_any_length_then_anything_is_escaped_as_its_lossy_decoding() {
+        let suffixes: [&[u8]; 7] = [
+            b"",
+            "é日😀".as_bytes(),
+            b"\xe2\x80\xa8x",
+            b"\xff",
+            b"\xe2\x80",
+            b"\xc3\xa9\xff<",
+            b"abc\xc3",
+        ];
+        for len in 0..24 {
+            let start: Vec<u8> = (0..len).map(|i| b"a\"<\n&z\\/"[i % 8]).collect();
+            for suffix in suffixes {
+                let bytes = [start.as_slice(), suffix].concat();
+                // Each valid piece escaped as a string, each invalid byte as one `\ufffd`.
+                let mut expected = String::from("\"");
+                for chunk in bytes.utf8_chunks() {
+                    let valid = quoted(chunk.valid());
+                    expected.push_str(&valid[1..valid.len() - 1]);
+                    expected.push_str(&"\\ufffd".repeat(chunk.invalid().len()));
+                }
+                expected.push('"');
+                assert_eq!(quoted_bytes(&bytes), expected, "{bytes:?}");
+            }
+        }
     }
 
     #[test]
