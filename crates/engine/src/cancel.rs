@@ -72,21 +72,24 @@ impl<DB: Database> Session<DB> {
     }
 
     /// The connection was left mid-statement in a way the driver does not know of (a copy's
-    /// rows still arriving): the session ends as an abandoned one does, its connection closed
-    /// (and what it ran cancelled on the server), never pooled again, however it is finished.
+    /// rows still arriving): however the session is finished, its connection is closed, never
+    /// pooled again. No cancel is sent: the statement was sending rows, and a server sending
+    /// to a closed socket ends the session itself (a cancel would take one more connection).
     pub(crate) fn close_unsettled(&mut self) {
         self.unsettled = true;
     }
 
     /// The session's statements ended: after they `succeeded` the connection may be kept out
     /// of the pool for the next read ([`Kept`]), else it goes back to the pool, through its
-    /// test. One [`Session::close_unsettled`] closes it instead.
+    /// test. After [`Session::close_unsettled`] it is closed instead.
     pub(crate) fn finish(mut self, succeeded: bool) {
+        self.cancel = None;
         if self.unsettled {
-            // Dropped as an abandoned session is: detached, closed and cancelled.
+            if let Some(conn) = self.conn.take() {
+                drop(conn.detach());
+            }
             return;
         }
-        self.cancel = None;
         if let Some(conn) = self.conn.take() {
             conn.finish(succeeded);
         }
