@@ -105,6 +105,15 @@ async fn a_datasource_failing_mid_stream_cancels_the_others_on_the_server() {
     slow.drop().await;
 }
 
+/// An engine over `db` whose results may not exceed 10,000 bytes.
+fn capped_at_10_000_bytes(db: &TestDb) -> engine::Engine {
+    let config = EngineConfig {
+        max_result_bytes: 10_000,
+        ..EngineConfig::default()
+    };
+    engine_for(&[("pg", db)], config)
+}
+
 #[tokio::test]
 async fn the_size_cap_fails_the_job_while_writing() {
     let db = TestDb::create().await;
@@ -112,11 +121,7 @@ async fn the_size_cap_fails_the_job_while_writing() {
         .execute(&db.pool)
         .await
         .expect("fixture");
-    let config = EngineConfig {
-        max_result_bytes: 10_000,
-        ..EngineConfig::default()
-    };
-    let engine = engine_for(&[("pg", &db)], config);
+    let engine = capped_at_10_000_bytes(&db);
     let message = job(json!({"mappedFields": {"pg": {"numbers": ["id", "label"]}}}));
     let error = engine
         .extract(&message.mapped_fields, &message.filters)
@@ -167,11 +172,7 @@ async fn a_read_abandoned_mid_stream_never_hands_its_connection_to_the_next_job(
     .execute(&db.pool)
     .await
     .expect("fixture");
-    let config = EngineConfig {
-        max_result_bytes: 10_000,
-        ..EngineConfig::default()
-    };
-    let engine = engine_for(&[("pg", &db)], config);
+    let engine = capped_at_10_000_bytes(&db);
     let big = job(json!({"mappedFields": {"pg": {"numbers": ["id", "label"]}}}));
     let small = job(json!({"mappedFields": {"pg": {"t": ["v"]}}}));
     for round in 0..3 {
