@@ -198,3 +198,40 @@ async fn empty_arrays_are_empty_and_other_shapes_are_refused_on_both_reads() {
     }
     db.drop().await;
 }
+
+/// A copy runs in the simple query protocol, where a `;` would end one statement and start
+/// another: a table or column named with a `;` (quoted, as every name is) is read by the
+/// prepared `SELECT` instead, one statement per message, and its rows come back as any other's.
+#[tokio::test]
+async fn names_with_a_semicolon_are_read_by_the_prepared_select() {
+    let db = TestDb::create().await;
+    sqlx::raw_sql(
+        r#"CREATE TABLE "semi;colon" ("x;y" int, "z" text);
+           INSERT INTO "semi;colon" VALUES (1, 'a'), (2, 'b');"#,
+    )
+    .execute(&db.pool)
+    .await
+    .expect("fixture");
+    let engine = engine_for(&[("pg", &db)], Default::default());
+    let message = job(json!({"mappedFields": {"pg": {"semi;colon": ["x;y", "z"]}}}));
+    let extraction = engine
+        .extract(&message.mapped_fields, &message.filters)
+        .await
+        .expect("extraction");
+    let result: serde_json::Value = serde_json::from_slice(&extraction.plaintext).expect("JSON");
+    assert_eq!(
+        result,
+        json!({"pg": {"semi;colon": [{"x;y": 1, "z": "a"}, {"x;y": 2, "z": "b"}]}})
+    );
+    let statements: Vec<String> = sqlx::query_scalar(
+        "SELECT query FROM pg_stat_activity WHERE datname = current_database() AND query LIKE '%semi;colon%'",
+    )
+    .fetch_all(&db.pool)
+    .await
+    .expect("pg_stat_activity");
+    assert!(
+        statements.iter().all(|query| !query.starts_with("COPY")),
+        "{statements:?}"
+    );
+    db.drop().await;
+}
