@@ -49,9 +49,11 @@ pub(crate) async fn stream_table(
         std::borrow::Cow::Owned(format!("{prefix}{}", query.sql))
     };
     let mut args = PgArguments::default();
-    for param in &query.params {
+    // Each value is dropped once bound: the arguments hold their own copy, and a filter value
+    // may be megabytes long.
+    for param in query.params {
         let bound = match param {
-            Param::Text(text) => args.add(text.as_str()),
+            Param::Text(text) => args.add(text),
             // The PostgreSQL builder binds text only; other forms are a bug, not input.
             other => {
                 return Err(EngineError::Result(format!(
