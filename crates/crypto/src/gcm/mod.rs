@@ -11,7 +11,7 @@
 //! GHASH is the costly half, so it has its own module: `hash` picks `clmul`, an eight-block
 //! PCLMULQDQ GHASH, on x86_64 CPUs that have the instruction, and the `ghash` crate elsewhere.
 
-use aes::cipher::{BlockEncrypt as _, KeyInit as _, KeyIvInit as _, StreamCipher as _};
+use aes::cipher::{BlockEncrypt as _, KeyInit as _};
 use aes::Aes256;
 use zeroize::{Zeroize as _, Zeroizing};
 
@@ -24,8 +24,12 @@ use crate::secret::KEY_LEN;
 #[allow(unsafe_code)] // The CPU instructions; see the module and SECURITY.md.
 mod clmul;
 mod hash;
+mod keystream;
+#[cfg(target_arch = "x86_64")]
+#[allow(unsafe_code)] // The CPU instructions; see the module and SECURITY.md.
+mod vaes;
 
-type Ctr = ctr::Ctr32BE<Aes256>;
+use self::keystream::Keystream;
 
 const BLOCK: usize = 16;
 
@@ -42,7 +46,7 @@ pub(crate) struct TooLong;
 /// Memory is constant: the counter state, the GHASH state and at most one partial block of
 /// ciphertext waiting for GHASH.
 pub(crate) struct Gcm {
-    ctr: Ctr,
+    ctr: Keystream,
     ghash: Ghash,
     /// `E_K(J0)`, XORed into the final GHASH to make the tag. Wiped on drop, as is `partial`;
     /// the counter and GHASH states wipe themselves only with their `zeroize` features.
@@ -56,19 +60,20 @@ pub(crate) struct Gcm {
 
 impl Gcm {
     pub(crate) fn new(key: &[u8; KEY_LEN], nonce: &[u8; NONCE_LEN]) -> Self {
-        Self::with_ghash(key, nonce, Ghash::new)
+        Self::with_parts(key, nonce, Keystream::new, Ghash::new)
     }
 
-    /// The same cipher on the `ghash` crate's GHASH whatever the CPU, the reference for tests
-    /// and measurements.
+    /// The same cipher on the `ctr` crate's keystream and the `ghash` crate's GHASH whatever the
+    /// CPU, the reference for tests and measurements.
     #[cfg(test)]
     pub(crate) fn portable(key: &[u8; KEY_LEN], nonce: &[u8; NONCE_LEN]) -> Self {
-        Self::with_ghash(key, nonce, Ghash::portable)
+        Self::with_parts(key, nonce, Keystream::portable, Ghash::portable)
     }
 
-    fn with_ghash(
+    fn with_parts(
         key: &[u8; KEY_LEN],
         nonce: &[u8; NONCE_LEN],
+        keystream: fn(&[u8; KEY_LEN], &[u8; BLOCK]) -> Keystream,
         ghash: fn(&[u8; BLOCK]) -> Ghash,
     ) -> Self {
         let cipher = Aes256::new(key.into());
@@ -80,7 +85,7 @@ impl Gcm {
         let mut j0 = [0u8; BLOCK];
         j0[..NONCE_LEN].copy_from_slice(nonce);
         j0[BLOCK - 1] = 1;
-        let mut ctr = Ctr::new(key.into(), &j0.into());
+        let mut ctr = keystream(key, &j0);
         // The first keystream block is E_K(J0), the tag mask; data starts at counter J0 + 1.
         let mut tag_mask = Zeroizing::new([0u8; BLOCK]);
         ctr.apply_keystream(tag_mask.as_mut());
