@@ -1,5 +1,6 @@
 //! GHASH on x86_64 with the carry-less multiply instruction (PCLMULQDQ), eight blocks per
-//! reduction.
+//! reduction; sixteen, four to an instruction, where the CPU multiplies 512-bit registers
+//! (VPCLMULQDQ with AVX-512).
 //!
 //! The `ghash` crate already uses PCLMULQDQ, but one block at a time: a multiply and a full
 //! reduction per 16 bytes, each depending on the last. Here `Y` advances eight blocks at once,
@@ -12,12 +13,16 @@
 //! products equals summing the reduced products, which is what makes the aggregation exact.
 //!
 //! Every function that touches the instructions is `#[target_feature]`; [`Clmul::new`] returns
-//! `None` unless the CPU has them, so holding a `Clmul` is the proof each `unsafe` call relies on.
+//! `None` unless the CPU has them, so holding a `Clmul` is the proof each `unsafe` call relies on,
+//! and its `wide` flag is set only when the 512-bit instructions were detected too.
 
 use core::arch::x86_64::{
-    __m128i, _mm_clmulepi64_si128, _mm_cvtsi128_si64, _mm_loadu_si128, _mm_set_epi64x,
-    _mm_set_epi8, _mm_setzero_si128, _mm_shuffle_epi32, _mm_shuffle_epi8, _mm_slli_epi64,
-    _mm_srli_epi64, _mm_unpackhi_epi64, _mm_unpacklo_epi64, _mm_xor_si128,
+    __m128i, __m512i, _mm512_broadcast_i32x4, _mm512_clmulepi64_epi128, _mm512_extracti32x4_epi32,
+    _mm512_loadu_si512, _mm512_set_epi64, _mm512_setzero_si512, _mm512_shuffle_epi8,
+    _mm512_xor_si512, _mm512_zextsi128_si512, _mm_clmulepi64_si128, _mm_cvtsi128_si64,
+    _mm_loadu_si128, _mm_set_epi64x, _mm_set_epi8, _mm_setzero_si128, _mm_shuffle_epi32,
+    _mm_shuffle_epi8, _mm_slli_epi64, _mm_srli_epi64, _mm_unpackhi_epi64, _mm_unpacklo_epi64,
+    _mm_xor_si128,
 };
 
 use zeroize::Zeroize as _;
@@ -25,18 +30,41 @@ use zeroize::Zeroize as _;
 const BLOCK: usize = 16;
 /// Blocks hashed per reduction.
 const WIDE: usize = 8;
+/// Blocks hashed per reduction with 512-bit registers: four registers of four.
+const WIDER: usize = 16;
 
-/// GHASH state: the POLYVAL-order powers `H^1..H^8` and the running `Y`.
+/// GHASH state: the POLYVAL-order powers `H^1..H^16` and the running `Y`.
 pub(crate) struct Clmul {
     /// `powers[i]` is `H^(i+1)`, POLYVAL order, as a little-endian `u128`.
-    powers: [u128; WIDE],
+    powers: [u128; WIDER],
     y: u128,
+    /// The CPU has VPCLMULQDQ and AVX-512 (F and BW): sixteen blocks per reduction.
+    wide: bool,
 }
 
 impl Clmul {
     /// The hash under `h` (`E_K(0)`, as GCM defines it), or `None` when the CPU lacks PCLMULQDQ,
     /// SSE2 or SSSE3.
     pub(crate) fn new(h: &[u8; BLOCK]) -> Option<Self> {
+        let wide = std::is_x86_feature_detected!("vpclmulqdq")
+            && std::is_x86_feature_detected!("avx512f")
+            && std::is_x86_feature_detected!("avx512bw");
+        Self::with_width(h, wide)
+    }
+
+    /// The eight-block version whatever the CPU, to test it where the wide one would be used.
+    #[cfg(test)]
+    pub(crate) fn narrow(h: &[u8; BLOCK]) -> Option<Self> {
+        Self::with_width(h, false)
+    }
+
+    /// Whether the sixteen-block version runs.
+    #[cfg(test)]
+    pub(crate) fn is_wide(&self) -> bool {
+        self.wide
+    }
+
+    fn with_width(h: &[u8; BLOCK], wide: bool) -> Option<Self> {
         if !(std::is_x86_feature_detected!("pclmulqdq")
             && std::is_x86_feature_detected!("sse2")
             && std::is_x86_feature_detected!("ssse3"))
@@ -45,21 +73,28 @@ impl Clmul {
         }
         // ghash: reverse(H) read little-endian is H read big-endian; then mulX_POLYVAL.
         let h = mul_x(u128::from_be_bytes(*h));
-        let mut powers = [0u128; WIDE];
+        let mut powers = [0u128; WIDER];
         powers[0] = h;
-        for i in 1..WIDE {
+        for i in 1..WIDER {
             // SAFETY: the three CPU features were detected just above.
             powers[i] = unsafe { mul(powers[i - 1], h) };
         }
-        Some(Self { powers, y: 0 })
+        Some(Self { powers, y: 0, wide })
     }
 
     /// Hashes `blocks`, whose length must be a multiple of 16 (checked: a partial block would
     /// otherwise be silently dropped).
-    pub(crate) fn update(&mut self, blocks: &[u8]) {
+    pub(crate) fn update(&mut self, mut blocks: &[u8]) {
         assert_eq!(blocks.len() % BLOCK, 0, "GHASH takes whole blocks");
+        if self.wide {
+            let whole = blocks.len() / (WIDER * BLOCK) * (WIDER * BLOCK);
+            // SAFETY: `wide` is set only when `new` detected the 512-bit features as well.
+            self.y = unsafe { update_wide(&self.powers, self.y, &blocks[..whole]) };
+            blocks = &blocks[whole..];
+        }
+        let powers: &[u128; WIDE] = self.powers[..WIDE].try_into().expect("eight of sixteen");
         // SAFETY: a `Clmul` exists only if `new` detected the CPU features.
-        self.y = unsafe { update(&self.powers, self.y, blocks) };
+        self.y = unsafe { update(powers, self.y, blocks) };
     }
 
     /// The GHASH output, in GCM's byte order.
@@ -133,6 +168,75 @@ fn update(powers: &[u128; WIDE], y: u128, blocks: &[u8]) -> u128 {
         y = sum.reduce();
     }
     from_m128(y)
+}
+
+/// `Y` after hashing `blocks` (a whole number of sixteen-block groups), POLYVAL order: each
+/// group as `Y' = (Y ^ X1)·H^16 ^ X2·H^15 ^ … ^ X16·H`, the products four to a register.
+#[target_feature(enable = "vpclmulqdq,avx512f,avx512bw,pclmulqdq,sse2,ssse3")]
+fn update_wide(powers: &[u128; WIDER], y: u128, blocks: &[u8]) -> u128 {
+    debug_assert_eq!(blocks.len() % (WIDER * BLOCK), 0);
+    let reverse = _mm512_broadcast_i32x4(_mm_set_epi8(
+        0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15,
+    ));
+    // Register `r` meets blocks `4r + 1 ..= 4r + 4` of a group, lane `j` block `4r + j + 1`,
+    // whose power is `H^(16 - 4r - j)`.
+    let lane = |power: usize| {
+        let p = powers[power - 1];
+        ((p >> 64) as i64, p as i64)
+    };
+    let h: [__m512i; 4] = core::array::from_fn(|r| {
+        let [(h0, l0), (h1, l1), (h2, l2), (h3, l3)] =
+            core::array::from_fn(|j| lane(WIDER - 4 * r - j));
+        // `_mm512_set_epi64` takes the highest word first: lane 3's, then lane 2's, ...
+        _mm512_set_epi64(h3, l3, h2, l2, h1, l1, h0, l0)
+    });
+    let mut y = to_m128(y);
+    for group in blocks.chunks_exact(WIDER * BLOCK) {
+        let (mut low, mut high, mut middle) = (
+            _mm512_setzero_si512(),
+            _mm512_setzero_si512(),
+            _mm512_setzero_si512(),
+        );
+        for (r, power) in h.iter().enumerate() {
+            let at = group[r * 4 * BLOCK..].as_ptr().cast::<__m512i>();
+            // SAFETY: 64 readable bytes of the 256-byte `group`; the load is unaligned.
+            let mut x = _mm512_shuffle_epi8(unsafe { _mm512_loadu_si512(at) }, reverse);
+            if r == 0 {
+                // `Y` joins the group's first block (lane 0).
+                x = _mm512_xor_si512(x, _mm512_zextsi128_si512(y));
+            }
+            // Schoolbook halves: the cross products sum to the middle term.
+            low = _mm512_xor_si512(low, _mm512_clmulepi64_epi128::<0x00>(x, *power));
+            high = _mm512_xor_si512(high, _mm512_clmulepi64_epi128::<0x11>(x, *power));
+            middle = _mm512_xor_si512(middle, _mm512_clmulepi64_epi128::<0x01>(x, *power));
+            middle = _mm512_xor_si512(middle, _mm512_clmulepi64_epi128::<0x10>(x, *power));
+        }
+        let (low, high, middle) = (fold(low), fold(high), fold(middle));
+        // `Product` keeps Karatsuba's middle, `(a0^a1)·(b0^b1)`: the cross products plus both
+        // halves.
+        y = Product {
+            low,
+            high,
+            middle: _mm_xor_si128(middle, _mm_xor_si128(low, high)),
+        }
+        .reduce();
+    }
+    from_m128(y)
+}
+
+/// The XOR of a register's four lanes.
+#[target_feature(enable = "avx512f,sse2")]
+fn fold(v: __m512i) -> __m128i {
+    _mm_xor_si128(
+        _mm_xor_si128(
+            _mm512_extracti32x4_epi32::<0>(v),
+            _mm512_extracti32x4_epi32::<1>(v),
+        ),
+        _mm_xor_si128(
+            _mm512_extracti32x4_epi32::<2>(v),
+            _mm512_extracti32x4_epi32::<3>(v),
+        ),
+    )
 }
 
 /// A sum of unreduced 256-bit products, kept as Karatsuba's three parts.
