@@ -3,8 +3,10 @@
 
 use aws_sdk_s3::error::ProvideErrorMetadata;
 use aws_sdk_s3::primitives::ByteStream;
-use aws_sdk_s3::types::{CompletedMultipartUpload, CompletedPart};
+use aws_sdk_s3::types::{ChecksumAlgorithm, CompletedMultipartUpload, CompletedPart};
 use aws_sdk_s3::Client;
+use base64::engine::general_purpose::STANDARD;
+use base64::Engine as _;
 use bytes::Bytes;
 use std::sync::Arc;
 use tokio::task::JoinSet;
@@ -61,7 +63,7 @@ impl ObjectStore {
         &self,
         in_flight: &mut JoinSet<Result<SentPart>>,
         upload: (&str, &str),
-        part_number: i32,
+        (part_number, crc32): (i32, u32),
         text: Bytes,
         retry: &Arc<dyn RetryPolicy>,
     ) {
@@ -69,7 +71,7 @@ impl ObjectStore {
         let (key, upload_id) = (upload.0.to_owned(), upload.1.to_owned());
         in_flight.spawn(async move {
             let part = retrying(&retry, || {
-                store.upload_part(&key, &upload_id, part_number, text.clone())
+                store.upload_part(&key, &upload_id, (part_number, crc32), text.clone())
             })
             .await?;
             Ok(SentPart { part, body: text })
@@ -80,7 +82,7 @@ impl ObjectStore {
         &self,
         key: &str,
         upload_id: &str,
-        part_number: i32,
+        (part_number, crc32): (i32, u32),
         text: Bytes,
     ) -> Result<CompletedPart> {
         let request = self
@@ -90,6 +92,10 @@ impl ObjectStore {
             .key(key)
             .upload_id(upload_id)
             .part_number(part_number)
+            // The part's CRC32, taken as its bytes arrived: given, the SDK sends it as it is
+            // instead of reading the whole part again to compute it.
+            .checksum_algorithm(ChecksumAlgorithm::Crc32)
+            .checksum_crc32(STANDARD.encode(crc32.to_be_bytes()))
             .body(ByteStream::from(text))
             .customize();
         // The payload's SHA-256 only with `sign_payload` (see `StorageConfig::sign_payload`).
@@ -113,8 +119,8 @@ impl ObjectStore {
                 cause: self.scrubber.other(&"the response carries no ETag", false),
             });
         };
-        // Part checksums are left to the SDK (it adds CRC32 per part); they are not repeated in
-        // CompleteMultipartUpload because the upload was created without a checksum algorithm.
+        // Part checksums are not repeated in CompleteMultipartUpload because the upload was
+        // created without a checksum algorithm.
         Ok(CompletedPart::builder()
             .part_number(part_number)
             .e_tag(e_tag)

@@ -42,6 +42,9 @@ pub struct Upload {
     /// The part being filled; sent once full and followed by more data, so that a body of
     /// exactly one part stays a single `PutObject`.
     buffer: Vec<u8>,
+    /// The CRC32 of `buffer`'s bytes, taken as they arrive (while they are still in the CPU's
+    /// cache), sent as the part's checksum: the SDK would read the whole part again for it.
+    crc: PartCrc,
     /// Buffers of parts already sent, emptied, for the next parts: an upload allocates at most
     /// one buffer per part in flight plus the one being filled, whatever its number of parts.
     spare: Vec<Vec<u8>>,
@@ -88,6 +91,7 @@ impl ObjectStore {
             key: key.to_owned(),
             part_size,
             buffer: Vec::with_capacity(part_size),
+            crc: PartCrc::default(),
             spare: Vec::new(),
             buffers_allocated: 1,
             lent: false,
@@ -140,6 +144,7 @@ impl Upload {
             }
             let take = (self.part_size - self.buffer.len()).min(bytes.len());
             self.buffer.extend_from_slice(&bytes[..take]);
+            self.crc.update(&bytes[..take]);
             self.written += take as u64;
             bytes = &bytes[take..];
         }
@@ -182,6 +187,7 @@ impl Upload {
             Vec::new()
         };
         self.written += bytes.len().saturating_sub(start) as u64;
+        self.crc.update(bytes.get(start..).unwrap_or_default());
         self.buffer = bytes;
         self.write(&excess).await
     }
@@ -316,10 +322,11 @@ impl Upload {
             Vec::with_capacity(self.part_size)
         });
         let body = std::mem::replace(&mut self.buffer, next);
+        let crc32 = std::mem::take(&mut self.crc).value();
         self.store.spawn_part(
             &mut multipart.in_flight,
             (&self.key, &multipart.upload_id),
-            multipart.next_part,
+            (multipart.next_part, crc32),
             Bytes::from(body),
             &self.retry,
         );
@@ -332,6 +339,7 @@ impl Upload {
         self.failed = true;
         self.lent = false;
         self.buffer = Vec::new();
+        self.crc = PartCrc::default();
         self.spare = Vec::new();
         if let Some(multipart) = self.multipart.as_mut() {
             multipart.in_flight.shutdown().await;
@@ -351,5 +359,25 @@ impl Upload {
             });
         }
         Ok(())
+    }
+}
+
+/// The CRC32 (ISO-HDLC, S3's `CRC32`) of a part's bytes so far.
+struct PartCrc(crc_fast::Digest);
+
+impl Default for PartCrc {
+    fn default() -> Self {
+        PartCrc(crc_fast::Digest::new(crc_fast::CrcAlgorithm::Crc32IsoHdlc))
+    }
+}
+
+impl PartCrc {
+    fn update(&mut self, bytes: &[u8]) {
+        self.0.update(bytes);
+    }
+
+    /// The checksum: a 32-bit CRC, which the digest keeps in a wider integer.
+    fn value(&self) -> u32 {
+        self.0.finalize() as u32
     }
 }
