@@ -110,6 +110,7 @@ impl Tuples {
 impl<B: AsRef<[u8]>> Chunk<'_, B> {
     /// The next whole tuple in this chunk, its fields as [`Tuple::field`] answers them, or
     /// `None` once the chunk holds no more (a partial tuple is held for the next chunk).
+    #[inline]
     pub(crate) fn next_tuple(&mut self) -> Result<Option<Tuple<'_>>, FramingError> {
         let Chunk { tuples, buf, at } = self;
         let bytes = buf.bytes();

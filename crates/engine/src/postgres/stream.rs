@@ -104,10 +104,18 @@ async fn copy_rows(
         .await
         .map_err(|e| EngineError::query(connection, &e))?
     {
+        // A chunk's rows are written without a wait (the server sends one row per message), so
+        // nothing of them is kept in this future's state: a full result chunk waits for the
+        // message's end.
         let mut chunk = tuples.chunk(chunk);
+        let mut full = false;
         while let Some(tuple) = chunk.next_tuple().map_err(framing)? {
             write_row(|i| Ok(tuple.field(i)), connection, plan, keys, out)?;
-            out.end_row().await?;
+            full |= out.close_row()?;
+        }
+        drop(chunk);
+        if full {
+            out.send_full().await?;
         }
     }
     tuples.finish().map_err(framing)

@@ -157,16 +157,30 @@ impl ConnectionResult {
     /// it on (waiting while the chunks ahead of it are not taken).
     #[inline]
     pub async fn end_row(&mut self) -> Result<()> {
+        if self.close_row()? {
+            self.send().await?;
+        }
+        Ok(())
+    }
+
+    /// [`end_row`](Self::end_row) without the wait: closes the row, charges its bytes to the
+    /// job's budget, and answers whether a chunk is full, to be handed on by
+    /// [`send_full`](Self::send_full) before the next rows. For a reader that writes rows in
+    /// a loop of its own, with no future kept per row.
+    #[inline]
+    pub(crate) fn close_row(&mut self) -> Result<bool> {
         self.writer.end_object().map_err(json_error)?;
         self.rows += 1;
         if let Some(progress) = &mut self.progress {
             progress.row(self.rows);
         }
         self.charge()?;
-        if self.writer.get_ref().len() >= CHUNK_BYTES {
-            self.send().await?;
-        }
-        Ok(())
+        Ok(self.writer.get_ref().len() >= CHUNK_BYTES)
+    }
+
+    /// Hands on the full chunk [`close_row`](Self::close_row) answered.
+    pub(crate) async fn send_full(&mut self) -> Result<()> {
+        self.send().await
     }
 
     fn end_table(&mut self) -> Result<()> {
