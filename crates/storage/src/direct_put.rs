@@ -24,8 +24,6 @@ use aws_sigv4::http_request::{
 use aws_smithy_runtime_api::client::identity::Identity;
 use aws_smithy_types::endpoint::EndpointAuthScheme;
 use aws_smithy_types::Document;
-use base64::engine::general_purpose::STANDARD;
-use base64::Engine as _;
 use bytes::Bytes;
 use http_body_util::{BodyExt as _, Full, Limited};
 use hyper_util::client::legacy::connect::HttpConnector;
@@ -33,6 +31,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use tokio::sync::Mutex;
 
+use super::checksum;
 use super::config::StorageConfig;
 use super::error::Cause;
 use super::scrubber::{cause_chain, is_transient_code, Scrubber};
@@ -141,16 +140,17 @@ impl DirectPut {
         })
     }
 
-    /// Stores `body` under `key` (the key as S3 names it: unescaped), trying up to three times
-    /// where a retry may help.
+    /// Stores `body`, whose CRC32 is `crc32`, under `key` (the key as S3 names it: unescaped),
+    /// trying up to three times where a retry may help.
     pub(crate) async fn put(
         &self,
         key: &str,
         body: Bytes,
+        crc32: u32,
         scrubber: &Scrubber,
     ) -> Result<(), Cause> {
         let url = format!("{}/{}", self.bucket_url, escape_key(key));
-        let crc32 = crc32_header(&body);
+        let crc32 = checksum::header(crc32);
         let mut attempt = 1;
         loop {
             let failure = match self.attempt(&url, &crc32, body.clone(), scrubber).await {
@@ -294,11 +294,6 @@ fn escape_key(key: &str) -> String {
         }
     }
     out
-}
-
-/// The `x-amz-checksum-crc32` value: the big-endian CRC32 of the body, in base64.
-fn crc32_header(body: &[u8]) -> String {
-    STANDARD.encode(crc32fast::hash(body).to_be_bytes())
 }
 
 /// A failure from an error answer: its status and, from the S3 error body, the code and the

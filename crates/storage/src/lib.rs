@@ -12,6 +12,7 @@
 //! - [`error`]: [`StorageError`], named after the failed step, with `is_retriable`; `scrubber`
 //!   takes credentials and the endpoint's host out of every SDK error text.
 
+mod checksum;
 pub mod config;
 mod direct_put;
 pub mod error;

@@ -5,12 +5,11 @@ use aws_sdk_s3::error::ProvideErrorMetadata;
 use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::types::{ChecksumAlgorithm, CompletedMultipartUpload, CompletedPart};
 use aws_sdk_s3::Client;
-use base64::engine::general_purpose::STANDARD;
-use base64::Engine as _;
 use bytes::Bytes;
 use std::sync::Arc;
 use tokio::task::JoinSet;
 
+use super::checksum;
 use super::error::{Result, StorageError};
 use super::retry::{retrying, RetryPolicy};
 use super::store::{ObjectStore, CONTENT_TYPE};
@@ -95,7 +94,7 @@ impl ObjectStore {
             // The part's CRC32, taken as its bytes arrived: given, the SDK sends it as it is
             // instead of reading the whole part again to compute it.
             .checksum_algorithm(ChecksumAlgorithm::Crc32)
-            .checksum_crc32(STANDARD.encode(crc32.to_be_bytes()))
+            .checksum_crc32(checksum::header(crc32))
             .body(ByteStream::from(text))
             .customize();
         // The payload's SHA-256 only with `sign_payload` (see `StorageConfig::sign_payload`).

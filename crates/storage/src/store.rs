@@ -10,13 +10,14 @@ use aws_sdk_s3::config::timeout::TimeoutConfig;
 use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region, SharedCredentialsProvider};
 use aws_sdk_s3::error::ProvideErrorMetadata;
 use aws_sdk_s3::primitives::ByteStream;
-use aws_sdk_s3::types::{BucketLocationConstraint, CreateBucketConfiguration};
+use aws_sdk_s3::types::{BucketLocationConstraint, ChecksumAlgorithm, CreateBucketConfiguration};
 use aws_sdk_s3::Client;
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine as _;
 use bytes::Bytes;
 use secrecy::ExposeSecret as _;
 
+use super::checksum;
 use super::config::{StorageConfig, DEFAULT_REGION};
 use super::direct_put::DirectPut;
 use super::error::{Result, StorageError};
@@ -158,13 +159,14 @@ impl ObjectStore {
         upload.finish(async { Ok(()) }).await
     }
 
-    /// One PutObject of text that is already the stored body; its payload is signed only with
+    /// One PutObject of text that is already the stored body, with `crc32`, its CRC32 as the
+    /// upload took it ([`checksum`](super::checksum)); its payload is signed only with
     /// [`StorageConfig::sign_payload`]. Sent directly ([`DirectPut`]) where the endpoint rules
     /// allow, through the SDK otherwise.
-    pub(super) async fn put_text(&self, key: &str, text: Bytes) -> Result<()> {
+    pub(super) async fn put_text(&self, key: &str, text: Bytes, crc32: u32) -> Result<()> {
         if let Some(direct) = &self.direct {
             return direct
-                .put(key, text, &self.scrubber)
+                .put(key, text, crc32, &self.scrubber)
                 .await
                 .map_err(|cause| StorageError::Put {
                     key: key.to_owned(),
@@ -177,6 +179,9 @@ impl ObjectStore {
             .bucket(&self.bucket)
             .key(key)
             .content_type(CONTENT_TYPE)
+            // Given, the SDK sends it as it is instead of reading the body again for it.
+            .checksum_algorithm(ChecksumAlgorithm::Crc32)
+            .checksum_crc32(checksum::header(crc32))
             .body(ByteStream::from(text))
             .customize();
         let request = if self.config.sign_payload {

@@ -9,6 +9,7 @@ use aws_sdk_s3::types::CompletedPart;
 use bytes::Bytes;
 use tokio::task::JoinSet;
 
+use super::checksum::Crc32;
 use super::error::{Result, StorageError};
 use super::multipart::{AbortOnDrop, SentPart, MAX_PARTS, PARTS_IN_FLIGHT};
 use super::part_buffer::PartBuffer;
@@ -43,8 +44,8 @@ pub struct Upload {
     /// exactly one part stays a single `PutObject`.
     buffer: Vec<u8>,
     /// The CRC32 of `buffer`'s bytes, taken as they arrive (while they are still in the CPU's
-    /// cache), sent as the part's checksum: the SDK would read the whole part again for it.
-    crc: PartCrc,
+    /// cache), sent as the checksum of the part or of the single PutObject.
+    crc: Crc32,
     /// Buffers of parts already sent, emptied, for the next parts: an upload allocates at most
     /// one buffer per part in flight plus the one being filled, whatever its number of parts.
     spare: Vec<Vec<u8>>,
@@ -91,7 +92,7 @@ impl ObjectStore {
             key: key.to_owned(),
             part_size,
             buffer: Vec::with_capacity(part_size),
-            crc: PartCrc::default(),
+            crc: Crc32::default(),
             spare: Vec::new(),
             buffers_allocated: 1,
             lent: false,
@@ -217,8 +218,9 @@ impl Upload {
         if self.multipart.is_none() && self.written <= threshold {
             self.checked(check).await?;
             let body = Bytes::from(std::mem::take(&mut self.buffer));
+            let crc32 = std::mem::take(&mut self.crc).value();
             let (store, key) = (&self.store, self.key.as_str());
-            return retrying(&self.retry, || store.put_text(key, body.clone())).await;
+            return retrying(&self.retry, || store.put_text(key, body.clone(), crc32)).await;
         }
         // Boxed, as the other multipart steps: their requests' futures are kilobytes each, and
         // every upload's futures would carry them inline, moved whole at each step, small
@@ -339,7 +341,7 @@ impl Upload {
         self.failed = true;
         self.lent = false;
         self.buffer = Vec::new();
-        self.crc = PartCrc::default();
+        self.crc = Crc32::default();
         self.spare = Vec::new();
         if let Some(multipart) = self.multipart.as_mut() {
             multipart.in_flight.shutdown().await;
@@ -359,25 +361,5 @@ impl Upload {
             });
         }
         Ok(())
-    }
-}
-
-/// The CRC32 (ISO-HDLC, S3's `CRC32`) of a part's bytes so far.
-struct PartCrc(crc_fast::Digest);
-
-impl Default for PartCrc {
-    fn default() -> Self {
-        PartCrc(crc_fast::Digest::new(crc_fast::CrcAlgorithm::Crc32IsoHdlc))
-    }
-}
-
-impl PartCrc {
-    fn update(&mut self, bytes: &[u8]) {
-        self.0.update(bytes);
-    }
-
-    /// The checksum: a 32-bit CRC, which the digest keeps in a wider integer.
-    fn value(&self) -> u32 {
-        self.0.finalize() as u32
     }
 }

@@ -113,7 +113,12 @@ async fn a_throttled_put_is_tried_again_and_succeeds() {
     let scrubber = Scrubber::new(None, &[]);
 
     direct
-        .put("external-data/a.json", body(), &scrubber)
+        .put(
+            "external-data/a.json",
+            body(),
+            crc32fast::hash(&body()),
+            &scrubber,
+        )
         .await
         .expect("the second attempt succeeds");
 
@@ -127,7 +132,12 @@ async fn a_refused_put_is_not_tried_again() {
     let scrubber = Scrubber::new(None, &[]);
 
     let cause = direct
-        .put("external-data/a.json", body(), &scrubber)
+        .put(
+            "external-data/a.json",
+            body(),
+            crc32fast::hash(&body()),
+            &scrubber,
+        )
         .await
         .expect_err("access denied");
 
@@ -146,7 +156,12 @@ async fn a_server_that_keeps_failing_gets_three_attempts() {
     let scrubber = Scrubber::new(None, &[]);
 
     let cause = direct
-        .put("external-data/a.json", body(), &scrubber)
+        .put(
+            "external-data/a.json",
+            body(),
+            crc32fast::hash(&body()),
+            &scrubber,
+        )
         .await
         .expect_err("always throttled");
 
@@ -164,7 +179,12 @@ async fn an_attempt_that_gets_no_answer_ends_at_its_timeout() {
     let started = Instant::now();
 
     let cause = direct
-        .put("external-data/a.json", body(), &scrubber)
+        .put(
+            "external-data/a.json",
+            body(),
+            crc32fast::hash(&body()),
+            &scrubber,
+        )
         .await
         .expect_err("no answer");
 

@@ -37,13 +37,6 @@ fn throttling_and_server_errors_may_be_retried() {
     assert!(!empty.is_retriable());
 }
 
-#[test]
-fn the_checksum_is_the_big_endian_crc32_in_base64() {
-    // CRC32 ("hello") = 0x3610a686.
-    assert_eq!(crc32_header(b"hello"), "NhCmhg==");
-    assert_eq!(crc32_header(b""), "AAAAAA==");
-}
-
 async fn bucket_url(config: StorageConfig) -> Option<String> {
     let credentials = Credentials::new("AKID", "secret", None, None, "test");
     let timeout = Duration::from_secs(1);
