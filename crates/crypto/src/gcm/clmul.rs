@@ -33,7 +33,8 @@ const WIDE: usize = 8;
 /// Blocks hashed per reduction with 512-bit registers: four registers of four.
 const WIDER: usize = 16;
 
-/// GHASH state: the POLYVAL-order powers `H^1..H^16` and the running `Y`.
+/// GHASH state: the POLYVAL-order powers `H^1..H^16` (`H^1..H^8` unless `wide`) and the
+/// running `Y`.
 pub(crate) struct Clmul {
     /// `powers[i]` is `H^(i+1)`, POLYVAL order, as a little-endian `u128`.
     powers: [u128; WIDER],
@@ -73,9 +74,10 @@ impl Clmul {
         }
         // ghash: reverse(H) read little-endian is H read big-endian; then mulX_POLYVAL.
         let h = mul_x(u128::from_be_bytes(*h));
+        // `H^9..H^16` only for the sixteen-block version.
         let mut powers = [0u128; WIDER];
         powers[0] = h;
-        for i in 1..WIDER {
+        for i in 1..if wide { WIDER } else { WIDE } {
             // SAFETY: the three CPU features were detected just above.
             powers[i] = unsafe { mul(powers[i - 1], h) };
         }

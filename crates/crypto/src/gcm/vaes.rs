@@ -198,34 +198,17 @@ fn xor_keystream(
         counters = _mm512_add_epi32(counters, four);
         block
     };
-    let encrypt = |mut state: __m512i| {
-        state = _mm512_xor_si512(state, keys[0]);
-        for key in &keys[1..ROUNDS] {
-            state = _mm512_aesenc_epi128(state, *key);
-        }
-        _mm512_aesenclast_epi128(state, keys[ROUNDS])
-    };
-
     let mut steps = blocks.chunks_exact_mut(STEP);
     for step in &mut steps {
-        let mut states: [__m512i; REGISTERS] = core::array::from_fn(|_| next());
-        for state in &mut states {
-            *state = _mm512_xor_si512(*state, keys[0]);
-        }
-        for key in &keys[1..ROUNDS] {
-            for state in &mut states {
-                *state = _mm512_aesenc_epi128(*state, *key);
-            }
-        }
-        for (i, state) in states.into_iter().enumerate() {
-            let keystream = _mm512_aesenclast_epi128(state, keys[ROUNDS]);
+        let keystreams = encrypt::<REGISTERS>(&keys, core::array::from_fn(|_| next()));
+        for (i, keystream) in keystreams.into_iter().enumerate() {
             let at = step[i * LANES * BLOCK..].as_mut_ptr().cast::<__m512i>();
             // SAFETY: `at` is 64 bytes inside the 256-byte `step`; the accesses are unaligned.
             unsafe { _mm512_storeu_si512(at, _mm512_xor_si512(_mm512_loadu_si512(at), keystream)) };
         }
     }
     for chunk in steps.into_remainder().chunks_mut(LANES * BLOCK) {
-        let keystream = encrypt(next());
+        let [keystream] = encrypt(&keys, [next()]);
         // The register's first `chunk.len()` bytes (1 to 4 whole blocks); the mask keeps the
         // load and the store inside `chunk`.
         let mask = u64::MAX >> (64 - chunk.len());
@@ -236,6 +219,25 @@ fn xor_keystream(
             _mm512_mask_storeu_epi8(at, mask, _mm512_xor_si512(data, keystream));
         }
     }
+}
+
+/// AES-256 of `N` registers of four blocks each, round by round across the registers (their
+/// rounds are independent, so they overlap in the pipeline).
+#[inline]
+#[target_feature(enable = "vaes,avx512f")]
+fn encrypt<const N: usize>(keys: &[__m512i; ROUNDS + 1], mut states: [__m512i; N]) -> [__m512i; N] {
+    for state in &mut states {
+        *state = _mm512_xor_si512(*state, keys[0]);
+    }
+    for key in &keys[1..ROUNDS] {
+        for state in &mut states {
+            *state = _mm512_aesenc_epi128(*state, *key);
+        }
+    }
+    for state in &mut states {
+        *state = _mm512_aesenclast_epi128(*state, keys[ROUNDS]);
+    }
+    states
 }
 
 #[cfg(test)]
