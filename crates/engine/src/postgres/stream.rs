@@ -115,7 +115,7 @@ async fn copy_rows(
         }
         drop(chunk);
         if full {
-            out.send_full().await?;
+            out.send().await?;
         }
     }
     tuples.finish().map_err(framing)

@@ -165,7 +165,7 @@ impl ConnectionResult {
 
     /// [`end_row`](Self::end_row) without the wait: closes the row, charges its bytes to the
     /// job's budget, and answers whether a chunk is full, to be handed on by
-    /// [`send_full`](Self::send_full) before the next rows. For a reader that writes rows in
+    /// [`send`](Self::send) before the next rows. For a reader that writes rows in
     /// a loop of its own, with no future kept per row.
     #[inline]
     pub(crate) fn close_row(&mut self) -> Result<bool> {
@@ -176,11 +176,6 @@ impl ConnectionResult {
         }
         self.charge()?;
         Ok(self.writer.get_ref().len() >= CHUNK_BYTES)
-    }
-
-    /// Hands on the full chunk [`close_row`](Self::close_row) answered.
-    pub(crate) async fn send_full(&mut self) -> Result<()> {
-        self.send().await
     }
 
     fn end_table(&mut self) -> Result<()> {
@@ -200,7 +195,7 @@ impl ConnectionResult {
     }
 
     /// Hands the buffered bytes on. The receiver gone means the extraction was abandoned.
-    async fn send(&mut self) -> Result<()> {
+    pub(crate) async fn send(&mut self) -> Result<()> {
         let fresh = Vec::with_capacity(CHUNK_BYTES + CHUNK_BYTES / 4);
         let chunk = std::mem::replace(self.writer.get_mut(), fresh);
         self.sent += chunk.len() as u64;
